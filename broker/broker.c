@@ -1,0 +1,1228 @@
+/*  broker: sockets, the loop, and one handler per message kind.
+
+    Per-turn order (zl_broker_turn), the one place it is written down:
+      1. wait for input or the next timer
+      2. drain a batch from each socket and apply it to memory
+         (bad input is answered at once through s_reject: counted, logged)
+      3. fire due timers: lapsed leases, ended delays, dead workers,
+         heartbeats, DLQ alerts
+      4. dispatch ready jobs to workers with free capacity
+      5. commit the turn's state changes to the store in one transaction
+      6. send what promises a state change: Accepted/Rejected/Credit,
+         Dispatch, Settled, and the DLQ events */
+#include "broker.h"
+
+#include "arena.h"
+#include "clock.h"
+#include "codec.h"
+#include "counters.h"
+#include "dedup.h"
+#include "hist.h"
+#include "jobs.h"
+#include "lane.h"
+#include "log.h"
+#include "producers.h"
+#include "rng.h"
+#include "sched.h"
+#include "timers.h"
+#include "wire.h"
+#include "workers.h"
+#include "zl_alloc.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAIN_BATCH 256          // messages per socket per turn
+#define DISPATCH_FRAME_JOBS 256  // jobs per Dispatch frame
+#define DISPATCH_FRAME_BYTES (4u << 20)
+#define MAX_NAME 128             // tenant, lane, worker names
+#define MAX_KEY 256              // idempotency keys
+#define QUEUE_FULL_RETRY_MS 200
+
+typedef enum { SOCK_FRONTEND = 0, SOCK_BACKEND, SOCK_ADMIN, SOCK_COUNT } sock_kind_t;
+static const char *s_sock_names[SOCK_COUNT] = {"frontend", "backend", "admin"};
+
+static const char *s_counter_names[ZL_CTR_COUNT] = {
+#define ZL_CTR_NAME(id, name) name,
+    ZL_COUNTERS (ZL_CTR_NAME)
+#undef ZL_CTR_NAME
+};
+
+struct _zl_broker_t {
+    zl_broker_config_t *cfg;
+    zsock_t *zsocks[SOCK_COUNT];
+    void *socks[SOCK_COUNT];
+    zsock_t *zevents;
+    void *events;
+    char endpoints[4][256];
+    zl_codec_t *codec;
+    zl_arena_t *turn;  // strings that live until the end of the turn
+    zl_rng_t rng;
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_timers_t *timers;
+    zl_jobs_t *jobs;
+    zl_workers_t *workers;
+    zl_producers_t *producers;
+    zl_dedup_t *dedup;
+    uint64_t next_id;
+    uint64_t next_lease;
+    uint64_t counters[ZL_CTR_COUNT];
+    uint64_t *dead_ids;  // dead-lettered this turn, published after commit
+    size_t n_dead, cap_dead;
+    size_t worker_rr;
+    int64_t started_ms;
+    int64_t next_heartbeat_ms;
+    int64_t next_alert_ms;
+    int64_t next_prune_ms;
+};
+
+typedef struct {
+    zl_broker_t *self;
+    sock_kind_t sock;
+    const zl_peer_t *peer;
+    zl_now_t now;
+} ctx_t;
+
+typedef void (handler_fn) (ctx_t *ctx, const zl_msg_t *msg);
+
+// ---------------------------------------------------------------- replies
+static void
+s_send (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    if (zl_wire_send_to (self->socks[ctx->sock], ctx->peer, self->codec, msg) != 0) {
+        self->counters[ZL_CTR_UNREACHABLE]++;
+        zl_debug ("broker", "%s: reply %s not delivered: %s", s_sock_names[ctx->sock],
+                  zl_msg_kind_name (msg->kind), zmq_strerror (errno));
+    }
+}
+
+/*  The one path for bad input: count it, log it, answer with an Error. */
+static void
+s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
+          uint64_t lease, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
+
+static void
+s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
+          uint64_t lease, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (text, sizeof text, fmt, ap);
+    va_end (ap);
+    ctx->self->counters[counter]++;
+    zl_warn ("broker", "%s: %s: %s", s_sock_names[ctx->sock], zl_error_code_name (code), text);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    reply.u.error = (zl_error_t) {code, text, job_id, lease};
+    s_send (ctx, &reply);
+}
+
+// ---------------------------------------------------------------- producers
+static uint64_t
+s_total_depth (zl_broker_t *self)
+{
+    uint64_t depth = 0;
+    for (uint32_t i = 0; i < zl_lanes_count (self->lanes); i++)
+        depth += zl_lanes_at (self->lanes, i)->depth;
+    return depth;
+}
+
+// Credit for one producer: what it already received plus its share of the
+// free room, at most the configured window. Credit never shrinks.
+static void
+s_regrant (zl_broker_t *self, zl_producer_t *p, uint64_t free_room, size_t n_producers)
+{
+    uint64_t share = free_room / (n_producers ? n_producers : 1);
+    if (share > self->cfg->producer_window)
+        share = self->cfg->producer_window;
+    uint64_t limit = p->received + share;
+    if (limit > p->limit)
+        p->limit = limit;
+}
+
+static void
+s_on_hello (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, true);
+    free (p->name);
+    p->name = zl_strndup (msg->u.hello.client, strnlen (msg->u.hello.client, MAX_NAME));
+    p->received = 0;
+    p->limit = 0;
+    p->sent_limit = UINT64_MAX;  // force a Credit this turn
+    p->last_seen_ms = ctx->now.mono_ms;
+    size_t n;
+    zl_producers_all (self->producers, &n);
+    uint64_t depth = s_total_depth (self);
+    s_regrant (self, p, depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0, n);
+    zl_debug ("broker", "producer %s hello, credit %" PRIu64, p->name, p->limit);
+}
+
+static const char *
+s_lane_list (zl_broker_t *self)
+{
+    size_t size = 1;
+    for (uint32_t i = 0; i < zl_lanes_count (self->lanes); i++)
+        size += strlen (zl_lanes_at (self->lanes, i)->name) + 2;
+    char *out = zl_arena_alloc (self->turn, size);
+    out[0] = '\0';
+    for (uint32_t i = 0; i < zl_lanes_count (self->lanes); i++) {
+        if (i)
+            strcat (out, ", ");
+        strcat (out, zl_lanes_at (self->lanes, i)->name);
+    }
+    return out;
+}
+
+static const char *
+s_fmt (zl_broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static const char *
+s_fmt (zl_broker_t *self, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (buf, sizeof buf, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t) n >= sizeof buf)
+        n = sizeof buf - 1;
+    return zl_arena_strndup (self->turn, buf, (size_t) n);
+}
+
+static void
+s_refuse_job (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec,
+              zl_counter_id_t counter, zl_reject_code_t code, const char *reason,
+              uint32_t retry_after_ms)
+{
+    self->counters[counter]++;
+    zl_producer_reject (p, spec->seq, code, reason, retry_after_ms);
+    zl_debug ("broker", "producer %s job seq %" PRIu64 " rejected: %s: %s",
+              p->name ? p->name : p->key, spec->seq, zl_reject_code_name (code), reason);
+}
+
+// Validate one job spec; returns its lane, or NULL after rejecting it.
+static zl_lane_t *
+s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
+{
+    if (!spec->tenant[0]) {
+        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID, "tenant is empty", 0);
+        return NULL;
+    }
+    if (!spec->lane[0]) {
+        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID, "lane is empty", 0);
+        return NULL;
+    }
+    if (strlen (spec->tenant) > MAX_NAME || strlen (spec->lane) > MAX_NAME) {
+        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID,
+                      "tenant or lane longer than 128 bytes", 0);
+        return NULL;
+    }
+    if (strlen (spec->idempotency_key) > MAX_KEY) {
+        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID,
+                      "idempotency key longer than 256 bytes", 0);
+        return NULL;
+    }
+    if (spec->payload.len > self->cfg->max_payload) {
+        s_refuse_job (self, p, spec, ZL_CTR_PAYLOAD_TOO_LARGE, ZL_REJECT_PAYLOAD_TOO_LARGE,
+                      s_fmt (self, "payload of %zu bytes exceeds the limit of %" PRIu64 " bytes",
+                             spec->payload.len, self->cfg->max_payload),
+                      0);
+        return NULL;
+    }
+    zl_lane_t *lane = zl_lanes_lookup (self->lanes, spec->lane);
+    if (!lane) {
+        s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE,
+                      s_fmt (self, "lane '%.128s' is not declared (declared: %s)", spec->lane,
+                             s_lane_list (self)),
+                      0);
+        return NULL;
+    }
+    return lane;
+}
+
+static void
+s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, false);
+    if (!p) {  // implicit Hello
+        p = zl_producers_get (self->producers, ctx->peer, true);
+        size_t n;
+        zl_producers_all (self->producers, &n);
+        uint64_t depth = s_total_depth (self);
+        s_regrant (self, p, depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0, n);
+        if (p->limit < msg->u.submit.n)
+            p->limit = msg->u.submit.n;  // an implicit hello's first batch is taken whole
+        p->sent_limit = UINT64_MAX;
+    }
+    p->last_seen_ms = ctx->now.mono_ms;
+    uint64_t depth = s_total_depth (self);
+    for (size_t i = 0; i < msg->u.submit.n; i++) {
+        const zl_job_spec_t *spec = &msg->u.submit.jobs[i];
+        self->counters[ZL_CTR_SUBMITTED]++;
+        p->received++;
+        if (p->received > p->limit) {
+            s_refuse_job (self, p, spec, ZL_CTR_NO_CREDIT, ZL_REJECT_QUEUE_FULL,
+                          "sent without credit", QUEUE_FULL_RETRY_MS);
+            continue;
+        }
+        zl_lane_t *lane = s_validate_spec (self, p, spec);
+        if (!lane)
+            continue;
+        zl_tenant_t *tenant = zl_lanes_tenant (self->lanes, spec->tenant);
+        if (spec->idempotency_key[0]) {
+            uint64_t orig = zl_dedup_lookup (self->dedup, spec->tenant, spec->idempotency_key,
+                                             ctx->now.wall_ms);
+            if (orig) {
+                self->counters[ZL_CTR_DUPLICATES]++;
+                zl_producer_accept (p, spec->seq, orig, true);
+                continue;
+            }
+        }
+        const char *full = NULL;
+        if (depth >= self->cfg->max_depth)
+            full = "the broker's queue is full";
+        else if (lane->cfg.max_depth && lane->depth >= lane->cfg.max_depth)
+            full = "the lane's queue is full";
+        else if (tenant->cfg.max_depth && tenant->depth >= tenant->cfg.max_depth)
+            full = "the tenant's queue is full";
+        if (full) {
+            s_refuse_job (self, p, spec, ZL_CTR_QUEUE_FULL, ZL_REJECT_QUEUE_FULL, full,
+                          QUEUE_FULL_RETRY_MS);
+            continue;
+        }
+        uint64_t id = self->next_id++;
+        zl_flow_t *flow = zl_sched_flow (self->sched, lane, tenant);
+        zl_jobs_accept (self->jobs, id, spec, flow, ctx->now);
+        if (spec->idempotency_key[0])
+            zl_dedup_insert (self->dedup, spec->tenant, spec->idempotency_key, id,
+                             ctx->now.wall_ms);
+        depth++;
+        self->counters[ZL_CTR_ACCEPTED]++;
+        zl_producer_accept (p, spec->seq, id, false);
+    }
+}
+
+// ---------------------------------------------------------------- workers
+static zl_worker_t *
+s_worker (ctx_t *ctx)
+{
+    zl_worker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
+    if (!w) {
+        s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
+                  "worker has not sent Ready (or was declared dead): send Ready");
+        return NULL;
+    }
+    w->last_seen_ms = ctx->now.mono_ms;
+    return w;
+}
+
+static void
+s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    const zl_ready_t *r = &msg->u.ready;
+    if (r->capacity == 0 || r->n_lanes == 0) {
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0,
+                  "Ready needs at least one lane and a capacity of at least 1");
+        return;
+    }
+    zl_lane_t **lanes = zl_arena_alloc (self->turn, r->n_lanes * sizeof (zl_lane_t *));
+    uint32_t n = 0;
+    for (size_t i = 0; i < r->n_lanes; i++) {
+        zl_lane_t *lane = zl_lanes_lookup (self->lanes, r->lanes[i]);
+        if (!lane) {
+            s_reject (ctx, ZL_CTR_UNKNOWN_LANE, ZL_ERR_UNKNOWN_LANE, 0, 0,
+                      "lane '%.128s' is not declared (declared: %s)", r->lanes[i],
+                      s_lane_list (self));
+            continue;
+        }
+        bool seen = false;
+        for (uint32_t j = 0; j < n; j++)
+            seen |= lanes[j] == lane;
+        if (!seen)
+            lanes[n++] = lane;
+    }
+    if (n == 0)
+        return;
+    zl_worker_t *w = zl_workers_add (self->workers, ctx->peer,
+                                     zl_arena_strndup (self->turn, r->name,
+                                                       strnlen (r->name, MAX_NAME)),
+                                     lanes, n, r->capacity, ctx->now.mono_ms);
+    self->counters[ZL_CTR_WORKERS_READY]++;
+    zl_info ("broker", "worker %s ready: %u lane(s), capacity %u", w->name, n, w->capacity);
+}
+
+static void
+s_on_heartbeat (ctx_t *ctx, const zl_msg_t *msg)
+{
+    (void) msg;
+    s_worker (ctx);
+}
+
+static void
+s_settle_error (ctx_t *ctx, zl_settle_rc_t rc, const char *what, uint64_t job_id, uint64_t lease)
+{
+    switch (rc) {
+    case ZL_SETTLE_UNKNOWN_JOB:
+        s_reject (ctx, ZL_CTR_UNKNOWN_JOB, ZL_ERR_UNKNOWN_JOB, job_id, lease,
+                  "%s for unknown job %" PRIu64, what, job_id);
+        break;
+    case ZL_SETTLE_MAX_RUN:
+        s_reject (ctx, ZL_CTR_MAX_RUN, ZL_ERR_MAX_RUN, job_id, lease,
+                  "%s refused: job %" PRIu64 " reached its max run time", what, job_id);
+        break;
+    default:
+        s_reject (ctx, ZL_CTR_STALE_LEASE, ZL_ERR_STALE_LEASE, job_id, lease,
+                  "%s for job %" PRIu64 " with stale lease %" PRIu64, what, job_id, lease);
+        break;
+    }
+}
+
+static void
+s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_worker_t *w = s_worker (ctx);
+    if (!w)
+        return;
+    for (size_t i = 0; i < msg->u.ack.n; i++) {
+        const zl_ack_item_t *it = &msg->u.ack.items[i];
+        zl_settle_rc_t rc = zl_jobs_ack (ctx->self->jobs, w, it, ctx->now);
+        if (rc == ZL_SETTLE_OK) {
+            ctx->self->counters[ZL_CTR_ACKED]++;
+            zl_worker_queue_settled (w, it->job_id, it->lease);
+        } else
+            s_settle_error (ctx, rc, "ack", it->job_id, it->lease);
+    }
+}
+
+static void
+s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_worker_t *w = s_worker (ctx);
+    if (!w)
+        return;
+    for (size_t i = 0; i < msg->u.nack.n; i++) {
+        const zl_nack_item_t *it = &msg->u.nack.items[i];
+        zl_settle_rc_t rc = zl_jobs_nack (ctx->self->jobs, w, it, ctx->now);
+        if (rc == ZL_SETTLE_OK) {
+            ctx->self->counters[ZL_CTR_NACKED]++;
+            zl_worker_queue_settled (w, it->job_id, it->lease);
+        } else
+            s_settle_error (ctx, rc, "nack", it->job_id, it->lease);
+    }
+}
+
+static void
+s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_worker_t *w = s_worker (ctx);
+    if (!w)
+        return;
+    for (size_t i = 0; i < msg->u.extend.n; i++) {
+        const zl_extend_item_t *it = &msg->u.extend.items[i];
+        zl_settle_rc_t rc = zl_jobs_extend (ctx->self->jobs, w, it, ctx->now);
+        if (rc == ZL_SETTLE_OK)
+            ctx->self->counters[ZL_CTR_EXTENDED]++;
+        else
+            s_settle_error (ctx, rc, "extend", it->job_id, it->lease);
+    }
+}
+
+// ---------------------------------------------------------------- admin
+static void s_on_admin (ctx_t *ctx, const zl_msg_t *msg);
+
+// ---------------------------------------------------------------- dispatch table
+static handler_fn *const s_handlers[SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
+    [SOCK_FRONTEND] = {[ZL_MSG_HELLO] = s_on_hello, [ZL_MSG_SUBMIT] = s_on_submit},
+    [SOCK_BACKEND] = {[ZL_MSG_READY] = s_on_ready,
+                      [ZL_MSG_HEARTBEAT] = s_on_heartbeat,
+                      [ZL_MSG_ACK] = s_on_ack,
+                      [ZL_MSG_NACK] = s_on_nack,
+                      [ZL_MSG_EXTEND] = s_on_extend},
+    [SOCK_ADMIN] = {[ZL_MSG_ADMIN_REQUEST] = s_on_admin},
+};
+
+static void
+s_handle_frame (zl_broker_t *self, sock_kind_t sock, const zl_peer_t *peer, const void *data,
+                size_t size, bool extra_frames, zl_now_t now)
+{
+    ctx_t ctx = {self, sock, peer, now};
+    self->counters[ZL_CTR_FRAMES_IN]++;
+    if (extra_frames) {
+        s_reject (&ctx, ZL_CTR_BAD_FRAME, ZL_ERR_BAD_FRAME, 0, 0,
+                  "a message must be exactly one frame holding one Envelope");
+        return;
+    }
+    zl_msg_t msg;
+    zl_decode_rc_t rc = zl_codec_decode (self->codec, data, size, &msg);
+    if (rc == ZL_DECODE_BAD_FRAME) {
+        s_reject (&ctx, ZL_CTR_BAD_FRAME, ZL_ERR_BAD_FRAME, 0, 0,
+                  "frame of %zu bytes is not a valid zlane Envelope", size);
+        return;
+    }
+    if (rc == ZL_DECODE_BAD_VERSION) {
+        s_reject (&ctx, ZL_CTR_BAD_VERSION, ZL_ERR_BAD_VERSION, 0, 0,
+                  "unsupported protocol version (this broker speaks version %d)",
+                  ZL_PROTOCOL_VERSION);
+        return;
+    }
+    handler_fn *fn = rc == ZL_DECODE_OK ? s_handlers[sock][msg.kind] : NULL;
+    if (!fn) {
+        s_reject (&ctx, ZL_CTR_UNKNOWN_KIND, ZL_ERR_UNKNOWN_KIND, 0, 0,
+                  "message kind '%s' is not valid on the %s socket",
+                  rc == ZL_DECODE_OK ? zl_msg_kind_name (msg.kind) : "unknown",
+                  s_sock_names[sock]);
+        return;
+    }
+    zl_trace ("broker", "%s <- %s", s_sock_names[sock], zl_msg_kind_name (msg.kind));
+    fn (&ctx, &msg);
+}
+
+// Drain up to DRAIN_BATCH messages from one ROUTER socket.
+static int
+s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
+{
+    void *s = self->socks[sock];
+    int n = 0;
+    while (n < DRAIN_BATCH) {
+        zmq_msg_t id, body;
+        zmq_msg_init (&id);
+        if (zmq_msg_recv (&id, s, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&id);
+            break;
+        }
+        n++;
+        zl_peer_t peer;
+        size_t idlen = zmq_msg_size (&id);
+        peer.len = (uint8_t) (idlen > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : idlen);
+        memcpy (peer.data, zmq_msg_data (&id), peer.len);
+        bool more = zmq_msg_more (&id);
+        zmq_msg_close (&id);
+        if (!more)
+            continue;  // a ROUTER always delivers id + body; nothing to answer
+        zmq_msg_init (&body);
+        if (zmq_msg_recv (&body, s, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&body);
+            continue;
+        }
+        bool extra = zmq_msg_more (&body);
+        while (zmq_msg_more (&body)) {  // discard the rest of a multi-frame message
+            zmq_msg_t rest;
+            zmq_msg_init (&rest);
+            int rc = zmq_msg_recv (&rest, s, ZMQ_DONTWAIT);
+            bool again = rc >= 0 && zmq_msg_more (&rest);
+            zmq_msg_close (&rest);
+            if (!again)
+                break;
+        }
+        s_handle_frame (self, sock, &peer, zmq_msg_data (&body), zmq_msg_size (&body), extra,
+                        now);
+        zmq_msg_close (&body);
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------- timers
+static void
+s_worker_gone (zl_broker_t *self, zl_worker_t *w, const char *why, zl_now_t now)
+{
+    size_t n = zl_jobs_release_worker (self->jobs, w, ZL_OUTCOME_WORKER_DEAD, why, now);
+    zl_warn ("broker", "worker %s %s; %zu job(s) back to ready", w->name, why, n);
+    self->counters[ZL_CTR_DEAD_WORKERS]++;
+    zl_workers_remove (self->workers, w);
+}
+
+static void
+s_liveness (zl_broker_t *self, zl_now_t now)
+{
+    int64_t limit = (int64_t) (self->cfg->heartbeat_ms * self->cfg->liveness);
+    size_t n;
+    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    for (size_t i = 0; i < n;) {
+        zl_worker_t *w = all[i];
+        if (now.mono_ms - w->last_seen_ms > limit) {
+            char why[96];
+            snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
+                      now.mono_ms - w->last_seen_ms, limit);
+            s_worker_gone (self, w, why, now);  // swaps the last worker into slot i
+            all = zl_workers_all (self->workers, &n);
+        } else
+            i++;
+    }
+}
+
+static void
+s_heartbeat (zl_broker_t *self, zl_now_t now)
+{
+    zl_msg_t hb = {.kind = ZL_MSG_HEARTBEAT};
+    size_t n;
+    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    for (size_t i = 0; i < n; i++)
+        zl_wire_send_to (self->socks[SOCK_BACKEND], &all[i]->peer, self->codec, &hb);
+}
+
+static void
+s_dlq_alert (zl_broker_t *self, zl_now_t now)
+{
+    zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
+    zl_job_t *oldest = zl_dlq_first (dlq);
+    if (!oldest)
+        return;
+    zl_msg_t ev = {.kind = ZL_MSG_DLQ_ALERT};
+    ev.u.dlq_alert.depth = zl_dlq_depth (dlq);
+    ev.u.dlq_alert.oldest_age_ms = (uint64_t) (now.wall_ms - oldest->dead_at_ms);
+    if (zl_wire_publish (self->events, "alert.dlq", self->codec, &ev) == 0)
+        self->counters[ZL_CTR_EVENTS_PUBLISHED]++;
+}
+
+static void
+s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
+{
+    zl_broker_t *self = arg;
+    if (ev != ZL_JOBS_EV_DEAD)
+        return;
+    self->counters[ZL_CTR_DEAD_LETTERED]++;
+    if (self->n_dead == self->cap_dead) {
+        self->cap_dead = self->cap_dead ? self->cap_dead * 2 : 16;
+        self->dead_ids = zl_realloc (self->dead_ids, self->cap_dead * sizeof (uint64_t));
+    }
+    self->dead_ids[self->n_dead++] = job->id;
+}
+
+static void
+s_fire_timers (zl_broker_t *self, zl_now_t now)
+{
+    zl_jobs_fire_timers (self->jobs, now);
+    if (now.mono_ms >= self->next_heartbeat_ms) {
+        s_liveness (self, now);
+        s_heartbeat (self, now);
+        self->next_heartbeat_ms = now.mono_ms + (int64_t) self->cfg->heartbeat_ms;
+    }
+    if (now.mono_ms >= self->next_alert_ms) {
+        s_dlq_alert (self, now);
+        self->next_alert_ms = now.mono_ms + (int64_t) self->cfg->dlq_alert_ms;
+    }
+    if (now.mono_ms >= self->next_prune_ms) {
+        zl_dedup_prune (self->dedup, now.wall_ms);
+        self->next_prune_ms = now.mono_ms + 1000;
+    }
+}
+
+// ---------------------------------------------------------------- dispatch
+// Next lane of `w` with a ready job, round robin from w->rr; NULL if none.
+static zl_lane_t *
+s_pick_lane (zl_broker_t *self, zl_worker_t *w)
+{
+    for (uint32_t k = 0; k < w->n_lanes; k++) {
+        zl_lane_t *lane = w->lanes[(w->rr + k) % w->n_lanes];
+        if (!lane->paused && zl_sched_has_ready (self->sched, lane)) {
+            w->rr = (w->rr + k + 1) % w->n_lanes;
+            return lane;
+        }
+    }
+    return NULL;
+}
+
+static void
+s_dispatch (zl_broker_t *self, zl_now_t now)
+{
+    size_t n;
+    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    if (n == 0)
+        return;
+    // one job at a time round the workers, so load spreads evenly
+    bool progress = true;
+    size_t start = self->worker_rr++ % n;
+    while (progress) {
+        progress = false;
+        for (size_t k = 0; k < n; k++) {
+            zl_worker_t *w = all[(start + k) % n];
+            if (w->in_flight >= w->capacity)
+                continue;
+            zl_lane_t *lane = s_pick_lane (self, w);
+            if (!lane)
+                continue;
+            zl_job_t *job = zl_sched_pop (self->sched, lane);
+            zl_jobs_lease (self->jobs, job, w, self->next_lease++, now);
+            zl_worker_queue_job (w, job);
+            self->counters[ZL_CTR_DISPATCHED]++;
+            progress = true;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- commit
+// Step 5 of the turn. This build keeps state in memory only; the durable
+// store plugs in here, and nothing below runs before it has returned.
+static int
+s_commit (zl_broker_t *self)
+{
+    (void) self;
+    return 0;
+}
+
+// ---------------------------------------------------------------- replies
+static void
+s_flush_producers (zl_broker_t *self)
+{
+    size_t n;
+    zl_producer_t **all = zl_producers_all (self->producers, &n);
+    uint64_t depth = s_total_depth (self);
+    uint64_t room = depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0;
+    for (size_t i = 0; i < n; i++) {
+        zl_producer_t *p = all[i];
+        ctx_t ctx = {self, SOCK_FRONTEND, &p->peer, {0}};
+        if (p->n_acc) {
+            zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
+            m.u.accepted = (zl_accepted_t) {p->n_acc, p->acc};
+            s_send (&ctx, &m);
+            p->n_acc = 0;
+        }
+        if (p->n_rej) {
+            zl_msg_t m = {.kind = ZL_MSG_REJECTED};
+            m.u.rejected = (zl_rejected_t) {p->n_rej, p->rej};
+            s_send (&ctx, &m);
+            p->n_rej = 0;
+        }
+        s_regrant (self, p, room, n);
+        if (p->limit != p->sent_limit) {
+            zl_msg_t m = {.kind = ZL_MSG_CREDIT};
+            m.u.credit.limit = p->limit;
+            s_send (&ctx, &m);
+            p->sent_limit = p->limit;
+        }
+    }
+}
+
+static const char *
+s_job_key (zl_broker_t *self, zl_job_t *job)
+{
+    if (job->idempotency_key)
+        return job->idempotency_key;
+    return s_fmt (self, "job-%" PRIu64, job->id);
+}
+
+static int
+s_send_dispatch (zl_broker_t *self, zl_worker_t *w, zl_job_msg_t *msgs, size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
+    m.u.dispatch = (zl_dispatch_t) {n, msgs};
+    return zl_wire_send_to (self->socks[SOCK_BACKEND], &w->peer, self->codec, &m);
+}
+
+static void
+s_flush_workers (zl_broker_t *self, zl_now_t now)
+{
+    size_t n_gone = 0;
+    size_t n;
+    zl_workers_all (self->workers, &n);
+    zl_worker_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_worker_t *));
+    zl_job_msg_t *msgs = zl_arena_alloc (self->turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
+    for (zl_worker_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
+        bool ok = true;
+        if (w->n_settled) {
+            zl_msg_t m = {.kind = ZL_MSG_SETTLED};
+            m.u.settled = (zl_settled_t) {w->n_settled, w->out_settled};
+            ok = zl_wire_send_to (self->socks[SOCK_BACKEND], &w->peer, self->codec, &m) == 0;
+            w->n_settled = 0;
+        }
+        size_t k = 0, bytes = 0;
+        for (uint32_t i = 0; i < w->n_out && ok; i++) {
+            zl_job_t *job = w->out_jobs[i];
+            msgs[k++] = (zl_job_msg_t) {.job_id = job->id,
+                                        .lease = job->lease,
+                                        .attempt = job->attempt,
+                                        .tenant = job->flow->tenant->name,
+                                        .lane = job->flow->lane->name,
+                                        .payload = {job->payload, job->payload_len},
+                                        .n_headers = job->n_headers,
+                                        .headers = job->headers,
+                                        .idempotency_key = s_job_key (self, job),
+                                        .lease_ms = job->lease_ms,
+                                        .max_run_ms = job->max_run_ms,
+                                        .max_attempts = job->max_attempts,
+                                        .enqueued_at_ms = (uint64_t) job->enqueued_at_ms};
+            bytes += job->payload_len;
+            if (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == w->n_out) {
+                ok = s_send_dispatch (self, w, msgs, k) == 0;
+                k = 0;
+                bytes = 0;
+            }
+        }
+        w->n_out = 0;
+        if (!ok) {  // ROUTER_MANDATORY: the worker's connection is gone
+            self->counters[ZL_CTR_UNREACHABLE]++;
+            gone[n_gone++] = w;
+        }
+    }
+    // jobs queued for an unreachable worker go back to ready with the rest
+    for (size_t i = 0; i < n_gone; i++)
+        s_worker_gone (self, gone[i], "unreachable", now);
+}
+
+static void
+s_publish_dead (zl_broker_t *self)
+{
+    for (size_t i = 0; i < self->n_dead; i++) {
+        zl_job_t *job = zl_jobs_find (self->jobs, self->dead_ids[i]);
+        if (!job || job->state != ZL_JOB_DEAD)
+            continue;
+        zl_attempt_t *atts = zl_arena_alloc (self->turn, (job->n_history + 1) * sizeof *atts);
+        for (uint32_t a = 0; a < job->n_history; a++) {
+            zl_attempt_rec_t *r = &job->history[a];
+            atts[a] = (zl_attempt_t) {r->attempt, r->worker, (uint64_t) r->started_at_ms,
+                                      (uint64_t) r->ended_at_ms, r->outcome, r->error};
+        }
+        zl_msg_t ev = {.kind = ZL_MSG_DEAD_LETTER};
+        ev.u.dead_letter = (zl_dead_letter_t) {
+            .job_id = job->id,
+            .tenant = job->flow->tenant->name,
+            .lane = job->flow->lane->name,
+            .payload = {job->payload, job->payload_len},
+            .idempotency_key = job->idempotency_key ? job->idempotency_key : "",
+            .enqueued_at_ms = (uint64_t) job->enqueued_at_ms,
+            .dead_at_ms = (uint64_t) job->dead_at_ms,
+            .error = job->n_history ? job->history[job->n_history - 1].error : "",
+            .n_attempts = job->n_history,
+            .attempts = atts,
+            .n_headers = job->n_headers,
+            .headers = job->headers};
+        const char *topic =
+            s_fmt (self, "dlq.%s.%s", job->flow->lane->name, job->flow->tenant->name);
+        if (zl_wire_publish (self->events, topic, self->codec, &ev) == 0)
+            self->counters[ZL_CTR_EVENTS_PUBLISHED]++;
+    }
+    self->n_dead = 0;
+}
+
+// ---------------------------------------------------------------- the turn
+int
+zl_broker_turn (zl_broker_t *self, int max_wait_ms)
+{
+    // 1. wait for input or the next timer
+    zl_now_t now = zl_now ();
+    int64_t wake = self->next_heartbeat_ms;
+    if (self->next_alert_ms < wake)
+        wake = self->next_alert_ms;
+    int64_t t = zl_jobs_next_timer (self->jobs);
+    if (t >= 0 && t < wake)
+        wake = t;
+    long timeout = wake - now.mono_ms;
+    if (timeout < 0)
+        timeout = 0;
+    if (timeout > max_wait_ms)
+        timeout = max_wait_ms;
+    zmq_pollitem_t items[SOCK_COUNT];
+    for (int i = 0; i < SOCK_COUNT; i++)
+        items[i] = (zmq_pollitem_t) {self->socks[i], 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (items, SOCK_COUNT, timeout) < 0 && errno == EINTR)
+        return -1;
+    self->counters[ZL_CTR_TURNS]++;
+    zl_arena_reset (self->turn);
+
+    // 2. drain and apply
+    now = zl_now ();
+    for (int i = 0; i < SOCK_COUNT; i++)
+        if (items[i].revents & ZMQ_POLLIN)
+            s_drain (self, (sock_kind_t) i, now);
+
+    // 3. timers
+    s_fire_timers (self, now);
+
+    // 4. dispatch
+    s_dispatch (self, now);
+
+    // 5. commit
+    if (s_commit (self) != 0)
+        return 0;
+
+    // 6. replies that promise a state change, then events
+    s_flush_producers (self);
+    s_flush_workers (self, now);
+    s_publish_dead (self);
+    return 0;
+}
+
+int
+zl_broker_run (zl_broker_t *self, volatile int *stop)
+{
+    while (!*stop)
+        zl_broker_turn (self, 1000);
+    return 0;
+}
+
+// ---------------------------------------------------------------- admin
+static void
+s_add_group (zl_group_stats_t *g, const zl_flow_t *f, int64_t now_ms)
+{
+    g->ready += f->ready;
+    g->delayed += f->delayed;
+    g->in_flight += f->in_flight;
+    g->dlq += f->dlq;
+    if (f->head) {
+        uint64_t age = (uint64_t) (now_ms - f->head->ready_ms);
+        if (age > g->oldest_ready_age_ms)
+            g->oldest_ready_age_ms = age;
+    }
+    g->submitted += f->submitted;
+    g->acked += f->acked;
+    g->nacked_transient += f->nacked_transient;
+    g->nacked_throttled += f->nacked_throttled;
+    g->nacked_permanent += f->nacked_permanent;
+    g->lease_expired += f->lease_expired;
+    g->dead_lettered += f->dead_lettered;
+    g->run_us += f->run_us;
+    g->throttled += f->throttled;
+    g->capped += f->capped;
+}
+
+static void
+s_latency (zl_latency_t *out, const char *name, const zl_hist_t *h)
+{
+    *out = (zl_latency_t) {name,
+                           h->count,
+                           zl_hist_quantile (h, 0.50),
+                           zl_hist_quantile (h, 0.90),
+                           zl_hist_quantile (h, 0.99),
+                           h->max};
+}
+
+static void
+s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
+{
+    zl_arena_t *a = self->turn;
+    memset (st, 0, sizeof *st);
+    st->uptime_ms = (uint64_t) (now.mono_ms - self->started_ms);
+    st->n_counters = ZL_CTR_COUNT;
+    st->counters = zl_arena_alloc (a, ZL_CTR_COUNT * sizeof (zl_counter_t));
+    for (int i = 0; i < ZL_CTR_COUNT; i++)
+        st->counters[i] = (zl_counter_t) {s_counter_names[i], self->counters[i]};
+    uint32_t nl = zl_lanes_count (self->lanes), nt = zl_lanes_tenant_count (self->lanes);
+    st->n_lanes = nl;
+    st->lanes = zl_arena_calloc (a, nl ? nl : 1, sizeof (zl_group_stats_t));
+    for (uint32_t i = 0; i < nl; i++) {
+        zl_lane_t *lane = zl_lanes_at (self->lanes, i);
+        st->lanes[i].lane = lane->name;
+        st->lanes[i].tenant = "";
+        st->lanes[i].paused = lane->paused;
+    }
+    st->n_tenants = nt;
+    st->tenants = zl_arena_calloc (a, nt ? nt : 1, sizeof (zl_group_stats_t));
+    for (uint32_t i = 0; i < nt; i++) {
+        st->tenants[i].lane = "";
+        st->tenants[i].tenant = zl_lanes_tenant_at (self->lanes, i)->name;
+    }
+    size_t nf;
+    zl_flow_t **flows = zl_sched_flows (self->sched, &nf);
+    st->n_groups = nf;
+    st->groups = zl_arena_calloc (a, nf ? nf : 1, sizeof (zl_group_stats_t));
+    for (size_t i = 0; i < nf; i++) {
+        zl_flow_t *f = flows[i];
+        st->groups[i].lane = f->lane->name;
+        st->groups[i].tenant = f->tenant->name;
+        st->groups[i].paused = f->lane->paused;
+        s_add_group (&st->groups[i], f, now.mono_ms);
+        s_add_group (&st->lanes[f->lane->index], f, now.mono_ms);
+        s_add_group (&st->tenants[f->tenant->index], f, now.mono_ms);
+    }
+    // oldest dead-letter age per group: one pass over the DLQ
+    zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
+    for (zl_job_t *j = zl_dlq_first (dlq); j; j = zl_dlq_next (dlq, j)) {
+        uint64_t age = (uint64_t) (now.wall_ms - j->dead_at_ms);
+        zl_group_stats_t *gs[3] = {&st->lanes[j->flow->lane->index],
+                                   &st->tenants[j->flow->tenant->index], NULL};
+        for (size_t i = 0; i < nf; i++)
+            if (flows[i] == j->flow)
+                gs[2] = &st->groups[i];
+        for (int g = 0; g < 3; g++)
+            if (gs[g] && age > gs[g]->oldest_dlq_age_ms)
+                gs[g]->oldest_dlq_age_ms = age;
+    }
+    st->n_latencies = 2;
+    st->latencies = zl_arena_alloc (a, 2 * sizeof (zl_latency_t));
+    s_latency (&st->latencies[0], "submit_to_start", zl_jobs_latency (self->jobs, 0));
+    s_latency (&st->latencies[1], "submit_to_ack", zl_jobs_latency (self->jobs, 1));
+    st->workers = (uint32_t) zl_workers_count (self->workers);
+    size_t np;
+    zl_producers_all (self->producers, &np);
+    st->producers = (uint32_t) np;
+}
+
+static bool
+s_filter_match (const zl_dlq_filter_t *f, const zl_job_t *job)
+{
+    if (f->lane[0] && strcmp (f->lane, job->flow->lane->name) != 0)
+        return false;
+    if (f->tenant[0] && strcmp (f->tenant, job->flow->tenant->name) != 0)
+        return false;
+    if (f->n_ids) {
+        for (size_t i = 0; i < f->n_ids; i++)
+            if (f->ids[i] == job->id)
+                return true;
+        return false;
+    }
+    return true;
+}
+
+static bool
+s_filter_narrow (const zl_dlq_filter_t *f)
+{
+    return f->all || f->lane[0] || f->tenant[0] || f->n_ids;
+}
+
+static void
+s_fill_dead_letter (zl_broker_t *self, zl_dead_letter_t *d, zl_job_t *job, bool full)
+{
+    memset (d, 0, sizeof *d);
+    d->job_id = job->id;
+    d->tenant = job->flow->tenant->name;
+    d->lane = job->flow->lane->name;
+    d->idempotency_key = job->idempotency_key ? job->idempotency_key : "";
+    d->enqueued_at_ms = (uint64_t) job->enqueued_at_ms;
+    d->dead_at_ms = (uint64_t) job->dead_at_ms;
+    d->error = job->n_history ? job->history[job->n_history - 1].error : "";
+    if (!full)
+        return;
+    d->payload = (zl_bytes_t) {job->payload, job->payload_len};
+    d->n_headers = job->n_headers;
+    d->headers = job->headers;
+    d->n_attempts = job->n_history;
+    d->attempts = zl_arena_alloc (self->turn, (job->n_history + 1) * sizeof (zl_attempt_t));
+    for (uint32_t a = 0; a < job->n_history; a++) {
+        zl_attempt_rec_t *r = &job->history[a];
+        d->attempts[a] = (zl_attempt_t) {r->attempt, r->worker, (uint64_t) r->started_at_ms,
+                                         (uint64_t) r->ended_at_ms, r->outcome, r->error};
+    }
+}
+
+static void
+s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    const zl_admin_request_t *req = &msg->u.admin_request;
+    self->counters[ZL_CTR_ADMIN_REQUESTS]++;
+    zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
+    zl_admin_reply_t *r = &out.u.admin_reply;
+    r->request_id = req->request_id;
+    r->ok = true;
+    r->error = "";
+    zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
+    switch (req->op) {
+    case ZL_ADMIN_STATS:
+        r->result = ZL_ADMIN_RESULT_STATS;
+        s_build_stats (self, &r->stats, ctx->now);
+        break;
+    case ZL_ADMIN_DLQ_LIST: {
+        uint32_t limit = req->limit ? req->limit : 100;
+        if (limit > 1000)
+            limit = 1000;
+        r->result = ZL_ADMIN_RESULT_DLQ_LIST;
+        r->dead_letters = zl_arena_alloc (self->turn, limit * sizeof (zl_dead_letter_t));
+        zl_job_t *j = zl_dlq_first (dlq);
+        if (req->after_id) {
+            zl_job_t *after = zl_dlq_find (dlq, req->after_id);
+            j = after ? zl_dlq_next (dlq, after) : NULL;
+        }
+        for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
+            if (s_filter_match (&req->filter, j))
+                s_fill_dead_letter (self, &r->dead_letters[r->n_dead_letters++], j, false);
+        break;
+    }
+    case ZL_ADMIN_DLQ_SHOW: {
+        zl_job_t *j = zl_dlq_find (dlq, req->job_id);
+        if (!j) {
+            r->ok = false;
+            r->error = s_fmt (self, "job %" PRIu64 " is not in the dead-letter queue",
+                              req->job_id);
+            break;
+        }
+        r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
+        s_fill_dead_letter (self, &r->dead_letter, j, true);
+        break;
+    }
+    case ZL_ADMIN_DLQ_REDRIVE:
+    case ZL_ADMIN_DLQ_PURGE: {
+        if (!s_filter_narrow (&req->filter)) {
+            r->ok = false;
+            r->error = "say which dead letters: all, a lane, a tenant or ids";
+            break;
+        }
+        bool redrive = req->op == ZL_ADMIN_DLQ_REDRIVE;
+        uint64_t count = 0;
+        zl_job_t *j = zl_dlq_first (dlq);
+        while (j) {
+            zl_job_t *next = zl_dlq_next (dlq, j);
+            if (s_filter_match (&req->filter, j)) {
+                if (redrive)
+                    zl_jobs_redrive (self->jobs, j, ctx->now);
+                else
+                    zl_jobs_purge (self->jobs, j);
+                count++;
+            }
+            j = next;
+        }
+        self->counters[redrive ? ZL_CTR_REDRIVEN : ZL_CTR_PURGED] += count;
+        zl_info ("broker", "admin: %s %" PRIu64 " dead letter(s)", redrive ? "redrove" : "purged",
+                 count);
+        r->result = ZL_ADMIN_RESULT_COUNT;
+        r->count = count;
+        break;
+    }
+    case ZL_ADMIN_PAUSE:
+    case ZL_ADMIN_RESUME: {
+        zl_lane_t *lane = zl_lanes_lookup (self->lanes, req->lane);
+        if (!lane) {
+            r->ok = false;
+            r->error = s_fmt (self, "lane '%.128s' is not declared", req->lane);
+            break;
+        }
+        lane->paused = req->op == ZL_ADMIN_PAUSE;
+        zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
+        break;
+    }
+    default:
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "admin request without an operation");
+        return;
+    }
+    s_send (ctx, &out);
+}
+
+// ---------------------------------------------------------------- lifecycle
+static int
+s_bind (zl_broker_t *self, zsock_t *zs, const char *endpoint, int slot, char *err, size_t errlen)
+{
+    void *s = zsock_resolve (zs);
+    if (zmq_bind (s, endpoint) != 0) {
+        snprintf (err, errlen, "cannot bind %s: %s", endpoint, zmq_strerror (errno));
+        return -1;
+    }
+    size_t len = sizeof self->endpoints[slot];
+    zmq_getsockopt (s, ZMQ_LAST_ENDPOINT, self->endpoints[slot], &len);
+    return 0;
+}
+
+static zsock_t *
+s_router (const zl_broker_config_t *cfg)
+{
+    zsock_t *zs = zsock_new (ZMQ_ROUTER);
+    void *s = zsock_resolve (zs);
+    int one = 1, hwm = 100000, linger = 0;
+    // a frame larger than this drops the sender's connection: it bounds what
+    // one peer can make the broker buffer and decode
+    int64_t max_msg = (int64_t) cfg->max_payload * 2 + (16 << 20);
+    zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
+    zmq_setsockopt (s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
+    return zs;
+}
+
+static int
+s_write_ports (zl_broker_t *self, const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf (tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen (tmp, "w");
+    if (!f) {
+        snprintf (err, errlen, "cannot write ports file %s: %s", tmp, strerror (errno));
+        return -1;
+    }
+    fprintf (f, "frontend=%s\nbackend=%s\nevents=%s\nadmin=%s\n", self->endpoints[0],
+             self->endpoints[1], self->endpoints[2], self->endpoints[3]);
+    fclose (f);
+    if (rename (tmp, path) != 0) {
+        snprintf (err, errlen, "cannot rename %s: %s", tmp, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+zl_broker_t *
+zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
+{
+    zl_broker_t *self = ZL_NEW (zl_broker_t);
+    self->cfg = cfg;
+    zl_rng_seed (&self->rng, 0);
+    self->codec = zl_codec_new ();
+    self->turn = zl_arena_new (256 * 1024);
+    self->lanes = zl_lanes_new (cfg);
+    self->sched = zl_sched_new (cfg->scheduler);
+    self->timers = zl_timers_new ();
+    self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng);
+    zl_jobs_set_listener (self->jobs, s_on_job_event, self);
+    self->workers = zl_workers_new ();
+    self->producers = zl_producers_new ();
+    self->dedup = zl_dedup_new (cfg->dedup_window_ms);
+    self->next_id = 1;
+    // lease tokens never repeat across restarts: start from the wall clock
+    self->next_lease = (uint64_t) zl_clock_wall_us () << 8;
+    for (int i = 0; i < SOCK_COUNT; i++) {
+        self->zsocks[i] = s_router (cfg);
+        self->socks[i] = zsock_resolve (self->zsocks[i]);
+    }
+    self->zevents = zsock_new (ZMQ_PUB);
+    self->events = zsock_resolve (self->zevents);
+    int linger = 0;
+    zmq_setsockopt (self->events, ZMQ_LINGER, &linger, sizeof linger);
+    if (s_bind (self, self->zsocks[SOCK_FRONTEND], cfg->frontend, 0, err, errlen) ||
+        s_bind (self, self->zsocks[SOCK_BACKEND], cfg->backend, 1, err, errlen) ||
+        s_bind (self, self->zevents, cfg->events, 2, err, errlen) ||
+        s_bind (self, self->zsocks[SOCK_ADMIN], cfg->admin, 3, err, errlen) ||
+        (cfg->ports_file && s_write_ports (self, cfg->ports_file, err, errlen))) {
+        zl_broker_destroy (&self);
+        return NULL;
+    }
+    zl_now_t now = zl_now ();
+    self->started_ms = now.mono_ms;
+    self->next_heartbeat_ms = now.mono_ms + (int64_t) cfg->heartbeat_ms;
+    self->next_alert_ms = now.mono_ms + (int64_t) cfg->dlq_alert_ms;
+    self->next_prune_ms = now.mono_ms + 1000;
+    zl_info ("broker", "listening: frontend %s, backend %s, events %s, admin %s; %u lane(s)%s",
+             self->endpoints[0], self->endpoints[1], self->endpoints[2], self->endpoints[3],
+             zl_lanes_count (self->lanes), cfg->auto_lanes ? " (auto lanes on)" : "");
+    return self;
+}
+
+void
+zl_broker_destroy (zl_broker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_broker_t *self = *self_p;
+    for (int i = 0; i < SOCK_COUNT; i++)
+        zsock_destroy (&self->zsocks[i]);
+    zsock_destroy (&self->zevents);
+    zl_jobs_destroy (&self->jobs);
+    zl_timers_destroy (&self->timers);
+    zl_sched_destroy (&self->sched);
+    zl_workers_destroy (&self->workers);
+    zl_producers_destroy (&self->producers);
+    zl_dedup_destroy (&self->dedup);
+    zl_lanes_destroy (&self->lanes);
+    zl_codec_destroy (&self->codec);
+    zl_arena_destroy (&self->turn);
+    free (self->dead_ids);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+zl_broker_endpoint (zl_broker_t *self, const char *which)
+{
+    static const char *names[] = {"frontend", "backend", "events", "admin"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp (which, names[i]) == 0)
+            return self->endpoints[i];
+    return NULL;
+}

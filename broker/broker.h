@@ -1,0 +1,27 @@
+/*  broker: the zlane broker -- sockets, the event loop and the message
+    handlers. One thread owns all broker state. */
+#ifndef ZL_BROKER_H
+#define ZL_BROKER_H
+
+#include "config.h"
+
+#include <stdint.h>
+
+typedef struct _zl_broker_t zl_broker_t;
+
+/*  Return a broker bound to the endpoints of `cfg` (borrowed; must outlive
+    the broker), or NULL with a reason in `err`. */
+zl_broker_t *zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen);
+/*  Destroy the broker, closing its sockets; nulls the caller's pointer. */
+void zl_broker_destroy (zl_broker_t **self_p);
+/*  Run one loop turn: wait at most `max_wait_ms` for input, then drain ->
+    apply -> fire timers -> dispatch -> commit -> reply. Returns 0, or -1 if
+    the wait was interrupted. */
+int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
+/*  Run turns until `*stop` becomes non-zero. Returns 0. */
+int zl_broker_run (zl_broker_t *self, volatile int *stop);
+/*  Return the endpoint actually bound for "frontend", "backend", "events"
+    or "admin" (ephemeral ports resolved), or NULL. Borrowed. */
+const char *zl_broker_endpoint (zl_broker_t *self, const char *which);
+
+#endif

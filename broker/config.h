@@ -1,0 +1,76 @@
+/*  config: everything the broker can be told, from defaults, a czmq zconfig
+    file and command-line flags (in that order; later wins). */
+#ifndef ZL_BROKER_CONFIG_H
+#define ZL_BROKER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { ZL_SCHED_WFQ = 0, ZL_SCHED_FIFO = 1 } zl_sched_policy_t;
+typedef enum { ZL_DURABILITY_FSYNC = 0, ZL_DURABILITY_NONE = 1 } zl_durability_t;
+
+typedef struct {
+    char *name;
+    uint32_t weight;          // share of workers serving several lanes
+    uint64_t lease_ms;        // default lease per dispatch
+    uint32_t max_attempts;    // attempts before the DLQ
+    uint64_t backoff_base_ms;
+    uint64_t backoff_cap_ms;
+    bool jitter;              // full jitter on (default) or off (experiments)
+    uint64_t max_run_ms;      // 0 = unlimited
+    uint64_t max_depth;       // queued jobs in this lane, 0 = unlimited
+    uint32_t max_in_flight;   // jobs of this lane leased at once, 0 = unlimited
+    uint32_t tenant_max_in_flight;  // per tenant in this lane, 0 = unlimited
+    double rate;              // jobs/s dispatched, 0 = unlimited
+    double burst;
+} zl_lane_config_t;
+
+typedef struct {
+    char *name;
+    uint32_t weight;
+    uint32_t max_in_flight;  // over all lanes, 0 = unlimited
+    uint64_t max_depth;      // 0 = unlimited
+    double rate;             // jobs/s dispatched over all lanes, 0 = unlimited
+    double burst;
+} zl_tenant_config_t;
+
+typedef struct {
+    char *frontend, *backend, *events, *admin;
+    char *ports_file;  // written after bind: the real endpoints
+    char *data_dir;
+    zl_durability_t durability;
+    zl_sched_policy_t scheduler;
+    uint64_t max_payload;
+    uint64_t heartbeat_ms;
+    uint32_t liveness;
+    uint64_t max_depth;        // all queued jobs
+    uint64_t producer_window;  // credit a producer may hold at once
+    uint64_t dlq_alert_ms;
+    uint64_t dedup_window_ms;
+    bool auto_lanes;           // undeclared lanes are created on first use
+    int verbose;
+    zl_lane_config_t lane_defaults;  // template for lanes that do not say
+    zl_lane_config_t *lanes;
+    size_t n_lanes;
+    zl_tenant_config_t tenant_defaults;
+    zl_tenant_config_t *tenants;
+    size_t n_tenants;
+} zl_broker_config_t;
+
+/*  Fill `cfg` with the defaults (no lanes declared). */
+void zl_broker_config_defaults (zl_broker_config_t *cfg);
+/*  Read a zconfig file into `cfg`. Returns 0, or -1 with a reason in `err`. */
+int zl_broker_config_load (zl_broker_config_t *cfg, const char *path, char *err, size_t errlen);
+/*  Return the lane named `name`, adding it (from lane_defaults) if absent. */
+zl_lane_config_t *zl_broker_config_lane (zl_broker_config_t *cfg, const char *name);
+/*  Return the tenant named `name`, adding it (from tenant_defaults) if absent. */
+zl_tenant_config_t *zl_broker_config_tenant (zl_broker_config_t *cfg, const char *name);
+/*  Set one key of the "broker" section or of a lane/tenant from text, as the
+    file would. Returns 0, or -1 with a reason in `err`. */
+int zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
+                          size_t errlen);
+/*  Free everything `cfg` holds. */
+void zl_broker_config_free (zl_broker_config_t *cfg);
+
+#endif

@@ -1,0 +1,44 @@
+/*  counters: broker-wide event counters, one per kind of thing that can
+    happen (bad input by kind included), named for stats output. */
+#ifndef ZL_COUNTERS_H
+#define ZL_COUNTERS_H
+
+#define ZL_COUNTERS(X) \
+    X (FRAMES_IN, "frames_in") \
+    X (BAD_FRAME, "err_bad_frame") \
+    X (BAD_VERSION, "err_bad_version") \
+    X (UNKNOWN_KIND, "err_unknown_kind") \
+    X (INVALID, "err_invalid") \
+    X (PAYLOAD_TOO_LARGE, "err_payload_too_large") \
+    X (UNKNOWN_LANE, "err_unknown_lane") \
+    X (QUEUE_FULL, "err_queue_full") \
+    X (NO_CREDIT, "err_no_credit") \
+    X (UNKNOWN_JOB, "err_unknown_job") \
+    X (STALE_LEASE, "err_stale_lease") \
+    X (NOT_READY, "err_not_ready") \
+    X (MAX_RUN, "err_max_run") \
+    X (UNREACHABLE, "err_peer_unreachable") \
+    X (SUBMITTED, "jobs_submitted") \
+    X (ACCEPTED, "jobs_accepted") \
+    X (DUPLICATES, "jobs_duplicate") \
+    X (DISPATCHED, "jobs_dispatched") \
+    X (ACKED, "jobs_acked") \
+    X (NACKED, "jobs_nacked") \
+    X (EXTENDED, "leases_extended") \
+    X (DEAD_LETTERED, "jobs_dead_lettered") \
+    X (REDRIVEN, "jobs_redriven") \
+    X (PURGED, "jobs_purged") \
+    X (DEAD_WORKERS, "workers_dead") \
+    X (WORKERS_READY, "workers_ready") \
+    X (ADMIN_REQUESTS, "admin_requests") \
+    X (EVENTS_PUBLISHED, "events_published") \
+    X (TURNS, "loop_turns")
+
+typedef enum {
+#define ZL_CTR_ENUM(id, name) ZL_CTR_##id,
+    ZL_COUNTERS (ZL_CTR_ENUM)
+#undef ZL_CTR_ENUM
+        ZL_CTR_COUNT
+} zl_counter_id_t;
+
+#endif

@@ -1,0 +1,107 @@
+/*  jobs: the job table and its state machine -- the one place where a job
+    changes state.
+
+        accept --> READY <-----------------+---------------+
+          |          | lease               | retry due     | redrive
+          v          v                     |               |
+       DELAYED --> LEASED --ack--> (deleted)               |
+                     | nack / lease lapse / worker dead    |
+                     +--> DELAYED (backoff) or DEAD -------+
+
+    Every transition updates the flow's gauges and counters, and tells the
+    listener (the broker) about dead-letters and settlements. */
+#ifndef ZL_JOBS_H
+#define ZL_JOBS_H
+
+#include "dlq.h"
+#include "job.h"
+#include "msg.h"
+#include "rng.h"
+#include "sched.h"
+#include "timers.h"
+#include "workers.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _zl_jobs_t zl_jobs_t;
+
+typedef enum {
+    ZL_SETTLE_OK = 0,
+    ZL_SETTLE_UNKNOWN_JOB,  // no such job, or it is not leased
+    ZL_SETTLE_STALE_LEASE,  // the token is not the job's current lease
+    ZL_SETTLE_WRONG_WORKER, // the token is current but another worker holds it
+    ZL_SETTLE_MAX_RUN       // extension refused: past the job's max run time
+} zl_settle_rc_t;
+
+typedef enum {
+    ZL_JOBS_EV_DEAD = 1,  // job was dead-lettered
+    ZL_JOBS_EV_ACKED      // job completed (called before it is freed)
+} zl_jobs_event_t;
+
+typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
+
+/*  Times passed into every transition: monotonic ms and us, wall ms. */
+typedef struct {
+    int64_t mono_ms;
+    int64_t mono_us;
+    int64_t wall_ms;
+} zl_now_t;
+
+/*  Return the current times. */
+zl_now_t zl_now (void);
+
+/*  Return a job table using (borrowing) `sched`, `timers` and `rng`. */
+zl_jobs_t *zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng);
+/*  Destroy the table and every job in it; nulls the caller's pointer. */
+void zl_jobs_destroy (zl_jobs_t **self_p);
+/*  Set the listener told of dead-letters and acks. */
+void zl_jobs_set_listener (zl_jobs_t *self, zl_jobs_listener_fn *fn, void *ctx);
+
+/*  Create a job from `spec` in `flow` with id `id`: READY, or DELAYED if the
+    spec asks for a delay. Copies what it needs from `spec`. */
+zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
+                          zl_flow_t *flow, zl_now_t now);
+/*  Lease a READY job (already popped from the scheduler) to `worker` under
+    the new token `lease`: attempt + 1, lease timer armed. */
+void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_t *worker, uint64_t lease,
+                    zl_now_t now);
+/*  Ack (job_id, lease) from `worker`; on success the job is deleted. */
+zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_worker_t *worker, const zl_ack_item_t *ack,
+                            zl_now_t now);
+/*  Nack (job_id, lease) from `worker`: retry with backoff, honour THROTTLED's
+    retry-after, or dead-letter (PERMANENT, or attempts used up). */
+zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_t *worker, const zl_nack_item_t *nack,
+                             zl_now_t now);
+/*  Extend the lease (job_id, lease) to now + lease_ms, bounded by max run. */
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_t *worker,
+                               const zl_extend_item_t *ext, zl_now_t now);
+/*  Fail every job `worker` holds with `outcome` (worker dead or gone);
+    each counts as a failed attempt and is retried at once (no backoff). */
+size_t zl_jobs_release_worker (zl_jobs_t *self, zl_worker_t *worker, zl_outcome_t outcome,
+                               const char *error, zl_now_t now);
+/*  Fire due timers: lapsed leases fail (retry or DLQ), delays end (READY).
+    Returns how many fired. */
+size_t zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now);
+/*  Return the monotonic ms of the next timer, or -1 if none. */
+int64_t zl_jobs_next_timer (zl_jobs_t *self);
+/*  Return the live job with `id` (any state), or NULL. */
+zl_job_t *zl_jobs_find (zl_jobs_t *self, uint64_t id);
+/*  Put a DEAD job back as READY with a fresh attempt count. */
+void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
+/*  Delete a DEAD job. */
+void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
+/*  The dead-letter queue (borrowed). */
+zl_dlq_t *zl_jobs_dlq (zl_jobs_t *self);
+/*  Number of live jobs. */
+size_t zl_jobs_count (zl_jobs_t *self);
+/*  Latency histograms: submit -> first start, submit -> ack (borrowed). */
+const struct zl_hist_s *zl_jobs_latency (zl_jobs_t *self, int which);
+
+/*  Full-jitter backoff: random in [0, min(cap, base * 2^attempt)] ms, or the
+    upper bound itself when `jitter` is false. */
+uint64_t zl_backoff_ms (uint64_t base_ms, uint64_t cap_ms, uint32_t attempt, bool jitter,
+                        zl_rng_t *rng);
+
+#endif

@@ -1,0 +1,251 @@
+#include "sched.h"
+
+#include "u64map.h"
+#include "zl_alloc.h"
+
+#include <stdlib.h>
+
+#define NO_SLOT UINT32_MAX
+#define DEFAULT_EST_US 1000
+
+typedef struct {
+    zl_flow_t **items;
+    uint32_t size, cap;
+} heap_t;
+
+struct _zl_sched_t {
+    zl_sched_policy_t policy;
+    zl_u64map_t *by_key;  // (lane, tenant) -> flow
+    zl_flow_t **flows;
+    size_t n_flows, cap_flows;
+    uint64_t next_seq;
+};
+
+zl_sched_t *
+zl_sched_new (zl_sched_policy_t policy)
+{
+    zl_sched_t *self = ZL_NEW (zl_sched_t);
+    self->policy = policy;
+    self->by_key = zl_u64map_new ();
+    self->next_seq = 1;
+    return self;
+}
+
+void
+zl_sched_destroy (zl_sched_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_sched_t *self = *self_p;
+    for (size_t i = 0; i < self->n_flows; i++) {
+        zl_lane_t *lane = self->flows[i]->lane;
+        if (lane->heap) {
+            heap_t *h = lane->heap;
+            free (h->items);
+            free (h);
+            lane->heap = NULL;
+        }
+        free (self->flows[i]);
+    }
+    free (self->flows);
+    zl_u64map_destroy (&self->by_key);
+    free (self);
+    *self_p = NULL;
+}
+
+zl_sched_policy_t
+zl_sched_policy (zl_sched_t *self)
+{
+    return self->policy;
+}
+
+zl_flow_t *
+zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
+{
+    uint64_t key = ((uint64_t) lane->index << 32 | tenant->index) + 1;
+    zl_flow_t *flow = zl_u64map_get (self->by_key, key);
+    if (flow)
+        return flow;
+    flow = ZL_NEW (zl_flow_t);
+    flow->lane = lane;
+    flow->tenant = tenant;
+    flow->heap_idx = NO_SLOT;
+    flow->est_us = DEFAULT_EST_US;
+    zl_u64map_put (self->by_key, key, flow);
+    if (self->n_flows == self->cap_flows) {
+        self->cap_flows = self->cap_flows ? self->cap_flows * 2 : 16;
+        self->flows = zl_realloc (self->flows, self->cap_flows * sizeof (zl_flow_t *));
+    }
+    self->flows[self->n_flows++] = flow;
+    if (!lane->heap)
+        lane->heap = ZL_NEW (heap_t);
+    return flow;
+}
+
+zl_flow_t **
+zl_sched_flows (zl_sched_t *self, size_t *count)
+{
+    *count = self->n_flows;
+    return self->flows;
+}
+
+// ---------------------------------------------------------------- lane heap
+static inline int
+s_less (const zl_flow_t *a, const zl_flow_t *b)
+{
+    if (a->key != b->key)
+        return a->key < b->key;
+    return a->tenant->index < b->tenant->index;
+}
+
+static void
+s_set (heap_t *h, uint32_t i, zl_flow_t *f)
+{
+    h->items[i] = f;
+    f->heap_idx = i;
+}
+
+static void
+s_sift_up (heap_t *h, uint32_t i)
+{
+    zl_flow_t *f = h->items[i];
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!s_less (f, h->items[p]))
+            break;
+        s_set (h, i, h->items[p]);
+        i = p;
+    }
+    s_set (h, i, f);
+}
+
+static void
+s_sift_down (heap_t *h, uint32_t i)
+{
+    zl_flow_t *f = h->items[i];
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, b = i;
+        zl_flow_t *bf = f;
+        if (l < h->size && s_less (h->items[l], bf))
+            b = l, bf = h->items[l];
+        if (r < h->size && s_less (h->items[r], bf))
+            b = r, bf = h->items[r];
+        if (b == i)
+            break;
+        s_set (h, i, bf);
+        i = b;
+    }
+    s_set (h, i, f);
+}
+
+static void
+s_heap_insert (heap_t *h, zl_flow_t *f)
+{
+    if (h->size == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 16;
+        h->items = zl_realloc (h->items, h->cap * sizeof (zl_flow_t *));
+    }
+    s_set (h, h->size++, f);
+    s_sift_up (h, h->size - 1);
+}
+
+static void
+s_heap_remove (heap_t *h, zl_flow_t *f)
+{
+    uint32_t i = f->heap_idx;
+    f->heap_idx = NO_SLOT;
+    zl_flow_t *last = h->items[--h->size];
+    if (i < h->size) {
+        s_set (h, i, last);
+        s_sift_up (h, i);
+        s_sift_down (h, last->heap_idx);
+    }
+}
+
+static void
+s_heap_rekey (heap_t *h, zl_flow_t *f, double key)
+{
+    f->key = key;
+    s_sift_up (h, f->heap_idx);
+    s_sift_down (h, f->heap_idx);
+}
+
+// ---------------------------------------------------------------- queueing
+// The key a flow has when its head job is `head`: FIFO orders flows by the
+// arrival of their heads; WFQ by virtual start time, which for a flow that
+// was idle is the lane's current virtual time (no banked credit).
+static double
+s_head_key (zl_sched_t *self, zl_flow_t *flow)
+{
+    if (self->policy == ZL_SCHED_FIFO)
+        return (double) flow->head->seq;
+    return flow->vfinish > flow->lane->vtime ? flow->vfinish : flow->lane->vtime;
+}
+
+void
+zl_sched_push (zl_sched_t *self, zl_job_t *job)
+{
+    zl_flow_t *flow = job->flow;
+    job->next = NULL;
+    job->seq = self->next_seq++;
+    if (flow->tail)
+        flow->tail->next = job;
+    else
+        flow->head = job;
+    flow->tail = job;
+    flow->ready++;
+    if (flow->heap_idx == NO_SLOT) {
+        flow->key = s_head_key (self, flow);
+        s_heap_insert (flow->lane->heap, flow);
+    }
+}
+
+int
+zl_sched_has_ready (zl_sched_t *self, zl_lane_t *lane)
+{
+    heap_t *h = lane->heap;
+    return h && h->size > 0;
+}
+
+zl_job_t *
+zl_sched_pop (zl_sched_t *self, zl_lane_t *lane)
+{
+    heap_t *h = lane->heap;
+    if (!h || h->size == 0)
+        return NULL;
+    zl_flow_t *flow = h->items[0];
+    zl_job_t *job = flow->head;
+    flow->head = job->next;
+    if (!flow->head)
+        flow->tail = NULL;
+    job->next = NULL;
+    flow->ready--;
+    if (self->policy == ZL_SCHED_WFQ) {
+        double start = flow->key;
+        lane->vtime = start;
+        job->est_us = flow->est_us;
+        flow->vfinish = start + (double) job->est_us / (double) flow->tenant->cfg.weight;
+    }
+    if (flow->head)
+        s_heap_rekey (h, flow, s_head_key (self, flow));
+    else
+        s_heap_remove (h, flow);
+    return job;
+}
+
+void
+zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us)
+{
+    zl_flow_t *flow = job->flow;
+    flow->run_us += run_us;
+    if (self->policy != ZL_SCHED_WFQ)
+        return;
+    // correct the estimate charged at dispatch with the real cost
+    double delta = ((double) run_us - (double) job->est_us) / (double) flow->tenant->cfg.weight;
+    flow->vfinish += delta;
+    job->est_us = run_us;
+    // running estimate for the next dispatch: EWMA with weight 1/8
+    flow->est_us = (flow->est_us * 7 + (run_us ? run_us : 1)) / 8;
+    if (flow->heap_idx != NO_SLOT)
+        s_heap_rekey (flow->lane->heap, flow, s_head_key (self, flow));
+}

@@ -1,0 +1,896 @@
+/*  codec: the one place where zlane messages meet protobuf-c.
+    Decode: unpack the Envelope into the decode arena (protobuf-c allocates
+    through it), then translate to msg.h types in the same arena. Encode:
+    translate msg.h types to protobuf-c structs in the encode arena, pack. */
+#include "codec.h"
+
+#include "arena.h"
+#include "zl_alloc.h"
+#include "zlane.pb-c.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct _zl_codec_t {
+    zl_arena_t *dec;  // decoded protobuf structs and zl_msg_t arrays
+    zl_arena_t *enc;  // encode scratch and the packed output
+    ProtobufCAllocator allocator;
+};
+
+static void *
+s_arena_alloc (void *data, size_t size)
+{
+    return zl_arena_alloc ((zl_arena_t *) data, size);
+}
+
+static void
+s_arena_free (void *data, void *ptr)
+{
+    (void) data;
+    (void) ptr;  // freed all at once by zl_arena_reset
+}
+
+zl_codec_t *
+zl_codec_new (void)
+{
+    zl_codec_t *self = ZL_NEW (zl_codec_t);
+    self->dec = zl_arena_new (64 * 1024);
+    self->enc = zl_arena_new (64 * 1024);
+    self->allocator.alloc = s_arena_alloc;
+    self->allocator.free = s_arena_free;
+    self->allocator.allocator_data = self->dec;
+    return self;
+}
+
+void
+zl_codec_destroy (zl_codec_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_codec_t *self = *self_p;
+    zl_arena_destroy (&self->dec);
+    zl_arena_destroy (&self->enc);
+    free (self);
+    *self_p = NULL;
+}
+
+zl_arena_t *
+zl_codec_scratch (zl_codec_t *self)
+{
+    return self->dec;
+}
+
+// ---------------------------------------------------------------- names
+const char *
+zl_msg_kind_name (zl_msg_kind_t kind)
+{
+    static const char *names[ZL_MSG_KIND_COUNT] = {
+        "none", "hello", "submit", "accepted", "rejected", "credit", "ready", "heartbeat",
+        "extend", "ack", "nack", "dispatch", "settled", "error", "dead_letter", "dlq_alert",
+        "admin_request", "admin_reply"};
+    return (unsigned) kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
+}
+
+const char *
+zl_reject_code_name (zl_reject_code_t code)
+{
+    static const char *names[ZL_REJECT_CODE_COUNT] = {
+        "unspecified", "invalid", "payload_too_large", "unknown_lane",
+        "queue_full", "store_full", "unauthorized", "shutting_down"};
+    return (unsigned) code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
+}
+
+const char *
+zl_error_code_name (zl_error_code_t code)
+{
+    static const char *names[ZL_ERR_CODE_COUNT] = {
+        "unspecified", "bad_frame", "bad_version", "unknown_kind", "invalid",
+        "unknown_job", "stale_lease", "not_ready", "unknown_lane", "unauthorized",
+        "not_found", "internal", "max_run"};
+    return (unsigned) code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
+}
+
+const char *
+zl_fail_class_name (zl_fail_class_t cls)
+{
+    switch (cls) {
+    case ZL_FAIL_THROTTLED: return "throttled";
+    case ZL_FAIL_PERMANENT: return "permanent";
+    default: return "transient";
+    }
+}
+
+const char *
+zl_outcome_name (zl_outcome_t outcome)
+{
+    static const char *names[ZL_OUTCOME_COUNT] = {
+        "unspecified", "acked", "transient", "throttled", "permanent",
+        "lease_expired", "worker_dead", "max_run", "broker_restart"};
+    return (unsigned) outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
+}
+
+// ---------------------------------------------------------------- decode
+#define ARR(a, n, type) ((type *) zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type)))
+
+static zl_bytes_t
+s_bytes (ProtobufCBinaryData b)
+{
+    zl_bytes_t out = {b.data, b.len};
+    return out;
+}
+
+static zl_header_t *
+s_dec_headers (zl_arena_t *a, size_t n, Zlane__V1__Header **in)
+{
+    zl_header_t *out = ARR (a, n, zl_header_t);
+    for (size_t i = 0; i < n; i++) {
+        out[i].key = in[i]->key;
+        out[i].value = in[i]->value;
+    }
+    return out;
+}
+
+static void
+s_dec_filter (zl_dlq_filter_t *out, const Zlane__V1__DlqFilter *in)
+{
+    if (!in) {
+        out->lane = out->tenant = "";
+        return;
+    }
+    out->lane = in->lane;
+    out->tenant = in->tenant;
+    out->n_ids = in->n_ids;
+    out->ids = in->ids;
+    out->all = in->all;
+}
+
+static void
+s_dec_dead_letter (zl_arena_t *a, zl_dead_letter_t *out, const Zlane__V1__DeadLetter *in)
+{
+    out->job_id = in->job_id;
+    out->tenant = in->tenant;
+    out->lane = in->lane;
+    out->payload = s_bytes (in->payload);
+    out->idempotency_key = in->idempotency_key;
+    out->enqueued_at_ms = in->enqueued_at_ms;
+    out->dead_at_ms = in->dead_at_ms;
+    out->error = in->error;
+    out->n_attempts = in->n_attempts;
+    out->attempts = ARR (a, in->n_attempts, zl_attempt_t);
+    for (size_t i = 0; i < in->n_attempts; i++) {
+        const Zlane__V1__Attempt *t = in->attempts[i];
+        out->attempts[i] = (zl_attempt_t) {t->attempt, t->worker, t->started_at_ms,
+                                           t->ended_at_ms, (zl_outcome_t) t->outcome, t->error};
+    }
+    out->n_headers = in->n_headers;
+    out->headers = s_dec_headers (a, in->n_headers, in->headers);
+}
+
+static void
+s_dec_group (zl_group_stats_t *o, const Zlane__V1__GroupStats *g)
+{
+    *o = (zl_group_stats_t) {.lane = g->lane,
+                             .tenant = g->tenant,
+                             .ready = g->ready,
+                             .delayed = g->delayed,
+                             .in_flight = g->in_flight,
+                             .dlq = g->dlq,
+                             .oldest_ready_age_ms = g->oldest_ready_age_ms,
+                             .oldest_dlq_age_ms = g->oldest_dlq_age_ms,
+                             .submitted = g->submitted,
+                             .acked = g->acked,
+                             .nacked_transient = g->nacked_transient,
+                             .nacked_throttled = g->nacked_throttled,
+                             .nacked_permanent = g->nacked_permanent,
+                             .lease_expired = g->lease_expired,
+                             .dead_lettered = g->dead_lettered,
+                             .run_us = g->run_us,
+                             .throttled = g->throttled,
+                             .capped = g->capped,
+                             .paused = g->paused};
+}
+
+static zl_group_stats_t *
+s_dec_groups (zl_arena_t *a, size_t n, Zlane__V1__GroupStats **in)
+{
+    zl_group_stats_t *out = ARR (a, n, zl_group_stats_t);
+    for (size_t i = 0; i < n; i++)
+        s_dec_group (&out[i], in[i]);
+    return out;
+}
+
+static void
+s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
+{
+    o->uptime_ms = s->uptime_ms;
+    o->n_counters = s->n_counters;
+    o->counters = ARR (a, s->n_counters, zl_counter_t);
+    for (size_t i = 0; i < s->n_counters; i++)
+        o->counters[i] = (zl_counter_t) {s->counters[i]->name, s->counters[i]->value};
+    o->n_lanes = s->n_lanes;
+    o->lanes = s_dec_groups (a, s->n_lanes, s->lanes);
+    o->n_tenants = s->n_tenants;
+    o->tenants = s_dec_groups (a, s->n_tenants, s->tenants);
+    o->n_groups = s->n_groups;
+    o->groups = s_dec_groups (a, s->n_groups, s->groups);
+    o->n_latencies = s->n_latencies;
+    o->latencies = ARR (a, s->n_latencies, zl_latency_t);
+    for (size_t i = 0; i < s->n_latencies; i++) {
+        const Zlane__V1__Latency *l = s->latencies[i];
+        o->latencies[i] = (zl_latency_t) {l->name, l->count, l->p50_us, l->p90_us, l->p99_us,
+                                          l->max_us};
+    }
+    o->workers = s->workers;
+    o->producers = s->producers;
+}
+
+static zl_decode_rc_t
+s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
+{
+    switch (e->body_case) {
+    case ZLANE__V1__ENVELOPE__BODY_HELLO:
+        out->kind = ZL_MSG_HELLO;
+        out->u.hello.client = e->hello->client;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_SUBMIT: {
+        out->kind = ZL_MSG_SUBMIT;
+        const Zlane__V1__Submit *s = e->submit;
+        zl_submit_t *o = &out->u.submit;
+        o->n = s->n_jobs;
+        o->jobs = ARR (a, s->n_jobs, zl_job_spec_t);
+        for (size_t i = 0; i < s->n_jobs; i++) {
+            const Zlane__V1__JobSpec *j = s->jobs[i];
+            o->jobs[i] = (zl_job_spec_t) {.seq = j->seq,
+                                          .tenant = j->tenant,
+                                          .lane = j->lane,
+                                          .payload = s_bytes (j->payload),
+                                          .idempotency_key = j->idempotency_key,
+                                          .delay_ms = j->delay_ms,
+                                          .max_attempts = j->max_attempts,
+                                          .lease_ms = j->lease_ms,
+                                          .max_run_ms = j->max_run_ms,
+                                          .n_headers = j->n_headers,
+                                          .headers = s_dec_headers (a, j->n_headers, j->headers)};
+        }
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_ACCEPTED: {
+        out->kind = ZL_MSG_ACCEPTED;
+        const Zlane__V1__Accepted *s = e->accepted;
+        out->u.accepted.n = s->n_jobs;
+        out->u.accepted.jobs = ARR (a, s->n_jobs, zl_acceptance_t);
+        for (size_t i = 0; i < s->n_jobs; i++)
+            out->u.accepted.jobs[i] = (zl_acceptance_t) {s->jobs[i]->seq, s->jobs[i]->job_id,
+                                                         s->jobs[i]->duplicate};
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_REJECTED: {
+        out->kind = ZL_MSG_REJECTED;
+        const Zlane__V1__Rejected *s = e->rejected;
+        out->u.rejected.n = s->n_jobs;
+        out->u.rejected.jobs = ARR (a, s->n_jobs, zl_rejection_t);
+        for (size_t i = 0; i < s->n_jobs; i++)
+            out->u.rejected.jobs[i] = (zl_rejection_t) {s->jobs[i]->seq,
+                                                        (zl_reject_code_t) s->jobs[i]->code,
+                                                        s->jobs[i]->reason,
+                                                        s->jobs[i]->retry_after_ms};
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_CREDIT:
+        out->kind = ZL_MSG_CREDIT;
+        out->u.credit.limit = e->credit->limit;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_READY:
+        out->kind = ZL_MSG_READY;
+        out->u.ready.name = e->ready->name;
+        out->u.ready.n_lanes = e->ready->n_lanes;
+        out->u.ready.lanes = (const char **) e->ready->lanes;
+        out->u.ready.capacity = e->ready->capacity;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT:
+        out->kind = ZL_MSG_HEARTBEAT;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_EXTEND: {
+        out->kind = ZL_MSG_EXTEND;
+        const Zlane__V1__Extend *s = e->extend;
+        out->u.extend.n = s->n_items;
+        out->u.extend.items = ARR (a, s->n_items, zl_extend_item_t);
+        for (size_t i = 0; i < s->n_items; i++)
+            out->u.extend.items[i] = (zl_extend_item_t) {s->items[i]->job_id, s->items[i]->lease,
+                                                         s->items[i]->lease_ms};
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_ACK: {
+        out->kind = ZL_MSG_ACK;
+        const Zlane__V1__Ack *s = e->ack;
+        out->u.ack.n = s->n_items;
+        out->u.ack.items = ARR (a, s->n_items, zl_ack_item_t);
+        for (size_t i = 0; i < s->n_items; i++)
+            out->u.ack.items[i] = (zl_ack_item_t) {s->items[i]->job_id, s->items[i]->lease,
+                                                   s->items[i]->run_us};
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_NACK: {
+        out->kind = ZL_MSG_NACK;
+        const Zlane__V1__Nack *s = e->nack;
+        out->u.nack.n = s->n_items;
+        out->u.nack.items = ARR (a, s->n_items, zl_nack_item_t);
+        for (size_t i = 0; i < s->n_items; i++) {
+            const Zlane__V1__NackItem *t = s->items[i];
+            out->u.nack.items[i] = (zl_nack_item_t) {t->job_id, t->lease,
+                                                     (zl_fail_class_t) t->class_, t->error,
+                                                     t->retry_after_ms, t->run_us};
+        }
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_DISPATCH: {
+        out->kind = ZL_MSG_DISPATCH;
+        const Zlane__V1__Dispatch *s = e->dispatch;
+        out->u.dispatch.n = s->n_jobs;
+        out->u.dispatch.jobs = ARR (a, s->n_jobs, zl_job_msg_t);
+        for (size_t i = 0; i < s->n_jobs; i++) {
+            const Zlane__V1__Job *j = s->jobs[i];
+            out->u.dispatch.jobs[i] = (zl_job_msg_t) {
+                .job_id = j->job_id,
+                .lease = j->lease,
+                .attempt = j->attempt,
+                .tenant = j->tenant,
+                .lane = j->lane,
+                .payload = s_bytes (j->payload),
+                .n_headers = j->n_headers,
+                .headers = s_dec_headers (a, j->n_headers, j->headers),
+                .idempotency_key = j->idempotency_key,
+                .lease_ms = j->lease_ms,
+                .max_run_ms = j->max_run_ms,
+                .max_attempts = j->max_attempts,
+                .enqueued_at_ms = j->enqueued_at_ms};
+        }
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_SETTLED: {
+        out->kind = ZL_MSG_SETTLED;
+        const Zlane__V1__Settled *s = e->settled;
+        out->u.settled.n = s->n_items;
+        out->u.settled.items = ARR (a, s->n_items, zl_lease_ref_t);
+        for (size_t i = 0; i < s->n_items; i++)
+            out->u.settled.items[i] = (zl_lease_ref_t) {s->items[i]->job_id, s->items[i]->lease};
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_ERROR:
+        out->kind = ZL_MSG_ERROR;
+        out->u.error = (zl_error_t) {(zl_error_code_t) e->error->code, e->error->message,
+                                     e->error->job_id, e->error->lease};
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER:
+        out->kind = ZL_MSG_DEAD_LETTER;
+        s_dec_dead_letter (a, &out->u.dead_letter, e->dead_letter);
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_DLQ_ALERT:
+        out->kind = ZL_MSG_DLQ_ALERT;
+        out->u.dlq_alert.depth = e->dlq_alert->depth;
+        out->u.dlq_alert.oldest_age_ms = e->dlq_alert->oldest_age_ms;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST: {
+        out->kind = ZL_MSG_ADMIN_REQUEST;
+        const Zlane__V1__AdminRequest *r = e->admin_request;
+        zl_admin_request_t *o = &out->u.admin_request;
+        o->request_id = r->request_id;
+        o->lane = "";
+        s_dec_filter (&o->filter, NULL);
+        switch (r->op_case) {
+        case ZLANE__V1__ADMIN_REQUEST__OP_STATS: o->op = ZL_ADMIN_STATS; break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_DLQ_LIST:
+            o->op = ZL_ADMIN_DLQ_LIST;
+            s_dec_filter (&o->filter, r->dlq_list->filter);
+            o->limit = r->dlq_list->limit;
+            o->after_id = r->dlq_list->after_id;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_DLQ_SHOW:
+            o->op = ZL_ADMIN_DLQ_SHOW;
+            o->job_id = r->dlq_show->job_id;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_DLQ_REDRIVE:
+            o->op = ZL_ADMIN_DLQ_REDRIVE;
+            s_dec_filter (&o->filter, r->dlq_redrive);
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_DLQ_PURGE:
+            o->op = ZL_ADMIN_DLQ_PURGE;
+            s_dec_filter (&o->filter, r->dlq_purge);
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_PAUSE:
+            o->op = ZL_ADMIN_PAUSE;
+            o->lane = r->pause->lane;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_RESUME:
+            o->op = ZL_ADMIN_RESUME;
+            o->lane = r->resume->lane;
+            break;
+        default: o->op = ZL_ADMIN_NONE; break;
+        }
+        break;
+    }
+    case ZLANE__V1__ENVELOPE__BODY_ADMIN_REPLY: {
+        out->kind = ZL_MSG_ADMIN_REPLY;
+        const Zlane__V1__AdminReply *r = e->admin_reply;
+        zl_admin_reply_t *o = &out->u.admin_reply;
+        o->request_id = r->request_id;
+        o->ok = r->ok;
+        o->error = r->error;
+        switch (r->result_case) {
+        case ZLANE__V1__ADMIN_REPLY__RESULT_STATS:
+            o->result = ZL_ADMIN_RESULT_STATS;
+            s_dec_stats (a, &o->stats, r->stats);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_DLQ_LIST:
+            o->result = ZL_ADMIN_RESULT_DLQ_LIST;
+            o->n_dead_letters = r->dlq_list->n_items;
+            o->dead_letters = ARR (a, r->dlq_list->n_items, zl_dead_letter_t);
+            for (size_t i = 0; i < r->dlq_list->n_items; i++)
+                s_dec_dead_letter (a, &o->dead_letters[i], r->dlq_list->items[i]);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_DEAD_LETTER:
+            o->result = ZL_ADMIN_RESULT_DEAD_LETTER;
+            s_dec_dead_letter (a, &o->dead_letter, r->dead_letter);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_COUNT:
+            o->result = ZL_ADMIN_RESULT_COUNT;
+            o->count = r->count;
+            break;
+        default: o->result = ZL_ADMIN_RESULT_NONE; break;
+        }
+        break;
+    }
+    default:
+        return ZL_DECODE_NO_BODY;
+    }
+    return ZL_DECODE_OK;
+}
+
+zl_decode_rc_t
+zl_codec_decode (zl_codec_t *self, const void *data, size_t size, zl_msg_t *out)
+{
+    zl_arena_reset (self->dec);
+    memset (out, 0, sizeof *out);
+    Zlane__V1__Envelope *e =
+        zlane__v1__envelope__unpack (&self->allocator, size, (const uint8_t *) data);
+    if (!e)
+        return ZL_DECODE_BAD_FRAME;
+    if (e->version != ZL_PROTOCOL_VERSION)
+        return ZL_DECODE_BAD_VERSION;
+    return s_decode_body (self->dec, e, out);
+}
+
+// ---------------------------------------------------------------- encode
+#define S(x) ((char *) ((x) ? (x) : ""))
+#define NEW(a, type, init) \
+    ({ \
+        type *_p = zl_arena_alloc ((a), sizeof (type)); \
+        init (_p); \
+        _p; \
+    })
+#define PTRS(a, n, type) ((type **) zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type *)))
+
+static ProtobufCBinaryData
+s_bin (zl_bytes_t b)
+{
+    ProtobufCBinaryData out = {b.len, (uint8_t *) b.data};
+    return out;
+}
+
+static Zlane__V1__Header **
+s_enc_headers (zl_arena_t *a, size_t n, const zl_header_t *in)
+{
+    Zlane__V1__Header **out = PTRS (a, n, Zlane__V1__Header);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NEW (a, Zlane__V1__Header, zlane__v1__header__init);
+        out[i]->key = S (in[i].key);
+        out[i]->value = S (in[i].value);
+    }
+    return out;
+}
+
+static Zlane__V1__DlqFilter *
+s_enc_filter (zl_arena_t *a, const zl_dlq_filter_t *in)
+{
+    Zlane__V1__DlqFilter *f = NEW (a, Zlane__V1__DlqFilter, zlane__v1__dlq_filter__init);
+    f->lane = S (in->lane);
+    f->tenant = S (in->tenant);
+    f->n_ids = in->n_ids;
+    f->ids = in->ids;
+    f->all = in->all;
+    return f;
+}
+
+static Zlane__V1__DeadLetter *
+s_enc_dead_letter (zl_arena_t *a, const zl_dead_letter_t *in)
+{
+    Zlane__V1__DeadLetter *d = NEW (a, Zlane__V1__DeadLetter, zlane__v1__dead_letter__init);
+    d->job_id = in->job_id;
+    d->tenant = S (in->tenant);
+    d->lane = S (in->lane);
+    d->payload = s_bin (in->payload);
+    d->idempotency_key = S (in->idempotency_key);
+    d->enqueued_at_ms = in->enqueued_at_ms;
+    d->dead_at_ms = in->dead_at_ms;
+    d->error = S (in->error);
+    d->n_attempts = in->n_attempts;
+    d->attempts = PTRS (a, in->n_attempts, Zlane__V1__Attempt);
+    for (size_t i = 0; i < in->n_attempts; i++) {
+        const zl_attempt_t *t = &in->attempts[i];
+        Zlane__V1__Attempt *x = NEW (a, Zlane__V1__Attempt, zlane__v1__attempt__init);
+        x->attempt = t->attempt;
+        x->worker = S (t->worker);
+        x->started_at_ms = t->started_at_ms;
+        x->ended_at_ms = t->ended_at_ms;
+        x->outcome = (Zlane__V1__Outcome) t->outcome;
+        x->error = S (t->error);
+        d->attempts[i] = x;
+    }
+    d->n_headers = in->n_headers;
+    d->headers = s_enc_headers (a, in->n_headers, in->headers);
+    return d;
+}
+
+static Zlane__V1__GroupStats **
+s_enc_groups (zl_arena_t *a, size_t n, const zl_group_stats_t *in)
+{
+    Zlane__V1__GroupStats **out = PTRS (a, n, Zlane__V1__GroupStats);
+    for (size_t i = 0; i < n; i++) {
+        const zl_group_stats_t *g = &in[i];
+        Zlane__V1__GroupStats *o = NEW (a, Zlane__V1__GroupStats, zlane__v1__group_stats__init);
+        o->lane = S (g->lane);
+        o->tenant = S (g->tenant);
+        o->ready = g->ready;
+        o->delayed = g->delayed;
+        o->in_flight = g->in_flight;
+        o->dlq = g->dlq;
+        o->oldest_ready_age_ms = g->oldest_ready_age_ms;
+        o->oldest_dlq_age_ms = g->oldest_dlq_age_ms;
+        o->submitted = g->submitted;
+        o->acked = g->acked;
+        o->nacked_transient = g->nacked_transient;
+        o->nacked_throttled = g->nacked_throttled;
+        o->nacked_permanent = g->nacked_permanent;
+        o->lease_expired = g->lease_expired;
+        o->dead_lettered = g->dead_lettered;
+        o->run_us = g->run_us;
+        o->throttled = g->throttled;
+        o->capped = g->capped;
+        o->paused = g->paused;
+        out[i] = o;
+    }
+    return out;
+}
+
+static Zlane__V1__Stats *
+s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
+{
+    Zlane__V1__Stats *s = NEW (a, Zlane__V1__Stats, zlane__v1__stats__init);
+    s->uptime_ms = in->uptime_ms;
+    s->n_counters = in->n_counters;
+    s->counters = PTRS (a, in->n_counters, Zlane__V1__Counter);
+    for (size_t i = 0; i < in->n_counters; i++) {
+        Zlane__V1__Counter *c = NEW (a, Zlane__V1__Counter, zlane__v1__counter__init);
+        c->name = S (in->counters[i].name);
+        c->value = in->counters[i].value;
+        s->counters[i] = c;
+    }
+    s->n_lanes = in->n_lanes;
+    s->lanes = s_enc_groups (a, in->n_lanes, in->lanes);
+    s->n_tenants = in->n_tenants;
+    s->tenants = s_enc_groups (a, in->n_tenants, in->tenants);
+    s->n_groups = in->n_groups;
+    s->groups = s_enc_groups (a, in->n_groups, in->groups);
+    s->n_latencies = in->n_latencies;
+    s->latencies = PTRS (a, in->n_latencies, Zlane__V1__Latency);
+    for (size_t i = 0; i < in->n_latencies; i++) {
+        const zl_latency_t *l = &in->latencies[i];
+        Zlane__V1__Latency *o = NEW (a, Zlane__V1__Latency, zlane__v1__latency__init);
+        o->name = S (l->name);
+        o->count = l->count;
+        o->p50_us = l->p50_us;
+        o->p90_us = l->p90_us;
+        o->p99_us = l->p99_us;
+        o->max_us = l->max_us;
+        s->latencies[i] = o;
+    }
+    s->workers = in->workers;
+    s->producers = in->producers;
+    return s;
+}
+
+static int
+s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
+{
+    switch (m->kind) {
+    case ZL_MSG_HELLO:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_HELLO;
+        e->hello = NEW (a, Zlane__V1__Hello, zlane__v1__hello__init);
+        e->hello->client = S (m->u.hello.client);
+        break;
+    case ZL_MSG_SUBMIT: {
+        const zl_submit_t *in = &m->u.submit;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_SUBMIT;
+        e->submit = NEW (a, Zlane__V1__Submit, zlane__v1__submit__init);
+        e->submit->n_jobs = in->n;
+        e->submit->jobs = PTRS (a, in->n, Zlane__V1__JobSpec);
+        for (size_t i = 0; i < in->n; i++) {
+            const zl_job_spec_t *j = &in->jobs[i];
+            Zlane__V1__JobSpec *o = NEW (a, Zlane__V1__JobSpec, zlane__v1__job_spec__init);
+            o->seq = j->seq;
+            o->tenant = S (j->tenant);
+            o->lane = S (j->lane);
+            o->payload = s_bin (j->payload);
+            o->idempotency_key = S (j->idempotency_key);
+            o->delay_ms = j->delay_ms;
+            o->max_attempts = j->max_attempts;
+            o->lease_ms = j->lease_ms;
+            o->max_run_ms = j->max_run_ms;
+            o->n_headers = j->n_headers;
+            o->headers = s_enc_headers (a, j->n_headers, j->headers);
+            e->submit->jobs[i] = o;
+        }
+        break;
+    }
+    case ZL_MSG_ACCEPTED: {
+        const zl_accepted_t *in = &m->u.accepted;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_ACCEPTED;
+        e->accepted = NEW (a, Zlane__V1__Accepted, zlane__v1__accepted__init);
+        e->accepted->n_jobs = in->n;
+        e->accepted->jobs = PTRS (a, in->n, Zlane__V1__Acceptance);
+        Zlane__V1__Acceptance *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
+        for (size_t i = 0; i < in->n; i++) {
+            zlane__v1__acceptance__init (&items[i]);
+            items[i].seq = in->jobs[i].seq;
+            items[i].job_id = in->jobs[i].job_id;
+            items[i].duplicate = in->jobs[i].duplicate;
+            e->accepted->jobs[i] = &items[i];
+        }
+        break;
+    }
+    case ZL_MSG_REJECTED: {
+        const zl_rejected_t *in = &m->u.rejected;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_REJECTED;
+        e->rejected = NEW (a, Zlane__V1__Rejected, zlane__v1__rejected__init);
+        e->rejected->n_jobs = in->n;
+        e->rejected->jobs = PTRS (a, in->n, Zlane__V1__Rejection);
+        for (size_t i = 0; i < in->n; i++) {
+            Zlane__V1__Rejection *o = NEW (a, Zlane__V1__Rejection, zlane__v1__rejection__init);
+            o->seq = in->jobs[i].seq;
+            o->code = (Zlane__V1__RejectCode) in->jobs[i].code;
+            o->reason = S (in->jobs[i].reason);
+            o->retry_after_ms = in->jobs[i].retry_after_ms;
+            e->rejected->jobs[i] = o;
+        }
+        break;
+    }
+    case ZL_MSG_CREDIT:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_CREDIT;
+        e->credit = NEW (a, Zlane__V1__Credit, zlane__v1__credit__init);
+        e->credit->limit = m->u.credit.limit;
+        break;
+    case ZL_MSG_READY:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_READY;
+        e->ready = NEW (a, Zlane__V1__Ready, zlane__v1__ready__init);
+        e->ready->name = S (m->u.ready.name);
+        e->ready->n_lanes = m->u.ready.n_lanes;
+        e->ready->lanes = (char **) m->u.ready.lanes;
+        e->ready->capacity = m->u.ready.capacity;
+        break;
+    case ZL_MSG_HEARTBEAT:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_HEARTBEAT;
+        e->heartbeat = NEW (a, Zlane__V1__Heartbeat, zlane__v1__heartbeat__init);
+        break;
+    case ZL_MSG_EXTEND: {
+        const zl_extend_t *in = &m->u.extend;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_EXTEND;
+        e->extend = NEW (a, Zlane__V1__Extend, zlane__v1__extend__init);
+        e->extend->n_items = in->n;
+        e->extend->items = PTRS (a, in->n, Zlane__V1__ExtendItem);
+        for (size_t i = 0; i < in->n; i++) {
+            Zlane__V1__ExtendItem *o = NEW (a, Zlane__V1__ExtendItem, zlane__v1__extend_item__init);
+            o->job_id = in->items[i].job_id;
+            o->lease = in->items[i].lease;
+            o->lease_ms = in->items[i].lease_ms;
+            e->extend->items[i] = o;
+        }
+        break;
+    }
+    case ZL_MSG_ACK: {
+        const zl_ack_t *in = &m->u.ack;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_ACK;
+        e->ack = NEW (a, Zlane__V1__Ack, zlane__v1__ack__init);
+        e->ack->n_items = in->n;
+        e->ack->items = PTRS (a, in->n, Zlane__V1__AckItem);
+        Zlane__V1__AckItem *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
+        for (size_t i = 0; i < in->n; i++) {
+            zlane__v1__ack_item__init (&items[i]);
+            items[i].job_id = in->items[i].job_id;
+            items[i].lease = in->items[i].lease;
+            items[i].run_us = in->items[i].run_us;
+            e->ack->items[i] = &items[i];
+        }
+        break;
+    }
+    case ZL_MSG_NACK: {
+        const zl_nack_t *in = &m->u.nack;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_NACK;
+        e->nack = NEW (a, Zlane__V1__Nack, zlane__v1__nack__init);
+        e->nack->n_items = in->n;
+        e->nack->items = PTRS (a, in->n, Zlane__V1__NackItem);
+        for (size_t i = 0; i < in->n; i++) {
+            const zl_nack_item_t *t = &in->items[i];
+            Zlane__V1__NackItem *o = NEW (a, Zlane__V1__NackItem, zlane__v1__nack_item__init);
+            o->job_id = t->job_id;
+            o->lease = t->lease;
+            o->class_ = (Zlane__V1__FailureClass) t->cls;
+            o->error = S (t->error);
+            o->retry_after_ms = t->retry_after_ms;
+            o->run_us = t->run_us;
+            e->nack->items[i] = o;
+        }
+        break;
+    }
+    case ZL_MSG_DISPATCH: {
+        const zl_dispatch_t *in = &m->u.dispatch;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_DISPATCH;
+        e->dispatch = NEW (a, Zlane__V1__Dispatch, zlane__v1__dispatch__init);
+        e->dispatch->n_jobs = in->n;
+        e->dispatch->jobs = PTRS (a, in->n, Zlane__V1__Job);
+        Zlane__V1__Job *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
+        for (size_t i = 0; i < in->n; i++) {
+            const zl_job_msg_t *j = &in->jobs[i];
+            Zlane__V1__Job *o = &items[i];
+            zlane__v1__job__init (o);
+            o->job_id = j->job_id;
+            o->lease = j->lease;
+            o->attempt = j->attempt;
+            o->tenant = S (j->tenant);
+            o->lane = S (j->lane);
+            o->payload = s_bin (j->payload);
+            o->n_headers = j->n_headers;
+            o->headers = s_enc_headers (a, j->n_headers, j->headers);
+            o->idempotency_key = S (j->idempotency_key);
+            o->lease_ms = j->lease_ms;
+            o->max_run_ms = j->max_run_ms;
+            o->max_attempts = j->max_attempts;
+            o->enqueued_at_ms = j->enqueued_at_ms;
+            e->dispatch->jobs[i] = o;
+        }
+        break;
+    }
+    case ZL_MSG_SETTLED: {
+        const zl_settled_t *in = &m->u.settled;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_SETTLED;
+        e->settled = NEW (a, Zlane__V1__Settled, zlane__v1__settled__init);
+        e->settled->n_items = in->n;
+        e->settled->items = PTRS (a, in->n, Zlane__V1__LeaseRef);
+        Zlane__V1__LeaseRef *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
+        for (size_t i = 0; i < in->n; i++) {
+            zlane__v1__lease_ref__init (&items[i]);
+            items[i].job_id = in->items[i].job_id;
+            items[i].lease = in->items[i].lease;
+            e->settled->items[i] = &items[i];
+        }
+        break;
+    }
+    case ZL_MSG_ERROR:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_ERROR;
+        e->error = NEW (a, Zlane__V1__Error, zlane__v1__error__init);
+        e->error->code = (Zlane__V1__ErrorCode) m->u.error.code;
+        e->error->message = S (m->u.error.message);
+        e->error->job_id = m->u.error.job_id;
+        e->error->lease = m->u.error.lease;
+        break;
+    case ZL_MSG_DEAD_LETTER:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER;
+        e->dead_letter = s_enc_dead_letter (a, &m->u.dead_letter);
+        break;
+    case ZL_MSG_DLQ_ALERT:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_DLQ_ALERT;
+        e->dlq_alert = NEW (a, Zlane__V1__DlqAlert, zlane__v1__dlq_alert__init);
+        e->dlq_alert->depth = m->u.dlq_alert.depth;
+        e->dlq_alert->oldest_age_ms = m->u.dlq_alert.oldest_age_ms;
+        break;
+    case ZL_MSG_ADMIN_REQUEST: {
+        const zl_admin_request_t *in = &m->u.admin_request;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST;
+        Zlane__V1__AdminRequest *r =
+            NEW (a, Zlane__V1__AdminRequest, zlane__v1__admin_request__init);
+        e->admin_request = r;
+        r->request_id = in->request_id;
+        switch (in->op) {
+        case ZL_ADMIN_STATS:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_STATS;
+            r->stats = NEW (a, Zlane__V1__StatsRequest, zlane__v1__stats_request__init);
+            break;
+        case ZL_ADMIN_DLQ_LIST:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_DLQ_LIST;
+            r->dlq_list = NEW (a, Zlane__V1__DlqListRequest, zlane__v1__dlq_list_request__init);
+            r->dlq_list->filter = s_enc_filter (a, &in->filter);
+            r->dlq_list->limit = in->limit;
+            r->dlq_list->after_id = in->after_id;
+            break;
+        case ZL_ADMIN_DLQ_SHOW:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_DLQ_SHOW;
+            r->dlq_show = NEW (a, Zlane__V1__DlqShowRequest, zlane__v1__dlq_show_request__init);
+            r->dlq_show->job_id = in->job_id;
+            break;
+        case ZL_ADMIN_DLQ_REDRIVE:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_DLQ_REDRIVE;
+            r->dlq_redrive = s_enc_filter (a, &in->filter);
+            break;
+        case ZL_ADMIN_DLQ_PURGE:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_DLQ_PURGE;
+            r->dlq_purge = s_enc_filter (a, &in->filter);
+            break;
+        case ZL_ADMIN_PAUSE:
+        case ZL_ADMIN_RESUME: {
+            Zlane__V1__LaneControl *c =
+                NEW (a, Zlane__V1__LaneControl, zlane__v1__lane_control__init);
+            c->lane = S (in->lane);
+            if (in->op == ZL_ADMIN_PAUSE) {
+                r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_PAUSE;
+                r->pause = c;
+            } else {
+                r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_RESUME;
+                r->resume = c;
+            }
+            break;
+        }
+        default: break;  // no op: the broker answers with an error
+        }
+        break;
+    }
+    case ZL_MSG_ADMIN_REPLY: {
+        const zl_admin_reply_t *in = &m->u.admin_reply;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_ADMIN_REPLY;
+        Zlane__V1__AdminReply *r = NEW (a, Zlane__V1__AdminReply, zlane__v1__admin_reply__init);
+        e->admin_reply = r;
+        r->request_id = in->request_id;
+        r->ok = in->ok;
+        r->error = S (in->error);
+        switch (in->result) {
+        case ZL_ADMIN_RESULT_STATS:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_STATS;
+            r->stats = s_enc_stats (a, &in->stats);
+            break;
+        case ZL_ADMIN_RESULT_DLQ_LIST:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_DLQ_LIST;
+            r->dlq_list = NEW (a, Zlane__V1__DlqList, zlane__v1__dlq_list__init);
+            r->dlq_list->n_items = in->n_dead_letters;
+            r->dlq_list->items = PTRS (a, in->n_dead_letters, Zlane__V1__DeadLetter);
+            for (size_t i = 0; i < in->n_dead_letters; i++)
+                r->dlq_list->items[i] = s_enc_dead_letter (a, &in->dead_letters[i]);
+            break;
+        case ZL_ADMIN_RESULT_DEAD_LETTER:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_DEAD_LETTER;
+            r->dead_letter = s_enc_dead_letter (a, &in->dead_letter);
+            break;
+        case ZL_ADMIN_RESULT_COUNT:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_COUNT;
+            r->count = in->count;
+            break;
+        default: break;
+        }
+        break;
+    }
+    default:
+        return -1;
+    }
+    return 0;
+}
+
+const void *
+zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size_p)
+{
+    zl_arena_reset (self->enc);
+    Zlane__V1__Envelope env = ZLANE__V1__ENVELOPE__INIT;
+    env.version = ZL_PROTOCOL_VERSION;
+    if (s_encode_body (self->enc, msg, &env) != 0)
+        return NULL;
+    size_t size = zlane__v1__envelope__get_packed_size (&env);
+    uint8_t *out = zl_arena_alloc (self->enc, size);
+    *size_p = zlane__v1__envelope__pack (&env, out);
+    return out;
+}

@@ -1,0 +1,39 @@
+/*  codec: frames <-> zlane messages (msg.h).
+    The only module that touches the generated protobuf-c types. A codec owns
+    two arenas: decoded messages live until the next decode, encode scratch
+    until the next encode. Not thread-safe; one codec per thread. */
+#ifndef ZL_CODEC_H
+#define ZL_CODEC_H
+
+#include "msg.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _zl_codec_t zl_codec_t;
+
+typedef enum {
+    ZL_DECODE_OK = 0,
+    ZL_DECODE_BAD_FRAME,    // not a valid Envelope
+    ZL_DECODE_BAD_VERSION,  // a version this build does not speak
+    ZL_DECODE_NO_BODY       // valid Envelope without a known body kind
+} zl_decode_rc_t;
+
+/*  Return a new codec. */
+zl_codec_t *zl_codec_new (void);
+/*  Destroy the codec; nulls the caller's pointer. */
+void zl_codec_destroy (zl_codec_t **self_p);
+
+/*  Decode one frame into `out`. Returns ZL_DECODE_OK or the reason it
+    failed. `out` borrows memory that the next decode frees. */
+zl_decode_rc_t zl_codec_decode (zl_codec_t *self, const void *data, size_t size, zl_msg_t *out);
+
+/*  Encode `msg` into a new buffer of `*size_p` bytes that stays valid until
+    the next encode on this codec. Returns NULL if the kind is unknown. */
+const void *zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size_p);
+
+/*  Return the arena that holds the last decoded message, so that callers may
+    allocate alongside it (for example replies built from it). */
+struct _zl_arena_t *zl_codec_scratch (zl_codec_t *self);
+
+#endif

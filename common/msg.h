@@ -1,0 +1,386 @@
+/*  msg: zlane's own types for every message of the wire protocol.
+    The codec (codec.h) turns frames into these and back; nothing outside
+    common/codec.c sees the generated protobuf types. Strings are
+    NUL-terminated; payloads are (data, len). A decoded message borrows all
+    its memory from the codec's arena. */
+#ifndef ZL_MSG_H
+#define ZL_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZL_PROTOCOL_VERSION 1
+
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} zl_bytes_t;
+
+typedef struct {
+    const char *key;
+    const char *value;
+} zl_header_t;
+
+typedef enum {
+    ZL_MSG_NONE = 0,
+    ZL_MSG_HELLO,
+    ZL_MSG_SUBMIT,
+    ZL_MSG_ACCEPTED,
+    ZL_MSG_REJECTED,
+    ZL_MSG_CREDIT,
+    ZL_MSG_READY,
+    ZL_MSG_HEARTBEAT,
+    ZL_MSG_EXTEND,
+    ZL_MSG_ACK,
+    ZL_MSG_NACK,
+    ZL_MSG_DISPATCH,
+    ZL_MSG_SETTLED,
+    ZL_MSG_ERROR,
+    ZL_MSG_DEAD_LETTER,
+    ZL_MSG_DLQ_ALERT,
+    ZL_MSG_ADMIN_REQUEST,
+    ZL_MSG_ADMIN_REPLY,
+    ZL_MSG_KIND_COUNT
+} zl_msg_kind_t;
+
+/*  Return the kind's name ("submit", ...), "unknown" when out of range. */
+const char *zl_msg_kind_name (zl_msg_kind_t kind);
+
+// ------------------------------------------------------------------ producer
+typedef struct {
+    const char *client;
+} zl_hello_t;
+
+typedef struct {
+    uint64_t seq;
+    const char *tenant;
+    const char *lane;
+    zl_bytes_t payload;
+    const char *idempotency_key;  // "" when none
+    uint32_t delay_ms;
+    uint32_t max_attempts;
+    uint32_t lease_ms;
+    uint32_t max_run_ms;
+    size_t n_headers;
+    zl_header_t *headers;
+} zl_job_spec_t;
+
+typedef struct {
+    size_t n;
+    zl_job_spec_t *jobs;
+} zl_submit_t;
+
+typedef struct {
+    uint64_t seq;
+    uint64_t job_id;
+    bool duplicate;
+} zl_acceptance_t;
+
+typedef struct {
+    size_t n;
+    zl_acceptance_t *jobs;
+} zl_accepted_t;
+
+typedef enum {
+    ZL_REJECT_UNSPECIFIED = 0,
+    ZL_REJECT_INVALID = 1,
+    ZL_REJECT_PAYLOAD_TOO_LARGE = 2,
+    ZL_REJECT_UNKNOWN_LANE = 3,
+    ZL_REJECT_QUEUE_FULL = 4,
+    ZL_REJECT_STORE_FULL = 5,
+    ZL_REJECT_UNAUTHORIZED = 6,
+    ZL_REJECT_SHUTTING_DOWN = 7,
+    ZL_REJECT_CODE_COUNT
+} zl_reject_code_t;
+
+/*  Return the code's name ("queue_full", ...). */
+const char *zl_reject_code_name (zl_reject_code_t code);
+
+typedef struct {
+    uint64_t seq;
+    zl_reject_code_t code;
+    const char *reason;
+    uint32_t retry_after_ms;
+} zl_rejection_t;
+
+typedef struct {
+    size_t n;
+    zl_rejection_t *jobs;
+} zl_rejected_t;
+
+typedef struct {
+    uint64_t limit;  // cumulative job specs this connection may have sent
+} zl_credit_t;
+
+// ------------------------------------------------------------------ worker
+typedef struct {
+    const char *name;
+    size_t n_lanes;
+    const char **lanes;
+    uint32_t capacity;
+} zl_ready_t;
+
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+    uint32_t lease_ms;
+} zl_extend_item_t;
+
+typedef struct {
+    size_t n;
+    zl_extend_item_t *items;
+} zl_extend_t;
+
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+    uint64_t run_us;
+} zl_ack_item_t;
+
+typedef struct {
+    size_t n;
+    zl_ack_item_t *items;
+} zl_ack_t;
+
+typedef enum {
+    ZL_FAIL_UNSPECIFIED = 0,  // treated as transient
+    ZL_FAIL_TRANSIENT = 1,
+    ZL_FAIL_THROTTLED = 2,
+    ZL_FAIL_PERMANENT = 3
+} zl_fail_class_t;
+
+/*  Return "transient", "throttled" or "permanent". */
+const char *zl_fail_class_name (zl_fail_class_t cls);
+
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+    zl_fail_class_t cls;
+    const char *error;
+    uint32_t retry_after_ms;
+    uint64_t run_us;
+} zl_nack_item_t;
+
+typedef struct {
+    size_t n;
+    zl_nack_item_t *items;
+} zl_nack_t;
+
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+    uint32_t attempt;
+    const char *tenant;
+    const char *lane;
+    zl_bytes_t payload;
+    size_t n_headers;
+    zl_header_t *headers;
+    const char *idempotency_key;
+    uint32_t lease_ms;
+    uint32_t max_run_ms;
+    uint32_t max_attempts;
+    uint64_t enqueued_at_ms;
+} zl_job_msg_t;
+
+typedef struct {
+    size_t n;
+    zl_job_msg_t *jobs;
+} zl_dispatch_t;
+
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+} zl_lease_ref_t;
+
+typedef struct {
+    size_t n;
+    zl_lease_ref_t *items;
+} zl_settled_t;
+
+typedef enum {
+    ZL_ERR_UNSPECIFIED = 0,
+    ZL_ERR_BAD_FRAME = 1,
+    ZL_ERR_BAD_VERSION = 2,
+    ZL_ERR_UNKNOWN_KIND = 3,
+    ZL_ERR_INVALID = 4,
+    ZL_ERR_UNKNOWN_JOB = 5,
+    ZL_ERR_STALE_LEASE = 6,
+    ZL_ERR_NOT_READY = 7,
+    ZL_ERR_UNKNOWN_LANE = 8,
+    ZL_ERR_UNAUTHORIZED = 9,
+    ZL_ERR_NOT_FOUND = 10,
+    ZL_ERR_INTERNAL = 11,
+    ZL_ERR_MAX_RUN = 12,
+    ZL_ERR_CODE_COUNT
+} zl_error_code_t;
+
+/*  Return the code's name ("stale_lease", ...). */
+const char *zl_error_code_name (zl_error_code_t code);
+
+typedef struct {
+    zl_error_code_t code;
+    const char *message;
+    uint64_t job_id;
+    uint64_t lease;
+} zl_error_t;
+
+// ------------------------------------------------------------------ events
+typedef enum {
+    ZL_OUTCOME_UNSPECIFIED = 0,
+    ZL_OUTCOME_ACKED = 1,
+    ZL_OUTCOME_TRANSIENT = 2,
+    ZL_OUTCOME_THROTTLED = 3,
+    ZL_OUTCOME_PERMANENT = 4,
+    ZL_OUTCOME_LEASE_EXPIRED = 5,
+    ZL_OUTCOME_WORKER_DEAD = 6,
+    ZL_OUTCOME_MAX_RUN = 7,
+    ZL_OUTCOME_BROKER_RESTART = 8,
+    ZL_OUTCOME_COUNT
+} zl_outcome_t;
+
+/*  Return the outcome's name ("lease_expired", ...). */
+const char *zl_outcome_name (zl_outcome_t outcome);
+
+typedef struct {
+    uint32_t attempt;
+    const char *worker;
+    uint64_t started_at_ms;
+    uint64_t ended_at_ms;
+    zl_outcome_t outcome;
+    const char *error;
+} zl_attempt_t;
+
+typedef struct {
+    uint64_t job_id;
+    const char *tenant;
+    const char *lane;
+    zl_bytes_t payload;
+    const char *idempotency_key;
+    uint64_t enqueued_at_ms;
+    uint64_t dead_at_ms;
+    const char *error;
+    size_t n_attempts;
+    zl_attempt_t *attempts;
+    size_t n_headers;
+    zl_header_t *headers;
+} zl_dead_letter_t;
+
+typedef struct {
+    uint64_t depth;
+    uint64_t oldest_age_ms;
+} zl_dlq_alert_t;
+
+// ------------------------------------------------------------------ admin
+typedef enum {
+    ZL_ADMIN_NONE = 0,
+    ZL_ADMIN_STATS,
+    ZL_ADMIN_DLQ_LIST,
+    ZL_ADMIN_DLQ_SHOW,
+    ZL_ADMIN_DLQ_REDRIVE,
+    ZL_ADMIN_DLQ_PURGE,
+    ZL_ADMIN_PAUSE,
+    ZL_ADMIN_RESUME,
+    ZL_ADMIN_OP_COUNT
+} zl_admin_op_t;
+
+typedef struct {
+    const char *lane;    // "" = any
+    const char *tenant;  // "" = any
+    size_t n_ids;
+    uint64_t *ids;       // none = any
+    bool all;            // required when nothing else narrows the set
+} zl_dlq_filter_t;
+
+typedef struct {
+    uint64_t request_id;
+    zl_admin_op_t op;
+    zl_dlq_filter_t filter;  // list, redrive, purge
+    uint32_t limit;          // list
+    uint64_t after_id;       // list
+    uint64_t job_id;         // show
+    const char *lane;        // pause, resume
+} zl_admin_request_t;
+
+typedef struct {
+    const char *name;
+    uint64_t value;
+} zl_counter_t;
+
+typedef struct {
+    const char *lane;
+    const char *tenant;
+    uint64_t ready, delayed, in_flight, dlq;
+    uint64_t oldest_ready_age_ms, oldest_dlq_age_ms;
+    uint64_t submitted, acked;
+    uint64_t nacked_transient, nacked_throttled, nacked_permanent;
+    uint64_t lease_expired, dead_lettered;
+    uint64_t run_us, throttled, capped;
+    bool paused;
+} zl_group_stats_t;
+
+typedef struct {
+    const char *name;
+    uint64_t count, p50_us, p90_us, p99_us, max_us;
+} zl_latency_t;
+
+typedef struct {
+    uint64_t uptime_ms;
+    size_t n_counters;
+    zl_counter_t *counters;
+    size_t n_lanes;
+    zl_group_stats_t *lanes;
+    size_t n_tenants;
+    zl_group_stats_t *tenants;
+    size_t n_groups;
+    zl_group_stats_t *groups;
+    size_t n_latencies;
+    zl_latency_t *latencies;
+    uint32_t workers;
+    uint32_t producers;
+} zl_stats_t;
+
+typedef enum {
+    ZL_ADMIN_RESULT_NONE = 0,
+    ZL_ADMIN_RESULT_STATS,
+    ZL_ADMIN_RESULT_DLQ_LIST,
+    ZL_ADMIN_RESULT_DEAD_LETTER,
+    ZL_ADMIN_RESULT_COUNT
+} zl_admin_result_t;
+
+typedef struct {
+    uint64_t request_id;
+    bool ok;
+    const char *error;
+    zl_admin_result_t result;
+    zl_stats_t stats;
+    size_t n_dead_letters;          // dlq list (payload, attempts omitted)
+    zl_dead_letter_t *dead_letters;
+    zl_dead_letter_t dead_letter;   // dlq show
+    uint64_t count;                 // redrive, purge
+} zl_admin_reply_t;
+
+// ------------------------------------------------------------------ envelope
+typedef struct {
+    zl_msg_kind_t kind;
+    union {
+        zl_hello_t hello;
+        zl_submit_t submit;
+        zl_accepted_t accepted;
+        zl_rejected_t rejected;
+        zl_credit_t credit;
+        zl_ready_t ready;
+        zl_extend_t extend;
+        zl_ack_t ack;
+        zl_nack_t nack;
+        zl_dispatch_t dispatch;
+        zl_settled_t settled;
+        zl_error_t error;
+        zl_dead_letter_t dead_letter;
+        zl_dlq_alert_t dlq_alert;
+        zl_admin_request_t admin_request;
+        zl_admin_reply_t admin_reply;
+    } u;
+} zl_msg_t;
+
+#endif
