@@ -240,7 +240,8 @@ int
 zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
                       size_t errlen)
 {
-    // "lanes/NAME/KEY", "tenants/NAME/KEY", "defaults/lane/KEY", or a broker key
+    // "lanes/NAME/KEY", "tenants/NAME/KEY", "defaults/lane/KEY",
+    // "defaults/tenant/KEY", "broker/KEY" or a bare broker key
     char buf[512];
     snprintf (buf, sizeof buf, "%s", key);
     char *first = strchr (buf, '/');
@@ -248,6 +249,8 @@ zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *valu
         return s_set_broker (cfg, buf, value, err, errlen);
     *first = '\0';
     char *name = first + 1;
+    if (!strcmp (buf, "broker") && !strchr (name, '/'))  // "broker/KEY", as in the file
+        return s_set_broker (cfg, name, value, err, errlen);
     char *second = strchr (name, '/');
     if (!second)
         ERR ("bad key '%s'", key);

@@ -10,7 +10,7 @@ typedef struct entry {
     struct entry *next;  // insertion order == expiry order
     uint64_t job_id;
     int64_t seen_ms;
-    char key[];          // tenant \x1f key
+    char key[];          // see s_key
 } entry_t;
 
 struct _zl_dedup_t {
@@ -45,12 +45,15 @@ zl_dedup_destroy (zl_dedup_t **self_p)
     *self_p = NULL;
 }
 
+// "<tenant length>:<tenant><key>": the length prefix keeps every (tenant,
+// key) pair distinct whatever bytes either holds.
 static char *
 s_key (const char *tenant, const char *key, char *buf, size_t size)
 {
-    size_t need = strlen (tenant) + strlen (key) + 2;
+    size_t tlen = strlen (tenant);
+    size_t need = tlen + strlen (key) + 24;
     char *out = need <= size ? buf : zl_malloc (need);
-    snprintf (out, need, "%s\x1f%s", tenant, key);
+    snprintf (out, need, "%zu:%s%s", tlen, tenant, key);
     return out;
 }
 
@@ -74,23 +77,20 @@ zl_dedup_insert (zl_dedup_t *self, const char *tenant, const char *key, uint64_t
     char buf[512];
     char *k = s_key (tenant, key, buf, sizeof buf);
     size_t len = strlen (k);
-    entry_t *old = zhashx_lookup (self->map, k);
-    if (old) {  // expired duplicate still held: refresh it in place
-        old->job_id = job_id;
-        old->seen_ms = seen_ms;
-    } else {
-        entry_t *e = zl_malloc (sizeof (entry_t) + len + 1);
-        memcpy (e->key, k, len + 1);
-        e->next = NULL;
-        e->job_id = job_id;
-        e->seen_ms = seen_ms;
-        if (self->tail)
-            self->tail->next = e;
-        else
-            self->head = e;
-        self->tail = e;
-        zhashx_insert (self->map, e->key, e);
-    }
+    // Always append a new entry so that the queue stays in expiry order. A
+    // key seen before (expired, not yet pruned) points the map at the new
+    // entry; prune frees the old one when it reaches it.
+    entry_t *e = zl_malloc (sizeof (entry_t) + len + 1);
+    memcpy (e->key, k, len + 1);
+    e->next = NULL;
+    e->job_id = job_id;
+    e->seen_ms = seen_ms;
+    if (self->tail)
+        self->tail->next = e;
+    else
+        self->head = e;
+    self->tail = e;
+    zhashx_update (self->map, e->key, e);
     if (k != buf)
         free (k);
 }
@@ -104,13 +104,14 @@ zl_dedup_prune (zl_dedup_t *self, int64_t now_ms)
         self->head = e->next;
         if (!self->head)
             self->tail = NULL;
-        // a refreshed entry keeps its old queue position; only drop it when
-        // the entry the map points at really is expired
+        // a key inserted again has a newer entry further on: the map keeps
+        // pointing at that one
         entry_t *cur = zhashx_lookup (self->map, e->key);
-        if (cur == e)
+        if (cur == e) {
             zhashx_delete (self->map, e->key);
+            n++;
+        }
         free (e);
-        n++;
     }
     return n;
 }

@@ -118,8 +118,11 @@ s_tell (zl_jobs_t *self, zl_jobs_event_t ev, zl_job_t *job)
 uint64_t
 zl_backoff_ms (uint64_t base_ms, uint64_t cap_ms, uint32_t attempt, bool jitter, zl_rng_t *rng)
 {
+    // min (cap, base * 2^attempt) without overflow, for any attempt
     uint64_t upper = cap_ms;
-    if (attempt < 63 && base_ms <= (cap_ms >> attempt))
+    if (base_ms == 0)
+        upper = 0;
+    else if (attempt < 64 && base_ms <= (cap_ms >> attempt))
         upper = base_ms << attempt;
     return jitter ? zl_rng_range (rng, upper) : upper;
 }
@@ -380,6 +383,7 @@ zl_jobs_release_worker (zl_jobs_t *self, zl_worker_t *worker, zl_outcome_t outco
     while (worker->jobs) {
         zl_job_t *job = worker->jobs;
         s_record_attempt (job, outcome, worker->name, error, now);
+        zl_sched_charge (self->sched, job, s_run_us (job, 0, now));
         s_unlease (self, job);
         s_fail (self, job, outcome, 0, now);
         n++;
@@ -411,6 +415,8 @@ zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now)
                  job->attempt, job->worker ? job->worker->name : "?", error);
         job->flow->lease_expired++;
         s_record_attempt (job, outcome, job->worker ? job->worker->name : "", error, now);
+        // the worker time the lapsed attempt held counts against its share
+        zl_sched_charge (self->sched, job, s_run_us (job, 0, now));
         s_unlease (self, job);
         s_fail (self, job, outcome, 0, now);
     }

@@ -1,0 +1,163 @@
+#include "record.h"
+
+#include "zlane_store.pb-c.h"
+
+#include <string.h>
+
+#define S(x) ((char *) ((x) ? (x) : ""))
+
+static void *
+s_alloc (void *data, size_t size)
+{
+    return zl_arena_alloc ((zl_arena_t *) data, size);
+}
+
+static void
+s_free (void *data, void *ptr)
+{
+    (void) data;
+    (void) ptr;
+}
+
+size_t
+zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
+{
+    Zlane__Store__V1__JobRec *m = zl_arena_alloc (a, sizeof *m);
+    zlane__store__v1__job_rec__init (m);
+    m->tenant = S (r->tenant);
+    m->lane = S (r->lane);
+    m->payload.data = (uint8_t *) r->payload.data;
+    m->payload.len = r->payload.len;
+    m->idempotency_key = S (r->idempotency_key);
+    m->n_headers = r->n_headers;
+    if (r->n_headers) {
+        m->headers = zl_arena_alloc (a, r->n_headers * sizeof (void *));
+        Zlane__Store__V1__HeaderRec *h = zl_arena_alloc (a, r->n_headers * sizeof *h);
+        for (size_t i = 0; i < r->n_headers; i++) {
+            zlane__store__v1__header_rec__init (&h[i]);
+            h[i].key = S (r->headers[i].key);
+            h[i].value = S (r->headers[i].value);
+            m->headers[i] = &h[i];
+        }
+    }
+    m->max_attempts = r->max_attempts;
+    m->lease_ms = r->lease_ms;
+    m->max_run_ms = r->max_run_ms;
+    m->enqueued_at_ms = r->enqueued_at_ms;
+    *handle = m;
+    return zlane__store__v1__job_rec__get_packed_size (m);
+}
+
+size_t
+zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
+{
+    Zlane__Store__V1__StateRec *m = zl_arena_alloc (a, sizeof *m);
+    zlane__store__v1__state_rec__init (m);
+    m->state = r->state;
+    m->attempt = r->attempt;
+    m->ready_seq = r->ready_seq;
+    m->due_at_ms = r->due_at_ms;
+    m->dead_at_ms = r->dead_at_ms;
+    m->n_history = r->n_history;
+    if (r->n_history) {
+        m->history = zl_arena_alloc (a, r->n_history * sizeof (void *));
+        Zlane__Store__V1__AttemptRec *h = zl_arena_alloc (a, r->n_history * sizeof *h);
+        for (size_t i = 0; i < r->n_history; i++) {
+            const zl_attempt_t *t = &r->history[i];
+            zlane__store__v1__attempt_rec__init (&h[i]);
+            h[i].attempt = t->attempt;
+            h[i].worker = S (t->worker);
+            h[i].started_at_ms = (int64_t) t->started_at_ms;
+            h[i].ended_at_ms = (int64_t) t->ended_at_ms;
+            h[i].outcome = t->outcome;
+            h[i].error = S (t->error);
+            m->history[i] = &h[i];
+        }
+    }
+    m->leased_to = S (r->leased_to);
+    m->started_at_ms = r->started_at_ms;
+    *handle = m;
+    return zlane__store__v1__state_rec__get_packed_size (m);
+}
+
+size_t
+zl_record_write (void *handle, uint8_t *out)
+{
+    return protobuf_c_message_pack ((const ProtobufCMessage *) handle, out);
+}
+
+int
+zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_rec_t *out)
+{
+    ProtobufCAllocator alloc = {s_alloc, s_free, arena};
+    Zlane__Store__V1__JobRec *m =
+        zlane__store__v1__job_rec__unpack (&alloc, len, (const uint8_t *) data);
+    if (!m)
+        return -1;
+    memset (out, 0, sizeof *out);
+    out->tenant = m->tenant;
+    out->lane = m->lane;
+    out->payload = (zl_bytes_t) {m->payload.data, m->payload.len};
+    out->idempotency_key = m->idempotency_key;
+    out->n_headers = m->n_headers;
+    out->headers = zl_arena_alloc (arena, (m->n_headers + 1) * sizeof (zl_header_t));
+    for (size_t i = 0; i < m->n_headers; i++)
+        out->headers[i] = (zl_header_t) {m->headers[i]->key, m->headers[i]->value};
+    out->max_attempts = m->max_attempts;
+    out->lease_ms = m->lease_ms;
+    out->max_run_ms = m->max_run_ms;
+    out->enqueued_at_ms = m->enqueued_at_ms;
+    return 0;
+}
+
+int
+zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_state_rec_t *out)
+{
+    ProtobufCAllocator alloc = {s_alloc, s_free, arena};
+    Zlane__Store__V1__StateRec *m =
+        zlane__store__v1__state_rec__unpack (&alloc, len, (const uint8_t *) data);
+    if (!m)
+        return -1;
+    memset (out, 0, sizeof *out);
+    out->state = m->state;
+    out->attempt = m->attempt;
+    out->ready_seq = m->ready_seq;
+    out->due_at_ms = m->due_at_ms;
+    out->dead_at_ms = m->dead_at_ms;
+    out->n_history = m->n_history;
+    out->history = zl_arena_alloc (arena, (m->n_history + 1) * sizeof (zl_attempt_t));
+    for (size_t i = 0; i < m->n_history; i++) {
+        const Zlane__Store__V1__AttemptRec *t = m->history[i];
+        out->history[i] = (zl_attempt_t) {t->attempt,
+                                          t->worker,
+                                          (uint64_t) t->started_at_ms,
+                                          (uint64_t) t->ended_at_ms,
+                                          (zl_outcome_t) t->outcome,
+                                          t->error};
+    }
+    out->leased_to = m->leased_to;
+    out->started_at_ms = m->started_at_ms;
+    return 0;
+}
+
+size_t
+zl_record_idem_encode (const zl_idem_rec_t *rec, uint8_t *out)
+{
+    Zlane__Store__V1__IdemRec m = ZLANE__STORE__V1__IDEM_REC__INIT;
+    m.job_id = rec->job_id;
+    m.seen_at_ms = rec->seen_at_ms;
+    return zlane__store__v1__idem_rec__pack (&m, out);
+}
+
+int
+zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out)
+{
+    Zlane__Store__V1__IdemRec *m =
+        zlane__store__v1__idem_rec__unpack (NULL, len, (const uint8_t *) data);
+    if (!m)
+        return -1;
+    out->job_id = m->job_id;
+    out->seen_at_ms = m->seen_at_ms;
+    zlane__store__v1__idem_rec__free_unpacked (m, NULL);
+    return 0;
+}

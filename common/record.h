@@ -1,0 +1,63 @@
+/*  record: the durable store's records <-> bytes (proto/zlane_store.proto).
+    Like the wire codec, the only place that sees those generated types.
+    A job is two records: the immutable job (payload and settings, written
+    once) and its mutable state (absent while the job was never attempted). */
+#ifndef ZL_RECORD_H
+#define ZL_RECORD_H
+
+#include "arena.h"
+#include "msg.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZL_STORE_FORMAT "zlane-store-1"
+
+typedef struct {
+    const char *tenant;
+    const char *lane;
+    zl_bytes_t payload;
+    const char *idempotency_key;  // "" when none
+    size_t n_headers;
+    zl_header_t *headers;
+    uint32_t max_attempts;
+    uint32_t lease_ms;
+    uint32_t max_run_ms;
+    int64_t enqueued_at_ms;
+} zl_job_rec_t;
+
+typedef struct {
+    uint32_t state;  // zl_job_state_t values
+    uint32_t attempt;
+    uint64_t ready_seq;
+    int64_t due_at_ms;   // wall clock
+    int64_t dead_at_ms;  // wall clock
+    size_t n_history;
+    zl_attempt_t *history;
+    const char *leased_to;
+    int64_t started_at_ms;
+} zl_state_rec_t;
+
+typedef struct {
+    uint64_t job_id;
+    int64_t seen_at_ms;
+} zl_idem_rec_t;
+
+/*  Encoding is two steps so that the caller can reserve exactly the space:
+    prepare returns the size and an opaque handle living in `scratch`; write
+    packs into `out`, which must hold that many bytes. */
+size_t zl_record_job_prepare (zl_arena_t *scratch, const zl_job_rec_t *rec, void **handle);
+size_t zl_record_state_prepare (zl_arena_t *scratch, const zl_state_rec_t *rec, void **handle);
+size_t zl_record_write (void *handle, uint8_t *out);
+
+/*  Decode; strings and arrays live in `arena` (payload bytes too). Returns 0
+    or -1 if the bytes are not such a record. */
+int zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_rec_t *out);
+int zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_state_rec_t *out);
+
+/*  Encode an idempotency record into `out` (at least 32 bytes); returns the size. */
+size_t zl_record_idem_encode (const zl_idem_rec_t *rec, uint8_t *out);
+/*  Decode an idempotency record; returns 0 or -1. */
+int zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out);
+
+#endif
