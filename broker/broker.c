@@ -313,10 +313,10 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 }
 
 // ---------------------------------------------------------------- workers
-static zl_worker_t *
+static zl_bworker_t *
 s_worker (ctx_t *ctx)
 {
-    zl_worker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
+    zl_bworker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
     if (!w) {
         s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
                   "worker has not sent Ready (or was declared dead): send Ready");
@@ -331,9 +331,10 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
     const zl_ready_t *r = &msg->u.ready;
-    if (r->capacity == 0 || r->n_lanes == 0) {
-        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0,
-                  "Ready needs at least one lane and a capacity of at least 1");
+    // capacity 0 is a worker draining before it stops: it keeps what it
+    // holds and gets nothing new
+    if (r->n_lanes == 0) {
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Ready needs at least one lane");
         return;
     }
     zl_lane_t **lanes = zl_arena_alloc (self->turn, r->n_lanes * sizeof (zl_lane_t *));
@@ -354,12 +355,13 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     }
     if (n == 0)
         return;
-    zl_worker_t *w = zl_workers_add (self->workers, ctx->peer,
+    zl_bworker_t *w = zl_workers_add (self->workers, ctx->peer,
                                      zl_arena_strndup (self->turn, r->name,
                                                        strnlen (r->name, MAX_NAME)),
                                      lanes, n, r->capacity, ctx->now.mono_ms);
     self->counters[ZL_CTR_WORKERS_READY]++;
-    zl_info ("broker", "worker %s ready: %u lane(s), capacity %u", w->name, n, w->capacity);
+    zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
+             w->capacity ? "ready" : "draining", n, w->capacity);
 }
 
 static void
@@ -391,7 +393,7 @@ s_settle_error (ctx_t *ctx, zl_settle_rc_t rc, const char *what, uint64_t job_id
 static void
 s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_worker_t *w = s_worker (ctx);
+    zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
     for (size_t i = 0; i < msg->u.ack.n; i++) {
@@ -408,7 +410,7 @@ s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
 static void
 s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_worker_t *w = s_worker (ctx);
+    zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
     for (size_t i = 0; i < msg->u.nack.n; i++) {
@@ -425,7 +427,7 @@ s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
 static void
 s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_worker_t *w = s_worker (ctx);
+    zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
     for (size_t i = 0; i < msg->u.extend.n; i++) {
@@ -534,7 +536,7 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
 
 // ---------------------------------------------------------------- timers
 static void
-s_worker_gone (zl_broker_t *self, zl_worker_t *w, const char *why, zl_now_t now)
+s_worker_gone (zl_broker_t *self, zl_bworker_t *w, const char *why, zl_now_t now)
 {
     size_t n = zl_jobs_release_worker (self->jobs, w, ZL_OUTCOME_WORKER_DEAD, why, now);
     zl_warn ("broker", "worker %s %s; %zu job(s) back to ready", w->name, why, n);
@@ -547,9 +549,9 @@ s_liveness (zl_broker_t *self, zl_now_t now)
 {
     int64_t limit = (int64_t) (self->cfg->heartbeat_ms * self->cfg->liveness);
     size_t n;
-    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    zl_bworker_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n;) {
-        zl_worker_t *w = all[i];
+        zl_bworker_t *w = all[i];
         if (now.mono_ms - w->last_seen_ms > limit) {
             char why[96];
             snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
@@ -566,7 +568,7 @@ s_heartbeat (zl_broker_t *self, zl_now_t now)
 {
     zl_msg_t hb = {.kind = ZL_MSG_HEARTBEAT};
     size_t n;
-    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    zl_bworker_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n; i++)
         zl_wire_send_to (self->socks[SOCK_BACKEND], &all[i]->peer, self->codec, &hb);
 }
@@ -621,7 +623,7 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
 // ---------------------------------------------------------------- dispatch
 // Next lane of `w` with a ready job, round robin from w->rr; NULL if none.
 static zl_lane_t *
-s_pick_lane (zl_broker_t *self, zl_worker_t *w)
+s_pick_lane (zl_broker_t *self, zl_bworker_t *w)
 {
     for (uint32_t k = 0; k < w->n_lanes; k++) {
         zl_lane_t *lane = w->lanes[(w->rr + k) % w->n_lanes];
@@ -637,7 +639,7 @@ static void
 s_dispatch (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
-    zl_worker_t **all = zl_workers_all (self->workers, &n);
+    zl_bworker_t **all = zl_workers_all (self->workers, &n);
     if (n == 0)
         return;
     // one job at a time round the workers, so load spreads evenly
@@ -646,7 +648,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
     while (progress) {
         progress = false;
         for (size_t k = 0; k < n; k++) {
-            zl_worker_t *w = all[(start + k) % n];
+            zl_bworker_t *w = all[(start + k) % n];
             if (w->in_flight >= w->capacity)
                 continue;
             zl_lane_t *lane = s_pick_lane (self, w);
@@ -713,7 +715,7 @@ s_job_key (zl_broker_t *self, zl_job_t *job)
 }
 
 static int
-s_send_dispatch (zl_broker_t *self, zl_worker_t *w, zl_job_msg_t *msgs, size_t n)
+s_send_dispatch (zl_broker_t *self, zl_bworker_t *w, zl_job_msg_t *msgs, size_t n)
 {
     zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
     m.u.dispatch = (zl_dispatch_t) {n, msgs};
@@ -726,9 +728,9 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
     size_t n_gone = 0;
     size_t n;
     zl_workers_all (self->workers, &n);
-    zl_worker_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_worker_t *));
+    zl_bworker_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_bworker_t *));
     zl_job_msg_t *msgs = zl_arena_alloc (self->turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
-    for (zl_worker_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
+    for (zl_bworker_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
         bool ok = true;
         if (w->n_settled) {
             zl_msg_t m = {.kind = ZL_MSG_SETTLED};

@@ -51,6 +51,7 @@ zl_broker_config_lane (zl_broker_config_t *cfg, const char *name)
     cfg->lanes = zl_realloc (cfg->lanes, (cfg->n_lanes + 1) * sizeof *cfg->lanes);
     zl_lane_config_t *lane = &cfg->lanes[cfg->n_lanes++];
     *lane = cfg->lane_defaults;
+    lane->set_mask = 0;
     lane->name = zl_strdup (name);
     return lane;
 }
@@ -127,39 +128,87 @@ s_bool (const char *key, const char *value, bool *out, char *err, size_t errlen)
     return 0;
 }
 
+static const char *const s_lane_keys[] = {"weight",     "lease",         "max_attempts",
+                                           "backoff_base", "backoff_cap", "jitter",
+                                           "max_run",    "max_depth",     "max_in_flight",
+                                           "tenant_max_in_flight", "rate", "burst"};
+#define N_LANE_KEYS (sizeof s_lane_keys / sizeof s_lane_keys[0])
+
 static int
-s_set_lane (zl_lane_config_t *l, const char *key, const char *value, char *err, size_t errlen)
+s_set_lane_key (zl_lane_config_t *l, int key_index, const char *value, char *err, size_t errlen)
 {
-    if (!strcmp (key, "weight")) {
+    const char *key = s_lane_keys[key_index];
+    switch (key_index) {
+    case 0:
         if (s_u32 (key, value, &l->weight, err, errlen))
             return -1;
         if (l->weight == 0)
             ERR ("weight must be at least 1");
         return 0;
+    case 1:
+        if (s_dur (key, value, &l->lease_ms, err, errlen))
+            return -1;
+        if (l->lease_ms == 0 || l->lease_ms > UINT32_MAX)
+            ERR ("lease must be between 1ms and 49 days");
+        return 0;
+    case 2:
+        if (s_u32 (key, value, &l->max_attempts, err, errlen))
+            return -1;
+        if (l->max_attempts == 0 || l->max_attempts > 65535)
+            ERR ("max_attempts must be between 1 and 65535");
+        return 0;
+    case 3: return s_dur (key, value, &l->backoff_base_ms, err, errlen);
+    case 4: return s_dur (key, value, &l->backoff_cap_ms, err, errlen);
+    case 5: return s_bool (key, value, &l->jitter, err, errlen);
+    case 6:
+        if (s_dur (key, value, &l->max_run_ms, err, errlen))
+            return -1;
+        if (l->max_run_ms > UINT32_MAX)
+            ERR ("max_run must be at most 49 days");
+        return 0;
+    case 7: return s_num (key, value, &l->max_depth, err, errlen);
+    case 8: return s_u32 (key, value, &l->max_in_flight, err, errlen);
+    case 9: return s_u32 (key, value, &l->tenant_max_in_flight, err, errlen);
+    case 10: return s_real (key, value, &l->rate, err, errlen);
+    default: return s_real (key, value, &l->burst, err, errlen);
     }
-    if (!strcmp (key, "lease"))
-        return s_dur (key, value, &l->lease_ms, err, errlen);
-    if (!strcmp (key, "max_attempts"))
-        return s_u32 (key, value, &l->max_attempts, err, errlen);
-    if (!strcmp (key, "backoff_base"))
-        return s_dur (key, value, &l->backoff_base_ms, err, errlen);
-    if (!strcmp (key, "backoff_cap"))
-        return s_dur (key, value, &l->backoff_cap_ms, err, errlen);
-    if (!strcmp (key, "jitter"))
-        return s_bool (key, value, &l->jitter, err, errlen);
-    if (!strcmp (key, "max_run"))
-        return s_dur (key, value, &l->max_run_ms, err, errlen);
-    if (!strcmp (key, "max_depth"))
-        return s_num (key, value, &l->max_depth, err, errlen);
-    if (!strcmp (key, "max_in_flight"))
-        return s_u32 (key, value, &l->max_in_flight, err, errlen);
-    if (!strcmp (key, "tenant_max_in_flight"))
-        return s_u32 (key, value, &l->tenant_max_in_flight, err, errlen);
-    if (!strcmp (key, "rate"))
-        return s_real (key, value, &l->rate, err, errlen);
-    if (!strcmp (key, "burst"))
-        return s_real (key, value, &l->burst, err, errlen);
-    ERR ("unknown lane key '%s'", key);
+}
+
+static int
+s_lane_key_index (const char *key)
+{
+    for (size_t i = 0; i < N_LANE_KEYS; i++)
+        if (!strcmp (key, s_lane_keys[i]))
+            return (int) i;
+    return -1;
+}
+
+static int
+s_set_lane (zl_lane_config_t *l, const char *key, const char *value, char *err, size_t errlen)
+{
+    int k = s_lane_key_index (key);
+    if (k < 0)
+        ERR ("unknown lane key '%s'", key);
+    if (s_set_lane_key (l, k, value, err, errlen) != 0)
+        return -1;
+    l->set_mask |= 1u << k;
+    return 0;
+}
+
+// A default changes every lane that did not set that key itself.
+static int
+s_set_lane_default (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
+                    size_t errlen)
+{
+    int k = s_lane_key_index (key);
+    if (k < 0)
+        ERR ("unknown lane key '%s'", key);
+    if (s_set_lane_key (&cfg->lane_defaults, k, value, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < cfg->n_lanes; i++)
+        if (!(cfg->lanes[i].set_mask & (1u << k)))
+            s_set_lane_key (&cfg->lanes[i], k, value, err, errlen);
+    return 0;
 }
 
 static int
@@ -263,7 +312,7 @@ zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *valu
     if (!strcmp (buf, "tenants"))
         return s_set_tenant (zl_broker_config_tenant (cfg, name), leaf, value, err, errlen);
     if (!strcmp (buf, "defaults") && !strcmp (name, "lane"))
-        return s_set_lane (&cfg->lane_defaults, leaf, value, err, errlen);
+        return s_set_lane_default (cfg, leaf, value, err, errlen);
     if (!strcmp (buf, "defaults") && !strcmp (name, "tenant"))
         return s_set_tenant (&cfg->tenant_defaults, leaf, value, err, errlen);
     ERR ("unknown section '%s'", buf);
@@ -284,8 +333,8 @@ zl_broker_config_load (zl_broker_config_t *cfg, const char *path, char *err, siz
     for (int d = 0; d < 2 && rc == 0; d++) {
         sec = zconfig_locate (root, def_sections[d]);
         for (zconfig_t *k = sec ? zconfig_child (sec) : NULL; k && rc == 0; k = zconfig_next (k))
-            rc = d == 0 ? s_set_lane (&cfg->lane_defaults, zconfig_name (k), zconfig_value (k),
-                                      err, errlen)
+            rc = d == 0 ? s_set_lane_default (cfg, zconfig_name (k), zconfig_value (k), err,
+                                              errlen)
                         : s_set_tenant (&cfg->tenant_defaults, zconfig_name (k),
                                         zconfig_value (k), err, errlen);
     }

@@ -24,6 +24,7 @@ typedef struct {
     uint32_t tenant_max_in_flight;  // per tenant in this lane, 0 = unlimited
     double rate;              // jobs/s dispatched, 0 = unlimited
     double burst;
+    uint32_t set_mask;        // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 
 typedef struct {

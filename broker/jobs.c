@@ -276,7 +276,7 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_t *worker, uint64_t lease, zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease, zl_now_t now)
 {
     job->state = ZL_JOB_LEASED;
     job->attempt++;
@@ -306,7 +306,7 @@ s_run_us (const zl_job_t *job, uint64_t reported, zl_now_t now)
 }
 
 zl_settle_rc_t
-zl_jobs_ack (zl_jobs_t *self, zl_worker_t *worker, const zl_ack_item_t *ack, zl_now_t now)
+zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl_now_t now)
 {
     (void) worker;
     zl_job_t *job = NULL;
@@ -324,7 +324,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_worker_t *worker, const zl_ack_item_t *ack, zl_
 }
 
 zl_settle_rc_t
-zl_jobs_nack (zl_jobs_t *self, zl_worker_t *worker, const zl_nack_item_t *nack, zl_now_t now)
+zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack, zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_check (self, nack->job_id, nack->lease, &job);
@@ -357,7 +357,7 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_t *worker, const zl_nack_item_t *nack, 
 }
 
 zl_settle_rc_t
-zl_jobs_extend (zl_jobs_t *self, zl_worker_t *worker, const zl_extend_item_t *ext, zl_now_t now)
+zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *ext, zl_now_t now)
 {
     (void) worker;
     zl_job_t *job = NULL;
@@ -376,7 +376,7 @@ zl_jobs_extend (zl_jobs_t *self, zl_worker_t *worker, const zl_extend_item_t *ex
 }
 
 size_t
-zl_jobs_release_worker (zl_jobs_t *self, zl_worker_t *worker, zl_outcome_t outcome,
+zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
                         const char *error, zl_now_t now)
 {
     size_t n = 0;

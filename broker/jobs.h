@@ -65,21 +65,21 @@ zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spe
                           zl_flow_t *flow, zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
     the new token `lease`: attempt + 1, lease timer armed. */
-void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_t *worker, uint64_t lease,
+void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease,
                     zl_now_t now);
 /*  Ack (job_id, lease) from `worker`; on success the job is deleted. */
-zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_worker_t *worker, const zl_ack_item_t *ack,
+zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack,
                             zl_now_t now);
 /*  Nack (job_id, lease) from `worker`: retry with backoff, honour THROTTLED's
     retry-after, or dead-letter (PERMANENT, or attempts used up). */
-zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_t *worker, const zl_nack_item_t *nack,
+zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
                              zl_now_t now);
 /*  Extend the lease (job_id, lease) to now + lease_ms, bounded by max run. */
-zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_t *worker,
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker,
                                const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
     each counts as a failed attempt and is retried at once (no backoff). */
-size_t zl_jobs_release_worker (zl_jobs_t *self, zl_worker_t *worker, zl_outcome_t outcome,
+size_t zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
                                const char *error, zl_now_t now);
 /*  Fire due timers: lapsed leases fail (retry or DLQ), delays end (READY).
     Returns how many fired. */

@@ -172,9 +172,6 @@ main (int argc, char **argv)
         fprintf (stderr, "zlane-broker: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
-    // lanes declared with flags before the defaults were changed keep the
-    // old defaults; re-apply default keys to lanes that did not set them is
-    // not attempted: declare lanes in the config file for per-lane settings.
     zl_log_set_level (verbose >= 2 ? ZL_LOG_TRACE : verbose ? ZL_LOG_DEBUG : ZL_LOG_INFO);
     if (cfg.n_lanes == 0 && !cfg.auto_lanes) {
         fprintf (stderr, "zlane-broker: no lanes declared: use --lane NAME, a lanes section "

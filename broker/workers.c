@@ -8,7 +8,7 @@
 
 struct _zl_workers_t {
     zhashx_t *by_key;  // hex routing id -> worker (borrowed)
-    zl_worker_t **all;
+    zl_bworker_t **all;
     size_t n, cap;
 };
 
@@ -32,7 +32,7 @@ zl_workers_new (void)
 }
 
 static void
-s_free_worker (zl_worker_t *w)
+s_free_worker (zl_bworker_t *w)
 {
     free (w->name);
     free (w->lanes);
@@ -55,7 +55,7 @@ zl_workers_destroy (zl_workers_t **self_p)
     *self_p = NULL;
 }
 
-zl_worker_t *
+zl_bworker_t *
 zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer)
 {
     char key[2 * ZL_PEER_ID_MAX + 1];
@@ -63,19 +63,19 @@ zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer)
     return zhashx_lookup (self->by_key, key);
 }
 
-zl_worker_t *
+zl_bworker_t *
 zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, zl_lane_t **lanes,
                 uint32_t n_lanes, uint32_t capacity, int64_t now_ms)
 {
-    zl_worker_t *w = zl_workers_lookup (self, peer);
+    zl_bworker_t *w = zl_workers_lookup (self, peer);
     if (!w) {
-        w = ZL_NEW (zl_worker_t);
+        w = ZL_NEW (zl_bworker_t);
         w->peer = *peer;
         s_hex (peer, w->key);
         zhashx_insert (self->by_key, w->key, w);
         if (self->n == self->cap) {
             self->cap = self->cap ? self->cap * 2 : 16;
-            self->all = zl_realloc (self->all, self->cap * sizeof (zl_worker_t *));
+            self->all = zl_realloc (self->all, self->cap * sizeof (zl_bworker_t *));
         }
         self->all[self->n++] = w;
     }
@@ -91,7 +91,7 @@ zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, zl_
 }
 
 void
-zl_workers_remove (zl_workers_t *self, zl_worker_t *worker)
+zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker)
 {
     zhashx_delete (self->by_key, worker->key);
     for (size_t i = 0; i < self->n; i++)
@@ -103,7 +103,7 @@ zl_workers_remove (zl_workers_t *self, zl_worker_t *worker)
 }
 
 void
-zl_worker_hold (zl_worker_t *worker, zl_job_t *job)
+zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 {
     job->worker = worker;
     job->wprev = NULL;
@@ -115,7 +115,7 @@ zl_worker_hold (zl_worker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_release (zl_worker_t *worker, zl_job_t *job)
+zl_worker_release (zl_bworker_t *worker, zl_job_t *job)
 {
     if (job->wprev)
         job->wprev->wnext = job->wnext;
@@ -129,7 +129,7 @@ zl_worker_release (zl_worker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_queue_job (zl_worker_t *worker, zl_job_t *job)
+zl_worker_queue_job (zl_bworker_t *worker, zl_job_t *job)
 {
     if (worker->n_out == worker->cap_out) {
         worker->cap_out = worker->cap_out ? worker->cap_out * 2 : 16;
@@ -139,7 +139,7 @@ zl_worker_queue_job (zl_worker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_queue_settled (zl_worker_t *worker, uint64_t job_id, uint64_t lease)
+zl_worker_queue_settled (zl_bworker_t *worker, uint64_t job_id, uint64_t lease)
 {
     if (worker->n_settled == worker->cap_settled) {
         worker->cap_settled = worker->cap_settled ? worker->cap_settled * 2 : 16;
@@ -149,19 +149,19 @@ zl_worker_queue_settled (zl_worker_t *worker, uint64_t job_id, uint64_t lease)
     worker->out_settled[worker->n_settled++] = (zl_lease_ref_t) {job_id, lease};
 }
 
-zl_worker_t **
+zl_bworker_t **
 zl_workers_all (zl_workers_t *self, size_t *count)
 {
     *count = self->n;
     return self->all;
 }
 
-zl_worker_t *
+zl_bworker_t *
 zl_workers_take_dirty (zl_workers_t *self)
 {
-    zl_worker_t *list = NULL;
+    zl_bworker_t *list = NULL;
     for (size_t i = 0; i < self->n; i++) {
-        zl_worker_t *w = self->all[i];
+        zl_bworker_t *w = self->all[i];
         if (w->n_out || w->n_settled) {
             w->next_dirty = list;
             list = w;

@@ -1,4 +1,5 @@
-/*  workers: the registry of connected workers, keyed by routing id, with
+/*  workers: the broker's registry of connected workers (zl_bworker_t, not to
+    be confused with the worker library's zl_worker_t), keyed by routing id, with
     the lanes each serves, its capacity, the jobs it holds and its liveness. */
 #ifndef ZL_WORKERS_H
 #define ZL_WORKERS_H
@@ -28,7 +29,7 @@ typedef struct zl_worker {
     zl_lease_ref_t *out_settled;
     uint32_t n_settled, cap_settled;
     struct zl_worker *next_dirty;
-} zl_worker_t;
+} zl_bworker_t;
 
 typedef struct _zl_workers_t zl_workers_t;
 
@@ -37,25 +38,25 @@ zl_workers_t *zl_workers_new (void);
 /*  Destroy the registry and its workers; nulls the caller's pointer. */
 void zl_workers_destroy (zl_workers_t **self_p);
 /*  Return the worker with routing id `peer`, or NULL. */
-zl_worker_t *zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer);
+zl_bworker_t *zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer);
 /*  Register (or re-register) the worker `peer`. Returns it (borrowed). */
-zl_worker_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name,
+zl_bworker_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name,
                              zl_lane_t **lanes, uint32_t n_lanes, uint32_t capacity,
                              int64_t now_ms);
 /*  Forget `worker` (its held jobs must have been released). */
-void zl_workers_remove (zl_workers_t *self, zl_worker_t *worker);
+void zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker);
 /*  Link `job` into the worker's held list and count it in flight. */
-void zl_worker_hold (zl_worker_t *worker, zl_job_t *job);
+void zl_worker_hold (zl_bworker_t *worker, zl_job_t *job);
 /*  Unlink `job` from its worker. */
-void zl_worker_release (zl_worker_t *worker, zl_job_t *job);
+void zl_worker_release (zl_bworker_t *worker, zl_job_t *job);
 /*  Queue `job` for this turn's Dispatch to the worker. */
-void zl_worker_queue_job (zl_worker_t *worker, zl_job_t *job);
+void zl_worker_queue_job (zl_bworker_t *worker, zl_job_t *job);
 /*  Queue a Settled entry for this turn. */
-void zl_worker_queue_settled (zl_worker_t *worker, uint64_t job_id, uint64_t lease);
+void zl_worker_queue_settled (zl_bworker_t *worker, uint64_t job_id, uint64_t lease);
 /*  Return the workers as an array (borrowed) and their count. */
-zl_worker_t **zl_workers_all (zl_workers_t *self, size_t *count);
+zl_bworker_t **zl_workers_all (zl_workers_t *self, size_t *count);
 /*  Return the workers with something queued this turn, linked by next_dirty. */
-zl_worker_t *zl_workers_take_dirty (zl_workers_t *self);
+zl_bworker_t *zl_workers_take_dirty (zl_workers_t *self);
 /*  Number of workers. */
 size_t zl_workers_count (zl_workers_t *self);
 

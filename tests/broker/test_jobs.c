@@ -56,7 +56,7 @@ typedef struct {
     zl_lane_t *lane;
     zl_tenant_t *tenant, *tenant2;
     zl_flow_t *flow, *flow2;
-    zl_worker_t *w1, *w2;
+    zl_bworker_t *w1, *w2;
     uint64_t ids[MAX_IDS];
     size_t n_ids;
     uint64_t next_id;
@@ -280,7 +280,7 @@ s_accept (fx_t *fx, uint32_t delay_ms, uint32_t max_attempts, zl_now_t now)
 
 // Pop the lane's next job (it must be `expect` when given) and lease it.
 static zl_job_t *
-s_lease (fx_t *fx, zl_worker_t *w, zl_job_t *expect, zl_now_t now)
+s_lease (fx_t *fx, zl_bworker_t *w, zl_job_t *expect, zl_now_t now)
 {
     zl_job_t *job = zl_sched_pop (fx->sched, fx->lane);
     assert_non_null (job);
@@ -292,7 +292,7 @@ s_lease (fx_t *fx, zl_worker_t *w, zl_job_t *expect, zl_now_t now)
 }
 
 static zl_settle_rc_t
-s_ack (fx_t *fx, zl_worker_t *w, uint64_t id, uint64_t lease, uint64_t run_us, zl_now_t now)
+s_ack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, uint64_t run_us, zl_now_t now)
 {
     zl_ack_item_t ack = {.job_id = id, .lease = lease, .run_us = run_us};
     zl_settle_rc_t rc = zl_jobs_ack (fx->jobs, w, &ack, now);
@@ -301,7 +301,7 @@ s_ack (fx_t *fx, zl_worker_t *w, uint64_t id, uint64_t lease, uint64_t run_us, z
 }
 
 static zl_settle_rc_t
-s_nack (fx_t *fx, zl_worker_t *w, uint64_t id, uint64_t lease, zl_fail_class_t cls,
+s_nack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, zl_fail_class_t cls,
         const char *error, uint32_t retry_after_ms, zl_now_t now)
 {
     zl_nack_item_t nack = {
@@ -312,7 +312,7 @@ s_nack (fx_t *fx, zl_worker_t *w, uint64_t id, uint64_t lease, zl_fail_class_t c
 }
 
 static zl_settle_rc_t
-s_extend (fx_t *fx, zl_worker_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
+s_extend (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
 {
     zl_extend_item_t ext = {.job_id = id, .lease = lease, .lease_ms = lease_ms};
     zl_settle_rc_t rc = zl_jobs_extend (fx->jobs, w, &ext, now);
@@ -842,7 +842,7 @@ test_transient_failures_dead_after_max_attempts (void **state)
     fx_t *fx = *state;
     zl_job_t *job = s_accept (fx, 0, 3, at (0));
     uint64_t id = job->id;
-    zl_worker_t *who[3] = {fx->w1, fx->w2, fx->w1};
+    zl_bworker_t *who[3] = {fx->w1, fx->w2, fx->w1};
     const char *names[3] = {"w1", "w2", "w1"};
     const char *errors[3] = {"timeout talking to db", "connection reset", "out of disk"};
     int64_t started[3], ended[3];
@@ -1019,7 +1019,7 @@ test_random_walk_keeps_gauges (void **state)
     for (int step = 0; step < 4000; step++) {
         t += (int64_t)zl_rng_range (&r, 120);
         int op = (int)zl_rng_range (&r, 9);
-        zl_worker_t *w = zl_rng_range (&r, 1) ? fx->w1 : fx->w2;
+        zl_bworker_t *w = zl_rng_range (&r, 1) ? fx->w1 : fx->w2;
         if (op <= 1 && fx->n_ids < MAX_IDS - 1) {
             zl_job_spec_t spec = {.tenant = "x",
                                   .lane = "work",

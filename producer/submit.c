@@ -1,0 +1,785 @@
+/*  zlane-submit: submit jobs to a zlane broker from the command line.
+    One job from an argument, a file or stdin, or with --lines one job per
+    input line. Prints one job id per line in input order. Exit status: 0 all
+    accepted, 1 some rejected, 2 usage error, 3 broker unreachable or timed
+    out. Uses the producer library in nonblock mode so that it can show
+    progress while it waits for credit. */
+#include "zlane_producer.h"
+
+#include "clock.h"
+#include "log.h"
+#include "wire.h"
+#include "zl_alloc.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define S_PROGRAM "zlane-submit"
+#define S_EXIT_OK 0
+#define S_EXIT_REJECTED 1
+#define S_EXIT_USAGE 2
+#define S_EXIT_UNREACHABLE 3
+#define S_PROGRESS_AFTER 1000 // lines before a progress line appears
+#define S_PROGRESS_EVERY_MS 200
+#define S_ERRORS_SHOWN 20 // per-job error lines before we only count
+#define S_READ_CHUNK 65536
+#define S_IDLE_POLL_MS 100 // input idle: how often the producer is pumped
+
+static const char s_usage[] =
+    "usage: zlane-submit [OPTIONS] --tenant T --lane L [PAYLOAD | --file F | -]\n"
+    "       zlane-submit [OPTIONS] --tenant T --lane L --lines [--file F | -]\n"
+    "       zlane-submit [OPTIONS] --tsv [--file F | -]\n"
+    "\n"
+    "Submit jobs to a zlane broker and print one job id per line, in input order.\n"
+    "\n"
+    "Job:\n"
+    "  PAYLOAD               the payload, as given\n"
+    "  --file F              read the payload (or, with --lines, the lines) from file F\n"
+    "  -                     read the payload (or the lines) from stdin\n"
+    "  --lines               submit one job per input line, without its newline\n"
+    "  --tsv                 like --lines, each line TENANT<TAB>LANE<TAB>PAYLOAD\n"
+    "                        (no --tenant/--lane then)\n"
+    "  --tenant T            tenant the job belongs to (required)\n"
+    "  --lane L              lane (job class) to submit to (required)\n"
+    "  --key K               idempotency key; a key seen before returns the original\n"
+    "                        job id (default: a generated key, unique per job)\n"
+    "  --key-prefix P        with --lines: the key of line N is \"P<N>\" (N from 1)\n"
+    "  --delay D             do not dispatch before D has passed (default 0)\n"
+    "  --max-attempts N      attempts before dead-lettering (default: lane's)\n"
+    "  --lease D             lease per attempt (default: lane's)\n"
+    "  --max-run D           total run time allowed (default: lane's)\n"
+    "  --header K=V          a header passed to the handler; repeatable\n"
+    "\n"
+    "Connection and output:\n"
+    "  --broker ENDPOINT     broker frontend (default $ZLANE_BROKER or\n"
+    "                        tcp://127.0.0.1:5570)\n"
+    "  --timeout D           wait at most D for credit to submit a job, and at most D\n"
+    "                        for the broker to accept it (default 30s)\n"
+    "  --json                print {\"seq\":..,\"job_id\":..,\"duplicate\":..} per job\n"
+    "  -q, --quiet           print no job ids and no progress; errors only\n"
+    "  -v, --verbose         log connection events (twice: debug, three times: trace)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "Durations take a suffix: ms, s, m, h (a bare number is milliseconds).\n"
+    "A rejected or timed-out job prints an empty line (with --json an object with\n"
+    "\"error\") so that output line N still belongs to input line N.\n"
+    "\n"
+    "Exit status: 0 all accepted, 1 some rejected, 2 usage error,\n"
+    "3 broker unreachable or a job timed out.\n";
+
+typedef struct {
+    const char *broker;
+    const char *tenant;
+    const char *lane;
+    const char *key;
+    const char *key_prefix;
+    const char *file;
+    const char *payload; // positional PAYLOAD
+    bool from_stdin;     // positional "-"
+    bool lines;
+    bool tsv;
+    bool quiet;
+    bool json;
+    int verbose;
+    uint32_t delay_ms;
+    uint32_t max_attempts;
+    uint32_t lease_ms;
+    uint32_t max_run_ms;
+    uint32_t timeout_ms;
+    zl_header_t *headers;
+    size_t n_headers;
+} s_args_t;
+
+//  One job's result, kept until every earlier job's line is printed.
+typedef struct {
+    bool known;
+    zl_producer_status_t status;
+    bool duplicate;
+    uint64_t job_id;
+    zl_reject_code_t code;
+    char *reason; // owned; failures only
+} s_slot_t;
+
+typedef struct {
+    const s_args_t *args;
+    zl_producer_t *producer;
+    s_slot_t *slots; // slots[i] is seq base + i
+    size_t cap;
+    uint64_t base;
+    uint64_t next_print; // seq whose line comes next
+    uint64_t submitted, accepted, rejected, timed_out;
+    uint64_t errors_shown;
+    bool unreachable;    // a job found no credit within the timeout
+    bool progress;       // a progress line may be shown
+    bool progress_shown; // one is on the terminal now
+    int64_t progress_at;
+} s_run_t;
+
+// ---------------------------------------------------------------- messages
+
+static const char *
+s_seconds (uint32_t ms, char *buf, size_t size)
+{
+    snprintf (buf, size, "%.3g s", ms / 1000.0);
+    return buf;
+}
+
+static void
+s_progress_clear (s_run_t *run)
+{
+    if (run->progress_shown) {
+        fputs ("\r\033[K", stderr);
+        run->progress_shown = false;
+    }
+}
+
+//  Print "zlane-submit: <message>" on stderr, above any progress line.
+static void s_say (s_run_t *run, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_say (s_run_t *run, const char *fmt, ...)
+{
+    if (run)
+        s_progress_clear (run);
+    va_list args;
+    va_start (args, fmt);
+    fputs (S_PROGRAM ": ", stderr);
+    vfprintf (stderr, fmt, args);
+    fputc ('\n', stderr);
+    va_end (args);
+}
+
+static void
+s_progress (s_run_t *run, bool force)
+{
+    if (!run->progress || run->submitted <= S_PROGRESS_AFTER)
+        return;
+    int64_t now = zl_clock_mono_ms ();
+    if (!force && now - run->progress_at < S_PROGRESS_EVERY_MS)
+        return;
+    run->progress_at = now;
+    const char *state = "";
+    if (!zl_producer_connected (run->producer))
+        state = ", waiting for broker";
+    else if (zl_producer_waiting_for_credit (run->producer))
+        state = ", waiting for credit";
+    fprintf (stderr, "\r\033[K" S_PROGRAM ": submitted %llu, accepted %llu%s",
+             (unsigned long long)run->submitted, (unsigned long long)run->accepted, state);
+    if (run->rejected || run->timed_out)
+        fprintf (stderr, ", failed %llu", (unsigned long long)(run->rejected + run->timed_out));
+    fflush (stderr);
+    run->progress_shown = true;
+}
+
+// ---------------------------------------------------------------- output
+
+static void
+s_json_string (FILE *out, const char *s)
+{
+    fputc ('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf (out, "\\%c", *c);
+        else if (*c == '\n')
+            fputs ("\\n", out);
+        else if (*c < 0x20 || *c == 0x7f)
+            fprintf (out, "\\u%04x", *c);
+        else
+            fputc (*c, out);
+    }
+    fputc ('"', out);
+}
+
+static void
+s_print_slot (s_run_t *run, uint64_t seq, const s_slot_t *slot)
+{
+    if (run->args->quiet)
+        return;
+    bool ok = slot->status == ZL_PRODUCER_ACCEPTED;
+    if (!run->args->json) {
+        if (ok)
+            printf ("%llu\n", (unsigned long long)slot->job_id);
+        else
+            putchar ('\n'); // keeps output line N for input line N
+        return;
+    }
+    if (ok) {
+        printf ("{\"seq\":%llu,\"job_id\":%llu,\"duplicate\":%s}\n", (unsigned long long)seq,
+                (unsigned long long)slot->job_id, slot->duplicate ? "true" : "false");
+        return;
+    }
+    bool rejected = slot->status == ZL_PRODUCER_REJECTED;
+    printf ("{\"seq\":%llu,\"job_id\":null,\"error\":\"%s\"", (unsigned long long)seq,
+            rejected ? "rejected" : "timeout");
+    if (rejected || slot->code)
+        printf (",\"code\":\"%s\"", zl_reject_code_name (slot->code));
+    fputs (",\"reason\":", stdout);
+    s_json_string (stdout, slot->reason ? slot->reason : "");
+    fputs ("}\n", stdout);
+}
+
+static s_slot_t *
+s_slot (s_run_t *run, uint64_t seq)
+{
+    size_t index = (size_t)(seq - run->base);
+    if (index >= run->cap) {
+        size_t cap = run->cap ? run->cap : 1024;
+        while (index >= cap)
+            cap *= 2;
+        run->slots = zl_realloc (run->slots, cap * sizeof *run->slots);
+        memset (run->slots + run->cap, 0, (cap - run->cap) * sizeof *run->slots);
+        run->cap = cap;
+    }
+    return &run->slots[index];
+}
+
+//  Print every result whose turn has come, then drop the printed prefix.
+static void
+s_print_ready (s_run_t *run)
+{
+    bool printed = false;
+    while (run->next_print - run->base < run->cap) {
+        s_slot_t *slot = &run->slots[run->next_print - run->base];
+        if (!slot->known)
+            break;
+        if (!printed)
+            s_progress_clear (run);
+        printed = true;
+        s_print_slot (run, run->next_print, slot);
+        free (slot->reason);
+        slot->reason = NULL;
+        run->next_print++;
+    }
+    size_t done = (size_t)(run->next_print - run->base);
+    if (done >= 4096 && done >= run->cap / 2) {
+        memmove (run->slots, run->slots + done, (run->cap - done) * sizeof *run->slots);
+        memset (run->slots + run->cap - done, 0, done * sizeof *run->slots);
+        run->base = run->next_print;
+    }
+}
+
+static void
+s_on_result (const zl_producer_result_t *result, void *arg)
+{
+    s_run_t *run = arg;
+    s_slot_t *slot = s_slot (run, result->seq);
+    slot->known = true;
+    slot->status = result->status;
+    slot->duplicate = result->duplicate;
+    slot->job_id = result->job_id;
+    slot->code = result->code;
+    if (result->status == ZL_PRODUCER_ACCEPTED) {
+        run->accepted++;
+    } else {
+        slot->reason = zl_strdup (result->reason);
+        bool rejected = result->status == ZL_PRODUCER_REJECTED;
+        if (rejected)
+            run->rejected++;
+        else
+            run->timed_out++;
+        if (run->errors_shown++ < S_ERRORS_SHOWN) {
+            if (rejected)
+                s_say (run, "job %llu rejected: %s: %s", (unsigned long long)result->seq,
+                       zl_reject_code_name (result->code), result->reason);
+            else
+                s_say (run, "job %llu timed out: %s", (unsigned long long)result->seq,
+                       result->reason);
+        } else if (run->errors_shown == S_ERRORS_SHOWN + 1)
+            s_say (run, "(further failed jobs are counted, not listed)");
+    }
+    s_print_ready (run);
+}
+
+// ---------------------------------------------------------------- submitting
+
+//  Submit one job, pumping the producer while there is no credit. Returns 0,
+//  or -1 after saying why (the broker gave no credit within the timeout).
+static int
+s_submit (s_run_t *run, const zl_producer_job_t *job)
+{
+    int64_t start = zl_clock_mono_ms ();
+    while (true) {
+        uint64_t seq;
+        if (zl_producer_submit (run->producer, job, &seq) == 0) {
+            run->submitted++;
+            s_progress (run, false);
+            return 0;
+        }
+        if (errno != EAGAIN) {
+            s_say (run, "cannot submit: %s", zl_producer_last_error (run->producer));
+            return -1;
+        }
+        if (zl_clock_mono_ms () - start >= run->args->timeout_ms) {
+            char took[32];
+            s_seconds (run->args->timeout_ms, took, sizeof took);
+            if (!zl_producer_connected (run->producer))
+                s_say (run, "broker unreachable at %s for %s (is zlane-broker running?)",
+                       run->args->broker, took);
+            else
+                s_say (run, "no credit from broker at %s for %s (queue full?)", run->args->broker,
+                       took);
+            run->unreachable = true;
+            return -1;
+        }
+        zl_producer_poll (run->producer, S_IDLE_POLL_MS);
+        s_progress (run, false);
+    }
+}
+
+static void
+s_fill_job (const s_args_t *args, zl_producer_job_t *job)
+{
+    *job = (zl_producer_job_t){.tenant = args->tenant,
+                               .lane = args->lane,
+                               .idempotency_key = args->key,
+                               .delay_ms = args->delay_ms,
+                               .max_attempts = args->max_attempts,
+                               .lease_ms = args->lease_ms,
+                               .max_run_ms = args->max_run_ms,
+                               .headers = args->headers,
+                               .n_headers = args->n_headers};
+}
+
+//  Read all of `fd` into a new buffer. Returns 0 or -1 (errno).
+static int
+s_slurp (int fd, char **data_p, size_t *len_p)
+{
+    size_t cap = S_READ_CHUNK, len = 0;
+    char *data = zl_malloc (cap);
+    while (true) {
+        if (len == cap)
+            data = zl_realloc (data, cap *= 2);
+        ssize_t n = read (fd, data + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free (data);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    *data_p = data;
+    *len_p = len;
+    return 0;
+}
+
+//  Input lines from a file descriptor, read in chunks. While the input is
+//  idle the producer keeps sending, receiving and delivering results.
+typedef struct {
+    int fd;
+    char *buf;
+    size_t start, len, cap;
+    bool eof;
+} s_reader_t;
+
+static void
+s_wait_input (s_run_t *run, int fd)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    if (poll (&pfd, 1, 0) > 0)
+        return;
+    zl_producer_flush (run->producer); // the input paused: send the partial batch
+    while (true) {
+        zl_producer_poll (run->producer, 0);
+        s_progress (run, false);
+        int rc = poll (&pfd, 1, S_IDLE_POLL_MS);
+        if (rc > 0 || (rc < 0 && errno != EINTR))
+            return;
+    }
+}
+
+//  Return 1 with the next line (without its newline), 0 at end, -1 on error.
+static int
+s_read_line (s_run_t *run, s_reader_t *r, const char **line, size_t *len)
+{
+    while (true) {
+        char *nl = memchr (r->buf + r->start, '\n', r->len - r->start);
+        if (nl || (r->eof && r->len > r->start)) {
+            char *end = nl ? nl : r->buf + r->len;
+            *line = r->buf + r->start;
+            *len = (size_t)(end - *line);
+            r->start = nl ? (size_t)(nl - r->buf) + 1 : r->len;
+            return 1;
+        }
+        if (r->eof)
+            return 0;
+        if (r->start > 0) {
+            memmove (r->buf, r->buf + r->start, r->len - r->start);
+            r->len -= r->start;
+            r->start = 0;
+        }
+        if (r->cap - r->len < S_READ_CHUNK / 2)
+            r->buf = zl_realloc (r->buf, r->cap *= 2);
+        s_wait_input (run, r->fd);
+        ssize_t n = read (r->fd, r->buf + r->len, r->cap - r->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            r->eof = true;
+        r->len += (size_t)(n > 0 ? n : 0);
+    }
+}
+
+//  With --tsv a line is TENANT<TAB>LANE<TAB>PAYLOAD: point `job` at its
+//  parts (tenant and lane copied into the 129-byte buffers). Returns 0 or -1.
+static int
+s_split_tsv (const char *line, size_t len, char *tenant, char *lane, zl_producer_job_t *job)
+{
+    const char *t1 = memchr (line, '\t', len);
+    if (!t1 || t1 == line || (size_t)(t1 - line) > 128)
+        return -1;
+    const char *rest = t1 + 1;
+    size_t rest_len = len - (size_t)(rest - line);
+    const char *t2 = memchr (rest, '\t', rest_len);
+    if (!t2 || t2 == rest || (size_t)(t2 - rest) > 128)
+        return -1;
+    memcpy (tenant, line, (size_t)(t1 - line));
+    tenant[t1 - line] = '\0';
+    memcpy (lane, rest, (size_t)(t2 - rest));
+    lane[t2 - rest] = '\0';
+    job->tenant = tenant;
+    job->lane = lane;
+    job->payload = t2 + 1;
+    job->payload_len = len - (size_t)(t2 + 1 - line);
+    return 0;
+}
+
+//  Submit one job per input line. Returns 0, or -1 if submitting stopped.
+static int
+s_submit_lines (s_run_t *run, int fd)
+{
+    char tenant[129], lane[129];
+    const s_args_t *args = run->args;
+    s_reader_t reader = {.fd = fd, .buf = zl_malloc (S_READ_CHUNK), .cap = S_READ_CHUNK};
+    zl_producer_job_t job;
+    s_fill_job (args, &job);
+    size_t key_cap = (args->key_prefix ? strlen (args->key_prefix) : 0) + 24;
+    char *key = zl_malloc (key_cap);
+    int rc = 0;
+    uint64_t number = 0;
+    const char *line;
+    size_t len;
+    int got;
+    while ((got = s_read_line (run, &reader, &line, &len)) == 1) {
+        number++;
+        job.payload = line;
+        job.payload_len = len;
+        if (args->tsv && s_split_tsv (line, len, tenant, lane, &job) < 0) {
+            s_say (run, "line %llu: expected TENANT<TAB>LANE<TAB>PAYLOAD",
+                   (unsigned long long)number);
+            rc = -1;
+            break;
+        }
+        if (args->key_prefix) {
+            snprintf (key, key_cap, "%s%llu", args->key_prefix, (unsigned long long)number);
+            job.idempotency_key = key;
+        }
+        if (s_submit (run, &job) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    if (got < 0) {
+        s_say (run, "cannot read input: %s", strerror (errno));
+        rc = -1;
+    }
+    free (key);
+    free (reader.buf);
+    return rc;
+}
+
+//  Submit the single job. Returns 0, or -1 if it could not be submitted.
+static int
+s_submit_one (s_run_t *run)
+{
+    const s_args_t *args = run->args;
+    zl_producer_job_t job;
+    s_fill_job (args, &job);
+    char *data = NULL;
+    size_t len = 0;
+    if (args->file || args->from_stdin) {
+        int fd = args->file ? open (args->file, O_RDONLY) : STDIN_FILENO;
+        if (fd < 0 || s_slurp (fd, &data, &len) < 0) {
+            s_say (run, "cannot read %s: %s", args->file ? args->file : "stdin", strerror (errno));
+            if (fd > STDIN_FILENO)
+                close (fd);
+            return -1;
+        }
+        if (fd != STDIN_FILENO)
+            close (fd);
+        job.payload = data;
+        job.payload_len = len;
+    } else {
+        job.payload = args->payload;
+        job.payload_len = strlen (args->payload);
+    }
+    int rc = s_submit (run, &job);
+    free (data);
+    return rc;
+}
+
+// ---------------------------------------------------------------- arguments
+
+static int s_usage_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static int
+s_usage_error (const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fputs (S_PROGRAM ": ", stderr);
+    vfprintf (stderr, fmt, args);
+    fputs ("\n" S_PROGRAM ": try --help\n", stderr);
+    va_end (args);
+    return -1;
+}
+
+static int
+s_duration_arg (const char *flag, const char *text, uint32_t *out)
+{
+    uint64_t ms;
+    if (zl_parse_duration_ms (text, &ms) < 0 || ms > UINT32_MAX)
+        return s_usage_error ("%s: not a duration: '%s' (e.g. 500ms, 30s, 5m, 1h)", flag, text);
+    *out = (uint32_t)ms;
+    return 0;
+}
+
+enum {
+    OPT_BROKER = 256,
+    OPT_TENANT,
+    OPT_LANE,
+    OPT_KEY,
+    OPT_KEY_PREFIX,
+    OPT_DELAY,
+    OPT_MAX_ATTEMPTS,
+    OPT_LEASE,
+    OPT_MAX_RUN,
+    OPT_HEADER,
+    OPT_TIMEOUT,
+    OPT_JSON,
+    OPT_FILE,
+    OPT_LINES,
+    OPT_TSV
+};
+
+static const struct option s_options[] = {
+    {"broker", required_argument, NULL, OPT_BROKER},
+    {"tenant", required_argument, NULL, OPT_TENANT},
+    {"lane", required_argument, NULL, OPT_LANE},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"key-prefix", required_argument, NULL, OPT_KEY_PREFIX},
+    {"delay", required_argument, NULL, OPT_DELAY},
+    {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"max-run", required_argument, NULL, OPT_MAX_RUN},
+    {"header", required_argument, NULL, OPT_HEADER},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"file", required_argument, NULL, OPT_FILE},
+    {"lines", no_argument, NULL, OPT_LINES},
+    {"tsv", no_argument, NULL, OPT_TSV},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+//  Parse the command line into `args`. Returns 0, 1 after printing help, or
+//  -1 after a usage message.
+static int
+s_parse_args (int argc, char **argv, s_args_t *args)
+{
+    const char *env_broker = getenv ("ZLANE_BROKER");
+    *args = (s_args_t){.broker = env_broker && *env_broker ? env_broker : "tcp://127.0.0.1:5570",
+                       .timeout_ms = 30000};
+    uint64_t number;
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long (argc, argv, ":qvh", s_options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_BROKER: args->broker = optarg; break;
+        case OPT_TENANT: args->tenant = optarg; break;
+        case OPT_LANE: args->lane = optarg; break;
+        case OPT_KEY: args->key = optarg; break;
+        case OPT_KEY_PREFIX: args->key_prefix = optarg; break;
+        case OPT_FILE: args->file = optarg; break;
+        case OPT_LINES: args->lines = true; break;
+        case OPT_TSV:
+            args->lines = true;
+            args->tsv = true;
+            break;
+        case OPT_JSON: args->json = true; break;
+        case 'q': args->quiet = true; break;
+        case 'v': args->verbose++; break;
+        case 'h': fputs (s_usage, stdout); return 1;
+        case OPT_DELAY:
+            if (s_duration_arg ("--delay", optarg, &args->delay_ms) < 0)
+                return -1;
+            break;
+        case OPT_LEASE:
+            if (s_duration_arg ("--lease", optarg, &args->lease_ms) < 0)
+                return -1;
+            break;
+        case OPT_MAX_RUN:
+            if (s_duration_arg ("--max-run", optarg, &args->max_run_ms) < 0)
+                return -1;
+            break;
+        case OPT_TIMEOUT:
+            if (s_duration_arg ("--timeout", optarg, &args->timeout_ms) < 0)
+                return -1;
+            if (args->timeout_ms == 0)
+                return s_usage_error ("--timeout must be more than 0");
+            break;
+        case OPT_MAX_ATTEMPTS:
+            if (zl_parse_u64 (optarg, &number) < 0 || number > UINT32_MAX)
+                return s_usage_error ("--max-attempts: not a count: '%s'", optarg);
+            args->max_attempts = (uint32_t)number;
+            break;
+        case OPT_HEADER: {
+            const char *eq = strchr (optarg, '=');
+            if (!eq || eq == optarg)
+                return s_usage_error ("--header wants KEY=VALUE, not '%s'", optarg);
+            args->headers =
+                zl_realloc (args->headers, (args->n_headers + 1) * sizeof *args->headers);
+            args->headers[args->n_headers++] =
+                (zl_header_t){zl_strndup (optarg, (size_t)(eq - optarg)), eq + 1};
+            break;
+        }
+        case ':': return s_usage_error ("%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt > 0 && optopt < OPT_BROKER)
+                return s_usage_error ("unknown option '-%c'", optopt);
+            return s_usage_error ("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) {
+        if (strcmp (argv[optind], "-") == 0)
+            args->from_stdin = true;
+        else
+            args->payload = argv[optind];
+        optind++;
+    }
+    if (optind < argc)
+        return s_usage_error ("unexpected argument '%s' (one payload per call; see --lines)",
+                              argv[optind]);
+    if (args->tsv && (args->tenant || args->lane))
+        return s_usage_error ("--tsv takes the tenant and lane from each line");
+    if (!args->tsv && (!args->tenant || !*args->tenant))
+        return s_usage_error ("--tenant is required");
+    if (!args->tsv && (!args->lane || !*args->lane))
+        return s_usage_error ("--lane is required");
+    int sources = (args->payload != NULL) + (args->file != NULL) + args->from_stdin;
+    if (sources > 1)
+        return s_usage_error ("give one of PAYLOAD, --file F or -");
+    if (args->lines) {
+        if (args->payload)
+            return s_usage_error ("--lines reads stdin or --file F, not a PAYLOAD argument");
+        if (args->key)
+            return s_usage_error ("--key names one job; with --lines use --key-prefix");
+    } else {
+        if (sources == 0)
+            return s_usage_error ("no payload: give PAYLOAD, --file F or - for stdin");
+        if (args->key_prefix)
+            return s_usage_error ("--key-prefix goes with --lines; use --key for one job");
+    }
+    return 0;
+}
+
+static void
+s_free_args (s_args_t *args)
+{
+    for (size_t i = 0; i < args->n_headers; i++)
+        free ((char *)args->headers[i].key);
+    free (args->headers);
+}
+
+// ---------------------------------------------------------------- main
+
+int
+main (int argc, char **argv)
+{
+    zl_log_set_program (S_PROGRAM);
+    zsys_handler_set (NULL); // Ctrl-C ends the program, as for any filter
+    s_args_t args;
+    int parsed = s_parse_args (argc, argv, &args);
+    if (parsed != 0) {
+        s_free_args (&args);
+        return parsed > 0 ? S_EXIT_OK : S_EXIT_USAGE;
+    }
+    static const zl_log_level_t levels[] = {ZL_LOG_WARN, ZL_LOG_INFO, ZL_LOG_DEBUG, ZL_LOG_TRACE};
+    zl_log_set_level (levels[args.verbose < 3 ? args.verbose : 3]);
+
+    int input = STDIN_FILENO;
+    if (args.lines && args.file && (input = open (args.file, O_RDONLY)) < 0) {
+        s_say (NULL, "cannot open %s: %s", args.file, strerror (errno));
+        s_free_args (&args);
+        return S_EXIT_USAGE;
+    }
+
+    s_run_t run = {.args = &args, .base = 1, .next_print = 1};
+    run.progress = args.lines && !args.quiet && isatty (STDERR_FILENO);
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = args.broker;
+    opts.client = S_PROGRAM;
+    opts.deadline_ms = args.timeout_ms;
+    opts.nonblock = true;
+    opts.on_result = s_on_result;
+    opts.on_result_arg = &run;
+    run.producer = zl_producer_new (&opts);
+    if (!run.producer) {
+        s_say (NULL, "cannot connect to '%s': %s", args.broker, zmq_strerror (errno));
+        if (input != STDIN_FILENO)
+            close (input);
+        s_free_args (&args);
+        return S_EXIT_USAGE;
+    }
+
+    int rc = args.lines ? s_submit_lines (&run, input) : s_submit_one (&run);
+    //  Every job has a deadline, so this ends.
+    while (zl_producer_wait (run.producer, S_PROGRESS_EVERY_MS) < 0 &&
+           (errno == ETIMEDOUT || errno == EINTR))
+        s_progress (&run, false);
+    s_progress_clear (&run);
+    fflush (stdout);
+
+    int status = S_EXIT_OK;
+    if (rc < 0 && args.lines)
+        s_say (NULL, "stopped after %llu lines; the rest were not submitted",
+               (unsigned long long)run.submitted);
+    if (run.unreachable || run.timed_out > 0) {
+        char took[32];
+        if (run.timed_out > 0)
+            s_say (NULL, "%llu of %llu jobs got no answer from the broker at %s within %s",
+                   (unsigned long long)run.timed_out, (unsigned long long)run.submitted,
+                   args.broker, s_seconds (args.timeout_ms, took, sizeof took));
+        status = S_EXIT_UNREACHABLE;
+    } else if (rc < 0) {
+        status = S_EXIT_USAGE; // the input could not be read
+    } else if (run.rejected > 0) {
+        if (run.rejected > 1 || args.lines)
+            s_say (NULL, "%llu of %llu jobs rejected", (unsigned long long)run.rejected,
+                   (unsigned long long)run.submitted);
+        status = S_EXIT_REJECTED;
+    }
+
+    zl_producer_destroy (&run.producer);
+    for (size_t i = 0; i < run.cap; i++)
+        free (run.slots[i].reason);
+    free (run.slots);
+    if (input != STDIN_FILENO)
+        close (input);
+    s_free_args (&args);
+    return status;
+}

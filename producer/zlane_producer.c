@@ -1,0 +1,955 @@
+/*  zlane_producer: the producer side of the frontend protocol.
+
+    A job moves QUEUED -> INFLIGHT -> DONE, or through RETRY after a retryable
+    rejection, and goes back to QUEUED when the connection it was sent on is
+    lost. Every pump does the same steps, in this order:
+      1. run timers: retries that are due go back to the send queue, jobs past
+         their deadline end as TIMEOUT;
+      2. send: Hello if this connection owes one, then Submit frames of up to
+         max_batch specs while the broker's credit allows;
+      3. wait on the socket, the monitor and the next timer;
+      4. apply connection events from the monitor (a new handshake means a new
+         broker connection: Hello again, credit from zero, resend everything
+         not yet accepted), then the broker's replies;
+      5. steps 1 and 2 again, for what the replies made possible.
+    Results are collected on a list and handed to the callback only from
+    zl_producer_poll and zl_producer_wait, never from inside a submit. */
+#include "zlane_producer.h"
+
+#include "clock.h"
+#include "codec.h"
+#include "log.h"
+#include "pending.h"
+#include "rng.h"
+#include "wire.h"
+#include "zl_alloc.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_COMPONENT "producer"
+#define S_RETRY_MIN_MS 50           // floor for a retryable rejection's delay
+#define S_BATCH_MAX_BYTES (1 << 20) // a Submit frame stops growing past this
+#define S_SPEC_OVERHEAD 64          // rough wire bytes of a spec beyond its strings
+#define S_RECV_BURST 1024           // replies handled per pump before timers run
+#define S_HWM 1000                  // frames; credit bounds what we queue anyway
+#define S_LINGER_MS 100
+#define S_RECONNECT_IVL_MS 100
+#define S_RECONNECT_IVL_MAX_MS 2000
+#define S_HEARTBEAT_IVL_MS 1000
+#define S_HEARTBEAT_TIMEOUT_MS 3000
+#define S_MONITOR_EVENTS                                                                           \
+    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |                                      \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+typedef struct {
+    int64_t at_ms;
+    uint64_t seq;
+} s_timer_t;
+
+struct _zl_producer_t {
+    // configuration
+    char *endpoint;
+    char *client;
+    uint32_t deadline_ms;
+    uint32_t max_batch;
+    bool nonblock;
+    zl_producer_result_fn *on_result;
+    void *on_result_arg;
+    char instance[17]; // random hex naming this instance in generated keys
+
+    // sockets
+    zsock_t *sock; // DEALER to the broker's frontend
+    void *handle;
+    zsock_t *monitor; // PAIR receiving the DEALER's connection events
+    void *monitor_handle;
+    char monitor_endpoint[64];
+    zl_codec_t *codec;
+
+    // connection and credit
+    bool connected;        // a handshake holds
+    bool hello_pending;    // this connection still owes the broker a Hello
+    bool out_blocked;      // the last send would block: wait for POLLOUT
+    int64_t down_since_ms; // when the link was lost (or the producer made)
+    uint64_t credit_limit; // specs the broker allows since our Hello
+    uint64_t sent_since_hello;
+
+    // jobs
+    zl_pending_t *pending;
+    uint64_t next_seq;
+    uint64_t live_cursor; // every job below this seq is DONE or gone
+    size_t n_queued;      // jobs in state QUEUED
+    uint64_t *queue;      // send queue: a ring of seqs (may hold stale ones)
+    size_t q_head, q_len, q_cap;
+    s_timer_t *retries; // min-heap of retry times
+    size_t n_retries, retries_cap;
+    zl_pending_job_t *done_head; // results not yet delivered, oldest first
+    zl_pending_job_t *done_tail;
+    bool delivering;
+    zl_job_spec_t *batch; // scratch for one Submit frame, max_batch specs
+
+    zl_producer_stats_t stats;
+    char last_error[512];
+};
+
+// ---------------------------------------------------------------- helpers
+
+static void s_set_error (zl_producer_t *self, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_set_error (zl_producer_t *self, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (self->last_error, sizeof self->last_error, fmt, args);
+    va_end (args);
+}
+
+//  Write a duration for people: "250 ms", "1.5 s", "30 s".
+static const char *
+s_duration (int64_t ms, char *buf, size_t size)
+{
+    if (ms < 0)
+        ms = 0;
+    if (ms < 1000)
+        snprintf (buf, size, "%lld ms", (long long)ms);
+    else if (ms >= 10000 || ms % 1000 < 50 || ms % 1000 >= 950)
+        snprintf (buf, size, "%lld s", (long long)((ms + 500) / 1000));
+    else
+        snprintf (buf, size, "%.1f s", (double)ms / 1000.0);
+    return buf;
+}
+
+static bool
+s_retryable (zl_reject_code_t code)
+{
+    //  SHUTTING_DOWN is retried too: the broker is going away and, like a
+    //  restart, will most likely be back before the job's deadline.
+    return code == ZL_REJECT_QUEUE_FULL || code == ZL_REJECT_STORE_FULL ||
+           code == ZL_REJECT_SHUTTING_DOWN;
+}
+
+//  Specs this connection may still send.
+static uint64_t
+s_credit_room (zl_producer_t *self)
+{
+    if (!self->connected || self->credit_limit <= self->sent_since_hello)
+        return 0;
+    return self->credit_limit - self->sent_since_hello;
+}
+
+//  Every state change goes through here so that n_queued stays exact.
+static void
+s_set_state (zl_producer_t *self, zl_pending_job_t *job, zl_pending_state_t state)
+{
+    if (job->state == ZL_PENDING_QUEUED)
+        self->n_queued--;
+    if (state == ZL_PENDING_QUEUED)
+        self->n_queued++;
+    job->state = state;
+}
+
+// ---------------------------------------------------------------- send queue
+
+static void
+s_queue_push (zl_producer_t *self, uint64_t seq)
+{
+    if (self->q_len == self->q_cap) {
+        size_t cap = self->q_cap ? self->q_cap * 2 : 1024;
+        uint64_t *grown = zl_malloc (cap * sizeof *grown);
+        for (size_t i = 0; i < self->q_len; i++)
+            grown[i] = self->queue[(self->q_head + i) % self->q_cap];
+        free (self->queue);
+        self->queue = grown;
+        self->q_cap = cap;
+        self->q_head = 0;
+    }
+    self->queue[(self->q_head + self->q_len) % self->q_cap] = seq;
+    self->q_len++;
+}
+
+static uint64_t
+s_queue_at (zl_producer_t *self, size_t index)
+{
+    return self->queue[(self->q_head + index) % self->q_cap];
+}
+
+static void
+s_queue_drop (zl_producer_t *self, size_t count)
+{
+    self->q_head = (self->q_head + count) % (self->q_cap ? self->q_cap : 1);
+    self->q_len -= count;
+}
+
+// ---------------------------------------------------------------- retry heap
+
+static void
+s_retry_push (zl_producer_t *self, int64_t at_ms, uint64_t seq)
+{
+    if (self->n_retries == self->retries_cap) {
+        self->retries_cap = self->retries_cap ? self->retries_cap * 2 : 64;
+        self->retries = zl_realloc (self->retries, self->retries_cap * sizeof *self->retries);
+    }
+    size_t i = self->n_retries++;
+    while (i > 0 && self->retries[(i - 1) / 2].at_ms > at_ms) {
+        self->retries[i] = self->retries[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    self->retries[i] = (s_timer_t){at_ms, seq};
+}
+
+static s_timer_t
+s_retry_pop (zl_producer_t *self)
+{
+    s_timer_t top = self->retries[0];
+    s_timer_t last = self->retries[--self->n_retries];
+    size_t i = 0;
+    while (true) {
+        size_t child = 2 * i + 1;
+        if (child >= self->n_retries)
+            break;
+        if (child + 1 < self->n_retries &&
+            self->retries[child + 1].at_ms < self->retries[child].at_ms)
+            child++;
+        if (self->retries[child].at_ms >= last.at_ms)
+            break;
+        self->retries[i] = self->retries[child];
+        i = child;
+    }
+    if (self->n_retries > 0)
+        self->retries[i] = last;
+    return top;
+}
+
+// ---------------------------------------------------------------- results
+
+//  Give `job` its final result and put it on the delivery list.
+static void
+s_finish (zl_producer_t *self, zl_pending_job_t *job, zl_producer_status_t status,
+          zl_reject_code_t code, const char *reason)
+{
+    s_set_state (self, job, ZL_PENDING_DONE);
+    job->status = status;
+    job->code = code;
+    if (reason != job->reason)
+        zl_pending_job_set_reason (job, reason);
+    job->next_done = NULL;
+    if (self->done_tail)
+        self->done_tail->next_done = job;
+    else
+        self->done_head = job;
+    self->done_tail = job;
+    if (status == ZL_PRODUCER_ACCEPTED)
+        self->stats.accepted++;
+    else if (status == ZL_PRODUCER_REJECTED)
+        self->stats.rejected++;
+    else
+        self->stats.timed_out++;
+}
+
+//  Call the callback for every finished job, oldest first, and free them.
+//  Returns the number delivered. Not re-entrant: a callback that polls gets 0.
+static int
+s_deliver (zl_producer_t *self)
+{
+    if (self->delivering)
+        return 0;
+    self->delivering = true;
+    int count = 0;
+    while (self->done_head) {
+        zl_pending_job_t *job = self->done_head;
+        self->done_head = job->next_done;
+        if (!self->done_head)
+            self->done_tail = NULL;
+        zl_pending_remove (self->pending, job->spec.seq);
+        if (self->on_result) {
+            zl_producer_result_t result = {.seq = job->spec.seq,
+                                           .status = job->status,
+                                           .job_id = job->job_id,
+                                           .duplicate = job->duplicate,
+                                           .code = job->code,
+                                           .reason = job->reason ? job->reason : "",
+                                           .idempotency_key = job->spec.idempotency_key,
+                                           .sends = job->sends};
+            self->on_result (&result, self->on_result_arg);
+        }
+        zl_pending_job_destroy (&job);
+        count++;
+    }
+    self->delivering = false;
+    return count;
+}
+
+// ---------------------------------------------------------------- timers
+
+//  Explain why `job` ran out of time, from what the producer sees now.
+static void
+s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char *buf, size_t size)
+{
+    char took[32];
+    if (!self->connected) {
+        snprintf (buf, size, "broker unreachable at %s for %s%s", self->endpoint,
+                  s_duration (now - self->down_since_ms, took, sizeof took),
+                  job->sends ? " (the job was sent; it may have been accepted)" : "");
+        return;
+    }
+    s_duration (now - job->submitted_ms, took, sizeof took);
+    switch (job->state) {
+    case ZL_PENDING_INFLIGHT:
+        snprintf (buf, size,
+                  "no reply from broker at %s within %s (the job may have been accepted)",
+                  self->endpoint, took);
+        break;
+    case ZL_PENDING_RETRY:
+        snprintf (buf, size, "still refused by broker at %s after %s: %s: %s", self->endpoint, took,
+                  zl_reject_code_name (job->code), job->reason ? job->reason : "");
+        break;
+    default:
+        snprintf (buf, size, "no credit from broker at %s for %s (queue full?)", self->endpoint,
+                  took);
+        break;
+    }
+}
+
+//  Requeue due retries and time out jobs past their deadline.
+static void
+s_run_timers (zl_producer_t *self, int64_t now)
+{
+    while (self->n_retries > 0 && self->retries[0].at_ms <= now) {
+        s_timer_t timer = s_retry_pop (self);
+        zl_pending_job_t *job = zl_pending_get (self->pending, timer.seq);
+        if (job && job->state == ZL_PENDING_RETRY) {
+            s_set_state (self, job, ZL_PENDING_QUEUED);
+            job->cause = ZL_PENDING_RETRIED;
+            s_queue_push (self, timer.seq);
+        }
+    }
+    //  Deadlines never decrease with seq (one deadline_ms, taken from the
+    //  submit call), so the lowest unfinished job is always the next to expire.
+    while (self->live_cursor < self->next_seq) {
+        zl_pending_job_t *job = zl_pending_get (self->pending, self->live_cursor);
+        if (job && job->state != ZL_PENDING_DONE) {
+            if (job->deadline_ms > now)
+                break;
+            char reason[512];
+            s_timeout_reason (self, job, now, reason, sizeof reason);
+            zl_debug (S_COMPONENT, "job %llu timed out: %s", (unsigned long long)job->spec.seq,
+                      reason);
+            s_finish (self, job, ZL_PRODUCER_TIMEOUT, job->code, reason);
+        }
+        self->live_cursor++;
+    }
+}
+
+//  Return the monotonic time of the next timer, or -1 if none.
+static int64_t
+s_next_timer (zl_producer_t *self)
+{
+    int64_t next = -1;
+    if (self->n_retries > 0)
+        next = self->retries[0].at_ms;
+    zl_pending_job_t *job = zl_pending_get (self->pending, self->live_cursor);
+    if (job && job->state != ZL_PENDING_DONE && (next < 0 || job->deadline_ms < next))
+        next = job->deadline_ms;
+    return next;
+}
+
+// ---------------------------------------------------------------- sending
+
+static int
+s_send_hello (zl_producer_t *self)
+{
+    zl_msg_t msg = {.kind = ZL_MSG_HELLO, .u.hello = {.client = self->client}};
+    if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+        self->out_blocked = errno == EAGAIN;
+        return -1;
+    }
+    zl_trace (S_COMPONENT, "sent hello to %s", self->endpoint);
+    self->hello_pending = false;
+    return 0;
+}
+
+//  Send queued jobs in Submit frames while the connection has credit.
+static void
+s_send_queued (zl_producer_t *self)
+{
+    if (!self->connected)
+        return;
+    if (self->hello_pending && s_send_hello (self) < 0)
+        return;
+    while (self->q_len > 0) {
+        uint64_t room = s_credit_room (self);
+        if (room == 0)
+            return;
+        size_t limit = room < self->max_batch ? (size_t)room : self->max_batch;
+        size_t n = 0, scanned = 0, bytes = 0;
+        while (scanned < self->q_len && n < limit) {
+            zl_pending_job_t *job = zl_pending_get (self->pending, s_queue_at (self, scanned));
+            if (!job || job->state != ZL_PENDING_QUEUED) {
+                scanned++; // finished or already sent since it was queued
+                continue;
+            }
+            size_t size = job->spec.payload.len + S_SPEC_OVERHEAD;
+            if (n > 0 && bytes + size > S_BATCH_MAX_BYTES)
+                break;
+            bytes += size;
+            self->batch[n++] = job->spec;
+            scanned++;
+        }
+        if (n > 0) {
+            zl_msg_t msg = {.kind = ZL_MSG_SUBMIT, .u.submit = {.n = n, .jobs = self->batch}};
+            if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+                self->out_blocked = errno == EAGAIN;
+                if (errno != EAGAIN)
+                    zl_warn (S_COMPONENT, "cannot send to %s: %s", self->endpoint,
+                             zmq_strerror (errno));
+                return; // the jobs stay queued
+            }
+            self->out_blocked = false;
+            for (size_t i = 0; i < n; i++) {
+                zl_pending_job_t *job = zl_pending_get (self->pending, self->batch[i].seq);
+                if (job->cause == ZL_PENDING_RESEND)
+                    self->stats.resent++;
+                else if (job->cause == ZL_PENDING_RETRIED)
+                    self->stats.retried++;
+                job->sends++;
+                s_set_state (self, job, ZL_PENDING_INFLIGHT);
+            }
+            self->sent_since_hello += n;
+            self->stats.specs_sent += n;
+            zl_trace (S_COMPONENT, "sent %zu specs to %s (%llu of %llu credit used)", n,
+                      self->endpoint, (unsigned long long)self->sent_since_hello,
+                      (unsigned long long)self->credit_limit);
+        }
+        s_queue_drop (self, scanned);
+    }
+}
+
+// ---------------------------------------------------------------- receiving
+
+static void
+s_on_accepted (zl_producer_t *self, const zl_accepted_t *accepted)
+{
+    for (size_t i = 0; i < accepted->n; i++) {
+        const zl_acceptance_t *a = &accepted->jobs[i];
+        zl_pending_job_t *job = zl_pending_get (self->pending, a->seq);
+        if (!job || job->state == ZL_PENDING_DONE) {
+            zl_debug (S_COMPONENT, "accepted for unknown or finished seq %llu",
+                      (unsigned long long)a->seq);
+            continue;
+        }
+        job->job_id = a->job_id;
+        //  A generated key is unique to this instance: the broker can only
+        //  have seen it from our own earlier send of this very job.
+        job->duplicate = a->duplicate && !job->auto_key;
+        s_finish (self, job, ZL_PRODUCER_ACCEPTED, ZL_REJECT_UNSPECIFIED, NULL);
+    }
+}
+
+static void
+s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
+{
+    for (size_t i = 0; i < rejected->n; i++) {
+        const zl_rejection_t *r = &rejected->jobs[i];
+        zl_pending_job_t *job = zl_pending_get (self->pending, r->seq);
+        if (!job || job->state == ZL_PENDING_DONE) {
+            zl_debug (S_COMPONENT, "rejected for unknown or finished seq %llu",
+                      (unsigned long long)r->seq);
+            continue;
+        }
+        zl_reject_code_t code =
+            (unsigned)r->code < ZL_REJECT_CODE_COUNT ? r->code : ZL_REJECT_UNSPECIFIED;
+        if (!s_retryable (code)) {
+            s_finish (self, job, ZL_PRODUCER_REJECTED, code, r->reason);
+            continue;
+        }
+        job->code = code;
+        zl_pending_job_set_reason (job, r->reason);
+        //  Only a job on the wire waits for a retry; a queued one (sent again
+        //  after a reconnect) or a waiting one is already on its way back.
+        if (job->state == ZL_PENDING_INFLIGHT) {
+            uint32_t delay =
+                r->retry_after_ms > S_RETRY_MIN_MS ? r->retry_after_ms : S_RETRY_MIN_MS;
+            s_set_state (self, job, ZL_PENDING_RETRY);
+            s_retry_push (self, now + delay, r->seq);
+        }
+    }
+}
+
+static void
+s_on_message (zl_producer_t *self, const zl_msg_t *msg)
+{
+    switch (msg->kind) {
+    case ZL_MSG_ACCEPTED: s_on_accepted (self, &msg->u.accepted); break;
+    case ZL_MSG_REJECTED: s_on_rejected (self, &msg->u.rejected, zl_clock_mono_ms ()); break;
+    case ZL_MSG_CREDIT:
+        //  Credit counts on the connection it came from; while we are between
+        //  connections it can only be a late one from the old broker.
+        if (self->connected && msg->u.credit.limit > self->credit_limit)
+            self->credit_limit = msg->u.credit.limit;
+        break;
+    case ZL_MSG_ERROR:
+        s_set_error (self, "broker at %s reported %s: %s", self->endpoint,
+                     zl_error_code_name (msg->u.error.code),
+                     msg->u.error.message ? msg->u.error.message : "");
+        zl_warn (S_COMPONENT, "%s", self->last_error);
+        break;
+    default: zl_debug (S_COMPONENT, "ignoring %s from broker", zl_msg_kind_name (msg->kind)); break;
+    }
+}
+
+//  Apply every reply waiting on the socket (up to a burst).
+static void
+s_drain_socket (zl_producer_t *self)
+{
+    for (int i = 0; i < S_RECV_BURST; i++) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, self->handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            return;
+        }
+        bool extra = zmq_msg_more (&frame);
+        zl_msg_t msg;
+        zl_decode_rc_t rc =
+            zl_codec_decode (self->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &msg);
+        zmq_msg_close (&frame);
+        while (extra) { // the protocol is one frame per message
+            zmq_msg_init (&frame);
+            if (zmq_msg_recv (&frame, self->handle, ZMQ_DONTWAIT) < 0)
+                extra = false;
+            else
+                extra = zmq_msg_more (&frame);
+            zmq_msg_close (&frame);
+            rc = ZL_DECODE_BAD_FRAME;
+        }
+        if (rc != ZL_DECODE_OK) {
+            zl_warn (S_COMPONENT, "ignoring an undecodable message from %s (%d)", self->endpoint,
+                     (int)rc);
+            continue;
+        }
+        s_on_message (self, &msg);
+    }
+}
+
+// ---------------------------------------------------------------- connection
+
+//  A handshake succeeded: this is a new connection, perhaps to a restarted
+//  broker. Replies still buffered from the old one are applied first (their
+//  credit no longer counts); then Hello, credit from zero, and every job that
+//  is not finished and not waiting for a retry goes back in the send queue,
+//  in seq order, to be resent under its idempotency key.
+static void
+s_on_connected (zl_producer_t *self)
+{
+    self->connected = false;
+    s_drain_socket (self);
+    self->connected = true;
+    self->hello_pending = true;
+    self->out_blocked = false;
+    self->credit_limit = 0;
+    self->sent_since_hello = 0;
+    self->stats.connects++;
+
+    self->q_head = 0;
+    self->q_len = 0;
+    size_t resend = 0;
+    for (uint64_t seq = self->live_cursor; seq < self->next_seq; seq++) {
+        zl_pending_job_t *job = zl_pending_get (self->pending, seq);
+        if (!job || (job->state != ZL_PENDING_QUEUED && job->state != ZL_PENDING_INFLIGHT))
+            continue;
+        if (job->state == ZL_PENDING_INFLIGHT) {
+            s_set_state (self, job, ZL_PENDING_QUEUED);
+            job->cause = ZL_PENDING_RESEND;
+            resend++;
+        }
+        s_queue_push (self, seq);
+    }
+    self->last_error[0] = '\0';
+    if (self->stats.connects > 1)
+        zl_info (S_COMPONENT, "reconnected to broker at %s; resending %zu unanswered jobs",
+                 self->endpoint, resend);
+    else
+        zl_debug (S_COMPONENT, "connected to broker at %s", self->endpoint);
+}
+
+static void
+s_on_disconnected (zl_producer_t *self)
+{
+    if (!self->connected)
+        return; // a connect attempt that never got as far as a handshake
+    self->connected = false;
+    self->hello_pending = false;
+    self->out_blocked = false;
+    self->credit_limit = 0;
+    self->sent_since_hello = 0;
+    self->down_since_ms = zl_clock_mono_ms ();
+    self->stats.disconnects++;
+    s_set_error (self, "lost connection to broker at %s", self->endpoint);
+    zl_info (S_COMPONENT, "lost connection to broker at %s; %zu jobs await a result",
+             self->endpoint, zl_pending_size (self->pending));
+}
+
+//  Apply every connection event the monitor has queued.
+static void
+s_drain_monitor (zl_producer_t *self)
+{
+    while (true) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, self->monitor_handle, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            return;
+        }
+        //  Frame 1: 16-bit event, 32-bit value; frame 2: the peer address.
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size (&frame) >= 6) {
+            memcpy (&event, zmq_msg_data (&frame), 2);
+            memcpy (&value, (uint8_t *)zmq_msg_data (&frame) + 2, 4);
+        }
+        bool more = zmq_msg_more (&frame);
+        zmq_msg_close (&frame);
+        while (more) {
+            zmq_msg_init (&frame);
+            more = zmq_msg_recv (&frame, self->monitor_handle, ZMQ_DONTWAIT) >= 0 &&
+                   zmq_msg_more (&frame);
+            zmq_msg_close (&frame);
+        }
+        switch (event) {
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: s_on_connected (self); break;
+        case ZMQ_EVENT_DISCONNECTED: s_on_disconnected (self); break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+            s_set_error (self, "handshake with %s failed (event 0x%x, value 0x%x)", self->endpoint,
+                         event, value);
+            zl_warn (S_COMPONENT, "%s", self->last_error);
+            break;
+        default: break;
+        }
+    }
+}
+
+//  One turn of the loop described at the top of this file. `timeout_ms` -1
+//  waits until something happens. Returns 0, or -1 with errno (EINTR).
+static int
+s_pump (zl_producer_t *self, int timeout_ms)
+{
+    s_run_timers (self, zl_clock_mono_ms ());
+    s_send_queued (self);
+
+    long wait = timeout_ms;
+    int64_t next = s_next_timer (self);
+    if (next >= 0) {
+        int64_t until = next - zl_clock_mono_ms ();
+        if (until < 0)
+            until = 0;
+        if (wait < 0 || until < wait)
+            wait = (long)until;
+    }
+    zmq_pollitem_t items[] = {
+        {self->handle, 0, ZMQ_POLLIN | (self->connected && self->out_blocked ? ZMQ_POLLOUT : 0), 0},
+        {self->monitor_handle, 0, ZMQ_POLLIN, 0}};
+    if (zmq_poll (items, 2, wait) < 0)
+        return -1;
+    if (items[0].revents & ZMQ_POLLOUT)
+        self->out_blocked = false;
+
+    s_drain_monitor (self);
+    s_drain_socket (self);
+    s_run_timers (self, zl_clock_mono_ms ());
+    s_send_queued (self);
+    return 0;
+}
+
+// ---------------------------------------------------------------- public API
+
+void
+zl_producer_opts_defaults (zl_producer_opts_t *opts)
+{
+    *opts = (zl_producer_opts_t){.endpoint = "tcp://127.0.0.1:5570",
+                                 .client = "zlane-producer",
+                                 .deadline_ms = 30000,
+                                 .nonblock = false,
+                                 .max_batch = 256};
+}
+
+static void
+s_setsockopt_int (void *handle, int option, int value)
+{
+    zmq_setsockopt (handle, option, &value, sizeof value);
+}
+
+zl_producer_t *
+zl_producer_new (const zl_producer_opts_t *opts)
+{
+    zl_producer_opts_t defaults;
+    zl_producer_opts_defaults (&defaults);
+    zl_producer_t *self = ZL_NEW (zl_producer_t);
+    self->endpoint = zl_strdup (opts->endpoint ? opts->endpoint : defaults.endpoint);
+    self->client = zl_strdup (opts->client ? opts->client : defaults.client);
+    self->deadline_ms = opts->deadline_ms ? opts->deadline_ms : defaults.deadline_ms;
+    self->max_batch = opts->max_batch ? opts->max_batch : defaults.max_batch;
+    self->nonblock = opts->nonblock;
+    self->on_result = opts->on_result;
+    self->on_result_arg = opts->on_result_arg;
+    zl_rng_t rng;
+    zl_rng_seed (&rng, 0);
+    zl_rng_hex (&rng, self->instance, 16);
+
+    self->codec = zl_codec_new ();
+    self->pending = zl_pending_new ();
+    self->batch = zl_calloc (self->max_batch, sizeof *self->batch);
+    self->next_seq = 1;
+    self->live_cursor = 1;
+    self->down_since_ms = zl_clock_mono_ms ();
+
+    self->sock = zsock_new (ZMQ_DEALER);
+    self->monitor = zsock_new (ZMQ_PAIR);
+    if (!self->sock || !self->monitor) {
+        zl_producer_destroy (&self);
+        errno = ENOMEM;
+        return NULL;
+    }
+    self->handle = zsock_resolve (self->sock);
+    self->monitor_handle = zsock_resolve (self->monitor);
+    s_setsockopt_int (self->handle, ZMQ_LINGER, S_LINGER_MS);
+    s_setsockopt_int (self->handle, ZMQ_SNDHWM, S_HWM);
+    s_setsockopt_int (self->handle, ZMQ_RCVHWM, S_HWM);
+    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL, S_RECONNECT_IVL_MS);
+    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL_MAX, S_RECONNECT_IVL_MAX_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_IVL, S_HEARTBEAT_IVL_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TIMEOUT, S_HEARTBEAT_TIMEOUT_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TTL, S_HEARTBEAT_TIMEOUT_MS);
+    //  Queue nothing for a peer that is not there: what was unsent when a
+    //  connection died is dropped by ZeroMQ and resent by us after our Hello,
+    //  never sent ahead of it.
+    s_setsockopt_int (self->handle, ZMQ_IMMEDIATE, 1);
+
+    //  Watch the DEALER's connection events before connecting, so that the
+    //  first handshake is seen too.
+    static atomic_uint_fast64_t instances; // inproc names must be unique in the context
+    snprintf (self->monitor_endpoint, sizeof self->monitor_endpoint,
+              "inproc://zlane-producer-monitor-%llu",
+              (unsigned long long)atomic_fetch_add (&instances, 1));
+    if (zmq_socket_monitor (self->handle, self->monitor_endpoint, S_MONITOR_EVENTS) < 0 ||
+        zmq_connect (self->monitor_handle, self->monitor_endpoint) < 0 ||
+        zmq_connect (self->handle, self->endpoint) < 0) {
+        int saved = errno;
+        zl_producer_destroy (&self);
+        errno = saved;
+        return NULL;
+    }
+    return self;
+}
+
+void
+zl_producer_destroy (zl_producer_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_producer_t *self = *self_p;
+    if (self->handle)
+        zmq_socket_monitor (self->handle, NULL, 0);
+    zsock_destroy (&self->monitor);
+    zsock_destroy (&self->sock);
+    zl_codec_destroy (&self->codec);
+    zl_pending_destroy (&self->pending);
+    free (self->queue);
+    free (self->retries);
+    free (self->batch);
+    free (self->endpoint);
+    free (self->client);
+    free (self);
+    *self_p = NULL;
+}
+
+static int
+s_check_job (zl_producer_t *self, const zl_producer_job_t *job)
+{
+    const char *problem = NULL;
+    if (!job)
+        problem = "no job";
+    else if (!job->tenant || !*job->tenant)
+        problem = "a job needs a tenant";
+    else if (!job->lane || !*job->lane)
+        problem = "a job needs a lane";
+    else if (!job->payload && job->payload_len)
+        problem = "payload is NULL but payload_len is not 0";
+    else if (!job->headers && job->n_headers)
+        problem = "headers is NULL but n_headers is not 0";
+    for (size_t i = 0; !problem && i < job->n_headers; i++)
+        if (!job->headers[i].key || !*job->headers[i].key)
+            problem = "a header needs a key";
+    if (!problem)
+        return 0;
+    s_set_error (self, "%s", problem);
+    errno = EINVAL;
+    return -1;
+}
+
+//  Say why a submit found no credit; `start` is when it began waiting, or -1
+//  for a nonblock submit, which did not wait.
+static void
+s_set_wait_error (zl_producer_t *self, int64_t start, int64_t now)
+{
+    char took[32];
+    if (!self->connected)
+        s_set_error (self, "broker unreachable at %s for %s", self->endpoint,
+                     s_duration (now - self->down_since_ms, took, sizeof took));
+    else if (start < 0)
+        s_set_error (self, "no credit from broker at %s (queue full?)", self->endpoint);
+    else
+        s_set_error (self, "no credit from broker at %s for %s (queue full?)", self->endpoint,
+                     s_duration (now - start, took, sizeof took));
+}
+
+int
+zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n,
+                          uint64_t *seqs_out)
+{
+    if (n > INT_MAX)
+        n = INT_MAX;
+    int64_t start = zl_clock_mono_ms ();
+    int64_t deadline = start + self->deadline_ms;
+    size_t taken = 0;
+    while (taken < n) {
+        if (s_check_job (self, &jobs[taken]) < 0)
+            break;
+        if (zl_producer_credit_available (self) == 0) {
+            //  Pump for credit: once without waiting in nonblock mode, else
+            //  until credit comes or the deadline passes.
+            int64_t now = zl_clock_mono_ms ();
+            if (!self->nonblock && now >= deadline) {
+                s_set_wait_error (self, start, now);
+                errno = ETIMEDOUT;
+                break;
+            }
+            if (s_pump (self, self->nonblock ? 0 : (int)(deadline - now)) < 0)
+                break;
+            if (zl_producer_credit_available (self) > 0)
+                continue;
+            if (self->nonblock) {
+                s_set_wait_error (self, -1, zl_clock_mono_ms ());
+                errno = EAGAIN;
+                break;
+            }
+            continue;
+        }
+        uint64_t seq = self->next_seq;
+        char key[40];
+        snprintf (key, sizeof key, "%s-%llu", self->instance, (unsigned long long)seq);
+        zl_pending_job_t *job = zl_pending_job_new (&jobs[taken], seq, key);
+        job->submitted_ms = start;
+        job->deadline_ms = deadline;
+        zl_pending_insert (self->pending, job);
+        self->next_seq++;
+        self->n_queued++; // new records start QUEUED
+        s_queue_push (self, seq);
+        self->stats.submitted++;
+        if (seqs_out)
+            seqs_out[taken] = seq;
+        taken++;
+        if (self->n_queued >= self->max_batch)
+            s_send_queued (self);
+    }
+    if (taken == 0 && n > 0)
+        return -1;
+    return (int)taken;
+}
+
+int
+zl_producer_submit (zl_producer_t *self, const zl_producer_job_t *job, uint64_t *seq_out)
+{
+    return zl_producer_submit_batch (self, job, 1, seq_out) == 1 ? 0 : -1;
+}
+
+int
+zl_producer_flush (zl_producer_t *self)
+{
+    s_pump (self, 0);
+    return 0;
+}
+
+int
+zl_producer_poll (zl_producer_t *self, int timeout_ms)
+{
+    int delivered = s_deliver (self);
+    if (s_pump (self, delivered > 0 ? 0 : timeout_ms) < 0 && delivered == 0)
+        return -1;
+    return delivered + s_deliver (self);
+}
+
+int
+zl_producer_wait (zl_producer_t *self, int timeout_ms)
+{
+    int64_t end = timeout_ms < 0 ? -1 : zl_clock_mono_ms () + timeout_ms;
+    while (true) {
+        s_deliver (self);
+        if (zl_pending_size (self->pending) == 0)
+            return 0;
+        int wait = -1;
+        if (end >= 0) {
+            int64_t now = zl_clock_mono_ms ();
+            if (now >= end) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            wait = (int)(end - now);
+        }
+        if (s_pump (self, wait) < 0)
+            return -1;
+    }
+}
+
+size_t
+zl_producer_outstanding (zl_producer_t *self)
+{
+    return zl_pending_size (self->pending);
+}
+
+uint64_t
+zl_producer_credit_available (zl_producer_t *self)
+{
+    uint64_t room = s_credit_room (self);
+    return room > self->n_queued ? room - self->n_queued : 0;
+}
+
+bool
+zl_producer_waiting_for_credit (zl_producer_t *self)
+{
+    return zl_producer_credit_available (self) == 0;
+}
+
+bool
+zl_producer_connected (zl_producer_t *self)
+{
+    return self->connected;
+}
+
+const char *
+zl_producer_last_error (zl_producer_t *self)
+{
+    return self->last_error;
+}
+
+const char *
+zl_producer_endpoint (zl_producer_t *self)
+{
+    return self->endpoint;
+}
+
+void
+zl_producer_stats (zl_producer_t *self, zl_producer_stats_t *stats)
+{
+    *stats = self->stats;
+}

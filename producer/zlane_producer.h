@@ -1,0 +1,142 @@
+/*  zlane_producer: submit jobs to a zlane broker.
+    Single-threaded and driven by the caller, like librdkafka without its
+    threads: zl_producer_submit copies a job into a pending table and queues it;
+    zl_producer_poll / _flush / _wait move bytes and deliver one result per job
+    through the result callback. The producer honours the broker's credit, keeps
+    every job until the broker accepted it (or rejected it for good, or its
+    deadline passed), and resends unaccepted jobs under the same idempotency key
+    after a broker restart. Not thread-safe: one producer per thread. */
+#ifndef ZLANE_PRODUCER_H
+#define ZLANE_PRODUCER_H
+
+#include "msg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _zl_producer_t zl_producer_t;
+
+typedef enum {
+    ZL_PRODUCER_ACCEPTED = 0, // durable in the broker; job_id is valid
+    ZL_PRODUCER_REJECTED,     // final rejection; code and reason say why
+    ZL_PRODUCER_TIMEOUT       // deadline passed first; outcome may be unknown
+} zl_producer_status_t;
+
+/*  One job's final outcome, passed to the result callback. Strings are
+    borrowed for the duration of the callback. */
+typedef struct {
+    uint64_t seq; // what zl_producer_submit returned
+    zl_producer_status_t status;
+    uint64_t job_id;             // ACCEPTED: the broker's job id
+    bool duplicate;              // ACCEPTED: key seen before; job_id is the original
+    zl_reject_code_t code;       // REJECTED: the code; TIMEOUT: last retryable code or 0
+    const char *reason;          // "" when accepted; human text otherwise
+    const char *idempotency_key; // the key the job was sent with
+    uint32_t sends;              // times the job went on the wire
+} zl_producer_result_t;
+
+/*  Called once per job from zl_producer_poll or zl_producer_wait. It may
+    submit more jobs; it must not poll, wait or destroy the producer. */
+typedef void (zl_producer_result_fn) (const zl_producer_result_t *result, void *arg);
+
+typedef struct {
+    const char *endpoint;             // broker frontend; default "tcp://127.0.0.1:5570"
+    const char *client;               // name sent in Hello; default "zlane-producer"
+    uint32_t deadline_ms;             // per job, from the submit call; default 30000
+    bool nonblock;                    // submit returns -1/EAGAIN instead of waiting for credit
+    uint32_t max_batch;               // job specs per Submit frame; default 256
+    zl_producer_result_fn *on_result; // may be NULL
+    void *on_result_arg;
+} zl_producer_opts_t;
+
+/*  A job to submit. Everything is copied by zl_producer_submit. */
+typedef struct {
+    const char *tenant;  // required, non-empty
+    const char *lane;    // required, non-empty
+    const void *payload; // may be NULL when payload_len is 0
+    size_t payload_len;
+    const char *idempotency_key; // NULL or "" = "<instance hex>-<seq>"
+    uint32_t delay_ms;           // 0 = dispatch at once
+    uint32_t max_attempts;       // 0 = lane default
+    uint32_t lease_ms;           // 0 = lane default
+    uint32_t max_run_ms;         // 0 = lane default
+    const zl_header_t *headers;
+    size_t n_headers;
+} zl_producer_job_t;
+
+/*  Counters since zl_producer_new. */
+typedef struct {
+    uint64_t submitted; // jobs taken by submit
+    uint64_t accepted;  // results delivered or pending, by status
+    uint64_t rejected;
+    uint64_t timed_out;
+    uint64_t specs_sent; // job specs put on the wire, resends included
+    uint64_t resent;     // specs sent again after a reconnect
+    uint64_t retried;    // specs sent again after a retryable rejection
+    uint64_t connects;   // handshakes with a broker
+    uint64_t disconnects;
+} zl_producer_stats_t;
+
+/*  Fill `opts` with the defaults above. */
+void zl_producer_opts_defaults (zl_producer_opts_t *opts);
+
+/*  Return a new producer connecting (in the background) to opts->endpoint, or
+    NULL with errno set if the endpoint is invalid. Copies what it needs from
+    `opts`. */
+zl_producer_t *zl_producer_new (const zl_producer_opts_t *opts);
+
+/*  Destroy the producer; jobs without a result are dropped without a callback
+    (call zl_producer_wait first). Nulls the caller's pointer; NULL-safe. */
+void zl_producer_destroy (zl_producer_t **self_p);
+
+/*  Copy `job`, queue it and store its sequence number in `*seq_out` (may be
+    NULL). Sequence numbers start at 1 and increase by one per job taken.
+    Returns 0, or -1 without taking the job: EINVAL (bad job), EAGAIN (no
+    credit, nonblock mode), ETIMEDOUT (no credit before the deadline), EINTR. */
+int zl_producer_submit (zl_producer_t *self, const zl_producer_job_t *job, uint64_t *seq_out);
+
+/*  Submit `n` jobs in order, storing their sequence numbers in `seqs_out`
+    (may be NULL). Like write(2): returns how many were taken from the front
+    (n on success), or -1 with errno as for zl_producer_submit if none was. */
+int zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n,
+                              uint64_t *seqs_out);
+
+/*  Send every queued job that credit allows now; does not wait. Returns 0. */
+int zl_producer_flush (zl_producer_t *self);
+
+/*  Send what credit allows, wait up to `timeout_ms` (-1 = until something
+    happens) for replies or timers, and call the result callback for every job
+    that has a final result. Returns the number of results delivered, or -1
+    with errno EINTR. */
+int zl_producer_poll (zl_producer_t *self, int timeout_ms);
+
+/*  Pump until every submitted job has had its result delivered. Returns 0,
+    or -1 with errno ETIMEDOUT after `timeout_ms` (-1 = no limit; job
+    deadlines still apply) or EINTR. */
+int zl_producer_wait (zl_producer_t *self, int timeout_ms);
+
+/*  Return the number of jobs taken whose result was not yet delivered. */
+size_t zl_producer_outstanding (zl_producer_t *self);
+
+/*  Return how many more jobs may be submitted now without waiting. */
+uint64_t zl_producer_credit_available (zl_producer_t *self);
+
+/*  Return true when the producer holds jobs it cannot send for lack of credit
+    or connection, or has no credit for one more job (a submit would wait). */
+bool zl_producer_waiting_for_credit (zl_producer_t *self);
+
+/*  Return true while a handshake with the broker holds. */
+bool zl_producer_connected (zl_producer_t *self);
+
+/*  Return the last problem in words ("broker unreachable at tcp://... for
+    30 s"), or "" if none. Borrowed; valid until the next producer call. */
+const char *zl_producer_last_error (zl_producer_t *self);
+
+/*  Return the endpoint the producer connects to. Borrowed. */
+const char *zl_producer_endpoint (zl_producer_t *self);
+
+/*  Copy the counters into `*stats`. */
+void zl_producer_stats (zl_producer_t *self, zl_producer_stats_t *stats);
+
+#endif

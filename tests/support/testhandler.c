@@ -1,0 +1,169 @@
+/*  zlane-testhandler: a scriptable job handler for integration tests, run by
+    zlane-worker as its --exec command (payload on stdin, job in ZLANE_*).
+
+    Order: read the payload; --record; --echo-env; --sleep; then the first
+    rule that applies decides the exit code: --poison (1), --permanent-if
+    (65), --throttle-ms (75, first attempt only), --fail-until-attempt (1),
+    else --exit (default 0). Plain libc: it starts fast. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "Usage: zlane-testhandler [OPTIONS]  (run by zlane-worker --exec)\n"
+             "  --record FILE            append \"<ZLANE_JOB_ID> <ZLANE_ATTEMPT> <pid>\" to FILE\n"
+             "  --sleep MS               sleep before deciding the outcome\n"
+             "  --exit N                 exit code when no other rule applies [0]\n"
+             "  --fail-until-attempt N   exit 1 while ZLANE_ATTEMPT < N\n"
+             "  --poison SUBSTR          exit 1 (message on stderr) if the payload has SUBSTR\n"
+             "  --permanent-if SUBSTR    exit 65 if the payload has SUBSTR\n"
+             "  --throttle-ms MS         on attempt 1 print retry-after=MSms, exit 75\n"
+             "  --echo-env               print the environment to stderr\n");
+}
+
+static long
+s_number (const char *opt, const char *text)
+{
+    char *end;
+    errno = 0;
+    long v = strtol (text, &end, 10);
+    if (errno || end == text || *end || v < 0) {
+        fprintf (stderr, "zlane-testhandler: %s wants a number, got '%s'\n", opt, text);
+        exit (2);
+    }
+    return v;
+}
+
+static char *
+s_read_all (int fd, size_t *len_p)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc (cap + 1);
+    if (!buf)
+        abort ();
+    for (;;) {
+        if (len == cap) {
+            cap *= 2;
+            buf = realloc (buf, cap + 1);
+            if (!buf)
+                abort ();
+        }
+        ssize_t n = read (fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    *len_p = len;
+    return buf;
+}
+
+static int
+s_contains (const char *hay, size_t len, const char *needle)
+{
+    return memmem (hay, len, needle, strlen (needle)) != NULL;
+}
+
+static const char *
+s_env (const char *name)
+{
+    const char *v = getenv (name);
+    return v ? v : "";
+}
+
+int
+main (int argc, char **argv)
+{
+    enum {
+        O_RECORD = 256,
+        O_SLEEP,
+        O_EXIT,
+        O_FAIL_UNTIL,
+        O_POISON,
+        O_PERMANENT,
+        O_THROTTLE,
+        O_ECHO_ENV,
+        O_HELP
+    };
+    static const struct option opts[] = {{"record", required_argument, 0, O_RECORD},
+                                         {"sleep", required_argument, 0, O_SLEEP},
+                                         {"exit", required_argument, 0, O_EXIT},
+                                         {"fail-until-attempt", required_argument, 0, O_FAIL_UNTIL},
+                                         {"poison", required_argument, 0, O_POISON},
+                                         {"permanent-if", required_argument, 0, O_PERMANENT},
+                                         {"throttle-ms", required_argument, 0, O_THROTTLE},
+                                         {"echo-env", no_argument, 0, O_ECHO_ENV},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {0, 0, 0, 0}};
+    const char *record = NULL, *poison = NULL, *permanent = NULL;
+    long sleep_ms = 0, exit_code = 0, fail_until = 0, throttle_ms = -1;
+    int echo_env = 0, c;
+    while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_RECORD: record = optarg; break;
+        case O_SLEEP: sleep_ms = s_number ("--sleep", optarg); break;
+        case O_EXIT: exit_code = s_number ("--exit", optarg); break;
+        case O_FAIL_UNTIL: fail_until = s_number ("--fail-until-attempt", optarg); break;
+        case O_POISON: poison = optarg; break;
+        case O_PERMANENT: permanent = optarg; break;
+        case O_THROTTLE: throttle_ms = s_number ("--throttle-ms", optarg); break;
+        case O_ECHO_ENV: echo_env = 1; break;
+        case 'h':
+        case O_HELP: s_usage (stdout); return 0;
+        default: s_usage (stderr); return 2;
+        }
+    }
+    size_t len;
+    char *payload = s_read_all (0, &len);
+    long attempt = atol (s_env ("ZLANE_ATTEMPT"));
+
+    if (record) { // one write with O_APPEND: lines from concurrent handlers never mix
+        char line[256];
+        int n = snprintf (line, sizeof line, "%s %s %ld\n", s_env ("ZLANE_JOB_ID"),
+                          s_env ("ZLANE_ATTEMPT"), (long)getpid ());
+        int fd = open (record, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0 || write (fd, line, (size_t)n) != n) {
+            fprintf (stderr, "zlane-testhandler: cannot record to %s: %s\n", record,
+                     strerror (errno));
+            return 3;
+        }
+        close (fd);
+    }
+    if (echo_env)
+        for (char **e = environ; *e; e++)
+            fprintf (stderr, "%s\n", *e);
+    if (sleep_ms > 0) {
+        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
+        while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    int rc = (int)exit_code;
+    if (poison && s_contains (payload, len, poison)) {
+        fprintf (stderr, "poison payload: contains '%s'\n", poison);
+        rc = 1;
+    } else if (permanent && s_contains (payload, len, permanent)) {
+        fprintf (stderr, "bad input: payload contains '%s'\n", permanent);
+        rc = 65;
+    } else if (throttle_ms >= 0 && attempt <= 1) {
+        fprintf (stderr, "retry-after=%ldms\n", throttle_ms);
+        rc = 75;
+    } else if (fail_until > 0 && attempt < fail_until) {
+        fprintf (stderr, "failing attempt %ld until attempt %ld\n", attempt, fail_until);
+        rc = 1;
+    }
+    free (payload);
+    return rc;
+}

@@ -1,0 +1,1006 @@
+/*  zltest: the process-level harness for zlane's integration tests.
+
+    Every process, broker, client and temp dir the harness creates is
+    registered. zlt_cleanup (the cmocka teardown) SIGKILLs every live
+    process group first, then destroys the rest last-in first-out. At exit
+    and on a fatal signal only the async-signal-safe part runs: kill the
+    groups (and, at exit, remove the temp dirs). Not thread-safe. */
+#define _GNU_SOURCE
+#include "zltest.h"
+
+#include "clock.h"
+#include "zl_alloc.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <czmq.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef ZLT_BUILD_BIN_DIR
+#define ZLT_BUILD_BIN_DIR "."
+#endif
+
+#define MAX_PROCS 128
+#define MAX_RES 256
+#define MAX_DIRS 64
+#define BROKER_START_MS 10000
+#define STATS_POLL_MS 20
+#define STATS_WAIT_MS 5000
+
+struct _zlt_proc_t {
+    pid_t pid;
+    int pidfd; // -1 if pidfd_open is unavailable
+    int slot;  // in s_live
+    bool reaped;
+    int status;
+    char name[64];
+};
+
+struct _zlt_broker_t {
+    zlt_proc_t *proc;
+    const char *dir; // a registered temp dir
+    char err_path[PATH_MAX];
+    char endpoints[4][256];
+};
+
+struct _zlt_client_t {
+    zsock_t *zsock;
+    void *sock;
+    int type;
+    zl_codec_t *codec;
+    zmq_msg_t last; // the last received body, alive until the next receive
+    bool have_last;
+    char topic[256];
+    uint64_t next_request;
+};
+
+typedef enum { RES_PROC, RES_BROKER, RES_CLIENT } res_kind_t;
+
+typedef struct {
+    res_kind_t kind;
+    void *obj;
+} res_t;
+
+// the process groups still alive: read by the signal handler
+static volatile pid_t s_live[MAX_PROCS];
+static res_t s_res[MAX_RES];
+static size_t s_n_res;
+static char *s_dirs[MAX_DIRS];
+static size_t s_n_dirs;
+static bool s_ready;
+static const char *s_endpoint_names[4] = {"frontend", "backend", "events", "admin"};
+
+// ---------------------------------------------------------------- registry
+static void
+s_kill_live (void)
+{
+    for (int i = 0; i < MAX_PROCS; i++) {
+        pid_t pid = s_live[i];
+        if (pid > 0) {
+            kill (-pid, SIGKILL);
+            kill (pid, SIGKILL);
+        }
+    }
+}
+
+static int
+s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove (path);
+    return 0;
+}
+
+static void
+s_remove_dirs (void)
+{
+    bool keep = getenv ("ZLT_KEEP") != NULL;
+    for (size_t i = 0; i < s_n_dirs; i++) {
+        if (keep)
+            fprintf (stderr, "zltest: keeping %s\n", s_dirs[i]);
+        else
+            nftw (s_dirs[i], s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        free (s_dirs[i]);
+    }
+    s_n_dirs = 0;
+}
+
+static void
+s_at_exit (void)
+{
+    s_kill_live ();
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (s_live[i] > 0)
+            waitpid (s_live[i], NULL, 0); // SIGKILLed: they go at once
+    s_remove_dirs ();
+}
+
+static void
+s_on_fatal_signal (int sig)
+{
+    s_kill_live ();
+    for (int i = 0; i < MAX_PROCS; i++) // SIGKILLed: they go at once
+        if (s_live[i] > 0)
+            waitpid (s_live[i], NULL, 0);
+    signal (sig, SIG_DFL);
+    raise (sig);
+}
+
+static void
+s_init (void)
+{
+    if (s_ready)
+        return;
+    s_ready = true;
+    zsys_handler_set (NULL); // ours, not czmq's: children must die with us
+    atexit (s_at_exit);
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_fatal_signal;
+    sigemptyset (&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction (sigs[i], &sa, NULL);
+}
+
+static void
+s_register (res_kind_t kind, void *obj)
+{
+    s_init ();
+    if (s_n_res == MAX_RES) {
+        fprintf (stderr, "zltest: more than %d live resources\n", MAX_RES);
+        abort ();
+    }
+    s_res[s_n_res++] = (res_t){kind, obj};
+}
+
+static void
+s_unregister (void *obj)
+{
+    for (size_t i = s_n_res; i-- > 0;)
+        if (s_res[i].obj == obj) {
+            memmove (&s_res[i], &s_res[i + 1], (s_n_res - i - 1) * sizeof (res_t));
+            s_n_res--;
+            return;
+        }
+}
+
+void
+zlt_cleanup (void)
+{
+    s_kill_live ();
+    while (s_n_res) {
+        res_t r = s_res[s_n_res - 1];
+        switch (r.kind) {
+        case RES_PROC: {
+            zlt_proc_t *p = r.obj;
+            zlt_proc_destroy (&p);
+            break;
+        }
+        case RES_BROKER: {
+            zlt_broker_t *b = r.obj;
+            zlt_broker_destroy (&b);
+            break;
+        }
+        case RES_CLIENT: {
+            zlt_client_t *c = r.obj;
+            zlt_client_destroy (&c);
+            break;
+        }
+        }
+    }
+    s_remove_dirs ();
+}
+
+int
+zlt_teardown (void **state)
+{
+    (void)state;
+    zlt_cleanup ();
+    return 0;
+}
+
+int64_t
+zlt_now_ms (void)
+{
+    return zl_clock_mono_ms ();
+}
+
+// ---------------------------------------------------------------- files
+const char *
+zlt_bin_dir (void)
+{
+    static char dir[PATH_MAX];
+    if (dir[0])
+        return dir;
+    const char *env = getenv ("ZLANE_BIN_DIR");
+    if (env && env[0]) {
+        snprintf (dir, sizeof dir, "%s", env);
+        return dir;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink ("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char probe[PATH_MAX + 32];
+        snprintf (probe, sizeof probe, "%s/zlane-broker", dirname (exe));
+        if (zlt_is_executable (probe)) {
+            snprintf (dir, sizeof dir, "%s", exe); // dirname() cut exe in place
+            return dir;
+        }
+    }
+    snprintf (dir, sizeof dir, "%s", ZLT_BUILD_BIN_DIR);
+    return dir;
+}
+
+char *
+zlt_bin_path (const char *name)
+{
+    const char *dir = zlt_bin_dir ();
+    size_t len = strlen (dir) + strlen (name) + 2;
+    char *path = zl_malloc (len);
+    snprintf (path, len, "%s/%s", dir, name);
+    return path;
+}
+
+bool
+zlt_is_executable (const char *path)
+{
+    return access (path, X_OK) == 0;
+}
+
+const char *
+zlt_tmpdir (void)
+{
+    s_init ();
+    if (s_n_dirs == MAX_DIRS)
+        return NULL;
+    const char *base = getenv ("TMPDIR");
+    if (!base || !base[0])
+        base = "/tmp";
+    char path[PATH_MAX];
+    snprintf (path, sizeof path, "%s/zltest-XXXXXX", base);
+    if (!mkdtemp (path)) {
+        fprintf (stderr, "zltest: mkdtemp %s: %s\n", path, strerror (errno));
+        return NULL;
+    }
+    s_dirs[s_n_dirs++] = zl_strdup (path);
+    return s_dirs[s_n_dirs - 1];
+}
+
+char *
+zlt_read_file (const char *path, size_t *len_p)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = zl_malloc (cap + 1);
+    for (;;) {
+        if (len == cap) {
+            cap *= 2;
+            buf = zl_realloc (buf, cap + 1);
+        }
+        ssize_t n = read (fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free (buf);
+            close (fd);
+            return NULL;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close (fd);
+    buf[len] = '\0';
+    if (len_p)
+        *len_p = len;
+    return buf;
+}
+
+int
+zlt_write_file (const char *path, const void *data, size_t len)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    const char *p = data;
+    while (len) {
+        ssize_t n = write (fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            close (fd);
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return close (fd);
+}
+
+void
+zlt_dump_file (const char *title, const char *path, size_t max_bytes)
+{
+    size_t len;
+    char *text = zlt_read_file (path, &len);
+    if (!text) {
+        fprintf (stderr, "---- %s (%s): unreadable\n", title, path);
+        return;
+    }
+    const char *from = len > max_bytes ? text + len - max_bytes : text;
+    fprintf (stderr, "---- %s (%s)%s\n%s%s---- end of %s\n", title, path,
+             len > max_bytes ? " [tail]" : "", from, len && text[len - 1] != '\n' ? "\n" : "",
+             title);
+    free (text);
+}
+
+// ---------------------------------------------------------------- processes
+static int
+s_open_or_null (const char *path, int flags)
+{
+    return open (path ? path : "/dev/null", flags | O_CLOEXEC, 0644);
+}
+
+static void
+s_close (int *fd)
+{
+    if (*fd >= 0)
+        close (*fd);
+    *fd = -1;
+}
+
+// In the child, between fork and exec: async-signal-safe calls only.
+static void
+s_child (const char *const argv[], int in, int out, int err, int report, pid_t parent)
+{
+    setpgid (0, 0);
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid () != parent)
+        _exit (127); // the test died before we armed PDEATHSIG
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    signal (SIGPIPE, SIG_DFL);
+    if (dup2 (in, 0) < 0 || dup2 (out, 1) < 0 || dup2 (err, 2) < 0) {
+        int e = errno;
+        (void)!write (report, &e, sizeof e);
+        _exit (127);
+    }
+    // nothing else of the test's (sockets, pidfds) leaks into the child
+    syscall (SYS_close_range, 3U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
+    execv (argv[0], (char *const *)argv);
+    int e = errno;
+    (void)!write (report, &e, sizeof e);
+    _exit (127);
+}
+
+zlt_proc_t *
+zlt_spawn (const char *const argv[], const char *in_path, const char *out_path,
+           const char *err_path)
+{
+    s_init ();
+    int slot = -1;
+    for (int i = 0; i < MAX_PROCS && slot < 0; i++)
+        if (s_live[i] == 0)
+            slot = i;
+    if (slot < 0) {
+        fprintf (stderr, "zltest: more than %d live processes\n", MAX_PROCS);
+        return NULL;
+    }
+    int in = s_open_or_null (in_path, O_RDONLY);
+    int out = s_open_or_null (out_path, O_WRONLY | O_CREAT | O_APPEND);
+    int err = s_open_or_null (err_path, O_WRONLY | O_CREAT | O_APPEND);
+    int report[2] = {-1, -1};
+    if (in < 0 || out < 0 || err < 0 || pipe2 (report, O_CLOEXEC) != 0) {
+        fprintf (stderr, "zltest: cannot spawn %s: %s\n", argv[0], strerror (errno));
+        s_close (&in), s_close (&out), s_close (&err);
+        return NULL;
+    }
+    pid_t parent = getpid ();
+    pid_t pid = fork ();
+    if (pid == 0)
+        s_child (argv, in, out, err, report[1], parent);
+    s_close (&in), s_close (&out), s_close (&err), s_close (&report[1]);
+    if (pid < 0) {
+        fprintf (stderr, "zltest: fork: %s\n", strerror (errno));
+        s_close (&report[0]);
+        return NULL;
+    }
+    setpgid (pid, pid); // also here, so the group exists before we return
+    s_live[slot] = pid;
+    zlt_proc_t *self = ZL_NEW (zlt_proc_t);
+    self->pid = pid;
+    self->slot = slot;
+    self->pidfd = (int)syscall (SYS_pidfd_open, pid, 0);
+    if (self->pidfd >= 0)
+        fcntl (self->pidfd, F_SETFD, FD_CLOEXEC);
+    const char *base = strrchr (argv[0], '/');
+    snprintf (self->name, sizeof self->name, "%s", base ? base + 1 : argv[0]);
+    s_register (RES_PROC, self);
+    // the report pipe closes on exec (nothing read) or carries exec's errno
+    int exec_errno = 0;
+    ssize_t n;
+    do
+        n = read (report[0], &exec_errno, sizeof exec_errno);
+    while (n < 0 && errno == EINTR);
+    s_close (&report[0]);
+    if (n > 0) {
+        fprintf (stderr, "zltest: cannot run %s: %s\n", argv[0], strerror (exec_errno));
+        zlt_proc_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+pid_t
+zlt_proc_pid (zlt_proc_t *self)
+{
+    return self->pid;
+}
+
+static bool
+s_reap (zlt_proc_t *self, int flags)
+{
+    if (self->reaped)
+        return true;
+    // peek first: while the exited leader is a zombie its id cannot be
+    // reused, so killing what it left in its group cannot hit a stranger
+    siginfo_t info;
+    memset (&info, 0, sizeof info);
+    int rc0;
+    do
+        rc0 = waitid (P_PID, (id_t)self->pid, &info, WEXITED | WNOWAIT | flags);
+    while (rc0 < 0 && errno == EINTR);
+    if (rc0 == 0 && info.si_pid == self->pid)
+        kill (-self->pid, SIGKILL);
+    int status;
+    pid_t rc;
+    do
+        rc = waitpid (self->pid, &status, flags);
+    while (rc < 0 && errno == EINTR);
+    if (rc == self->pid || (rc < 0 && errno == ECHILD)) {
+        self->reaped = true;
+        self->status = rc == self->pid ? status : 0;
+        s_live[self->slot] = 0;
+    }
+    return self->reaped;
+}
+
+int
+zlt_proc_wait (zlt_proc_t *self, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    while (!s_reap (self, WNOHANG)) {
+        int64_t left = deadline - zlt_now_ms ();
+        if (left <= 0)
+            return -1;
+        if (self->pidfd >= 0) {
+            struct pollfd pfd = {self->pidfd, POLLIN, 0};
+            poll (&pfd, 1, (int)left);
+        } else { // no pidfd: step in short waits, still bounded
+            struct timespec ts = {0, (left < 2 ? left : 2) * 1000000L};
+            nanosleep (&ts, NULL);
+        }
+    }
+    return 0;
+}
+
+int
+zlt_proc_exit_code (zlt_proc_t *self)
+{
+    if (!self->reaped)
+        return -1;
+    if (WIFEXITED (self->status))
+        return WEXITSTATUS (self->status);
+    if (WIFSIGNALED (self->status))
+        return 128 + WTERMSIG (self->status);
+    return -1;
+}
+
+int
+zlt_proc_signal (zlt_proc_t *self, int sig)
+{
+    if (self->reaped)
+        return -1;
+    return kill (-self->pid, sig) == 0 || kill (self->pid, sig) == 0 ? 0 : -1;
+}
+
+void
+zlt_proc_destroy (zlt_proc_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zlt_proc_t *self = *self_p;
+    if (!self->reaped) { // (reaping killed what it left in its group)
+        kill (-self->pid, SIGKILL);
+        kill (self->pid, SIGKILL);
+        if (zlt_proc_wait (self, 5000) != 0) {
+            fprintf (stderr, "zltest: %s (pid %d) survives SIGKILL; waiting\n", self->name,
+                     (int)self->pid);
+            s_reap (self, 0);
+        }
+    }
+    if (self->pidfd >= 0)
+        close (self->pidfd);
+    s_unregister (self);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+zlt_run (const char *const argv[], const char *in_path, const char *out_path, const char *err_path,
+         int timeout_ms)
+{
+    zlt_proc_t *p = zlt_spawn (argv, in_path, out_path, err_path);
+    if (!p)
+        return -1;
+    int code = -1;
+    if (zlt_proc_wait (p, timeout_ms) == 0)
+        code = zlt_proc_exit_code (p);
+    else
+        fprintf (stderr, "zltest: %s did not finish within %d ms; killed\n", p->name, timeout_ms);
+    zlt_proc_destroy (&p);
+    return code;
+}
+
+// ---------------------------------------------------------------- broker
+// Parse the ports file; returns 0 once all four endpoints are there.
+static int
+s_read_ports (zlt_broker_t *self, const char *path)
+{
+    char *text = zlt_read_file (path, NULL);
+    if (!text)
+        return -1;
+    int found = 0;
+    char *save = NULL;
+    for (char *line = strtok_r (text, "\n", &save); line; line = strtok_r (NULL, "\n", &save)) {
+        char *eq = strchr (line, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        for (int i = 0; i < 4; i++)
+            if (strcmp (line, s_endpoint_names[i]) == 0 && eq[1]) {
+                snprintf (self->endpoints[i], sizeof self->endpoints[i], "%s", eq + 1);
+                found |= 1 << i;
+            }
+    }
+    free (text);
+    return found == 0xf ? 0 : -1;
+}
+
+zlt_broker_t *
+zlt_broker_start (const char *const args[])
+{
+    static const char *const default_args[] = {"--lane", "a", "--lane", "b", NULL};
+    if (!args)
+        args = default_args;
+    const char *dir = zlt_tmpdir ();
+    if (!dir)
+        return NULL;
+    char *bin = zlt_bin_path ("zlane-broker");
+    char ports[PATH_MAX], data[PATH_MAX];
+    snprintf (ports, sizeof ports, "%s/ports", dir);
+    snprintf (data, sizeof data, "%s/data", dir);
+    const char *argv[128];
+    size_t n = 0;
+    const char *fixed[] = {bin,
+                           "--frontend",
+                           "tcp://127.0.0.1:*",
+                           "--backend",
+                           "tcp://127.0.0.1:*",
+                           "--events",
+                           "tcp://127.0.0.1:*",
+                           "--admin",
+                           "tcp://127.0.0.1:*",
+                           "--ports-file",
+                           ports,
+                           "--data",
+                           data};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv[n++] = fixed[i];
+    for (size_t i = 0; args[i] && n < 127; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+
+    zlt_broker_t *self = ZL_NEW (zlt_broker_t);
+    self->dir = dir;
+    snprintf (self->err_path, sizeof self->err_path, "%s/broker.err", dir);
+    // watch the dir before the broker starts: the rename cannot be missed
+    int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
+    if (ino >= 0 && inotify_add_watch (ino, dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0)
+        s_close (&ino);
+    self->proc = zlt_spawn (argv, NULL, NULL, self->err_path);
+    free (bin);
+    s_register (RES_BROKER, self);
+    int64_t deadline = zlt_now_ms () + BROKER_START_MS;
+    bool up = false;
+    while (self->proc && !(up = s_read_ports (self, ports) == 0)) {
+        if (s_reap (self->proc, WNOHANG)) {
+            fprintf (stderr, "zltest: zlane-broker exited (code %d) before writing %s\n",
+                     zlt_proc_exit_code (self->proc), ports);
+            break;
+        }
+        int64_t left = deadline - zlt_now_ms ();
+        if (left <= 0) {
+            fprintf (stderr, "zltest: zlane-broker wrote no ports file in %d ms\n",
+                     BROKER_START_MS);
+            break;
+        }
+        struct pollfd pfds[2] = {{ino, POLLIN, 0}, {self->proc->pidfd, POLLIN, 0}};
+        if (ino >= 0 && self->proc->pidfd >= 0)
+            poll (pfds, 2, (int)left);
+        else {
+            struct timespec ts = {0, 5 * 1000000L};
+            nanosleep (&ts, NULL);
+        }
+        char buf[4096];
+        while (ino >= 0 && read (ino, buf, sizeof buf) > 0)
+            ;
+    }
+    s_close (&ino);
+    if (!up) {
+        zlt_dump_file ("zlane-broker stderr", self->err_path, 4000);
+        zlt_broker_destroy (&self);
+    }
+    return self;
+}
+
+const char *
+zlt_broker_endpoint (zlt_broker_t *self, const char *which)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp (which, s_endpoint_names[i]) == 0)
+            return self->endpoints[i];
+    return NULL;
+}
+
+const char *
+zlt_broker_dir (zlt_broker_t *self)
+{
+    return self->dir;
+}
+
+zlt_proc_t *
+zlt_broker_proc (zlt_broker_t *self)
+{
+    return self->proc;
+}
+
+int
+zlt_broker_stop (zlt_broker_t *self, int timeout_ms)
+{
+    if (!self->proc)
+        return -1;
+    zlt_proc_signal (self->proc, SIGTERM);
+    if (zlt_proc_wait (self->proc, timeout_ms) != 0) {
+        fprintf (stderr, "zltest: zlane-broker ignored SIGTERM for %d ms; killing\n", timeout_ms);
+        zlt_proc_destroy (&self->proc);
+        return -1;
+    }
+    return zlt_proc_exit_code (self->proc);
+}
+
+void
+zlt_broker_destroy (zlt_broker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zlt_broker_t *self = *self_p;
+    zlt_proc_destroy (&self->proc);
+    s_unregister (self);
+    free (self);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------- clients
+zlt_client_t *
+zlt_client_new (int type, const char *endpoint)
+{
+    s_init ();
+    zlt_client_t *self = ZL_NEW (zlt_client_t);
+    self->type = type;
+    self->zsock = zsock_new (type);
+    self->sock = zsock_resolve (self->zsock);
+    int linger = 0;
+    zmq_setsockopt (self->sock, ZMQ_LINGER, &linger, sizeof linger);
+    self->codec = zl_codec_new ();
+    s_register (RES_CLIENT, self);
+    if (zmq_connect (self->sock, endpoint) != 0) {
+        fprintf (stderr, "zltest: connect %s: %s\n", endpoint, zmq_strerror (errno));
+        zlt_client_destroy (&self);
+    }
+    return self;
+}
+
+void
+zlt_client_destroy (zlt_client_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zlt_client_t *self = *self_p;
+    if (self->have_last)
+        zmq_msg_close (&self->last);
+    zsock_destroy (&self->zsock);
+    zl_codec_destroy (&self->codec);
+    s_unregister (self);
+    free (self);
+    *self_p = NULL;
+}
+
+void *
+zlt_client_sock (zlt_client_t *self)
+{
+    return self->sock;
+}
+
+zl_codec_t *
+zlt_client_codec (zlt_client_t *self)
+{
+    return self->codec;
+}
+
+void
+zlt_client_subscribe (zlt_client_t *self, const char *prefix)
+{
+    zmq_setsockopt (self->sock, ZMQ_SUBSCRIBE, prefix, strlen (prefix));
+}
+
+int
+zlt_client_send (zlt_client_t *self, const zl_msg_t *msg)
+{
+    size_t size;
+    const void *data = zl_codec_encode (self->codec, msg, &size);
+    if (!data)
+        return -1;
+    return zlt_client_send_raw (self, data, size, false);
+}
+
+int
+zlt_client_send_raw (zlt_client_t *self, const void *data, size_t size, bool more)
+{
+    int rc;
+    do
+        rc = zmq_send (self->sock, data, size, more ? ZMQ_SNDMORE : 0);
+    while (rc < 0 && errno == EINTR);
+    return rc < 0 ? -1 : 0;
+}
+
+// Wait for input on the socket; returns true if a message is waiting.
+static bool
+s_wait_input (void *sock, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        if (left < 0)
+            left = 0;
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll (&item, 1, (long)left);
+        if (rc > 0)
+            return true;
+        if (rc == 0 || errno != EINTR || left == 0)
+            return false;
+    }
+}
+
+// Receive one frame without waiting; returns its size or -1.
+static int
+s_recv_frame (void *sock, zmq_msg_t *msg)
+{
+    zmq_msg_init (msg);
+    if (zmq_msg_recv (msg, sock, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (msg);
+        return -1;
+    }
+    return (int)zmq_msg_size (msg);
+}
+
+int
+zlt_client_recv (zlt_client_t *self, zl_msg_t *out, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    if (self->have_last) {
+        zmq_msg_close (&self->last);
+        self->have_last = false;
+    }
+    memset (out, 0, sizeof *out);
+    if (!s_wait_input (self->sock, deadline))
+        return -1;
+    if (s_recv_frame (self->sock, &self->last) < 0)
+        return -1;
+    self->have_last = true;
+    if (self->type == ZMQ_SUB) { // topic first, then the envelope
+        size_t len = zmq_msg_size (&self->last);
+        if (len >= sizeof self->topic)
+            len = sizeof self->topic - 1;
+        memcpy (self->topic, zmq_msg_data (&self->last), len);
+        self->topic[len] = '\0';
+        bool more = zmq_msg_more (&self->last);
+        zmq_msg_close (&self->last);
+        self->have_last = false;
+        if (!more || s_recv_frame (self->sock, &self->last) < 0)
+            return -2;
+        self->have_last = true;
+    }
+    if (zmq_msg_more (&self->last)) { // one frame per message: drop the rest, refuse
+        bool more = true;
+        while (more) {
+            zmq_msg_t rest;
+            if (s_recv_frame (self->sock, &rest) < 0)
+                break;
+            more = zmq_msg_more (&rest);
+            zmq_msg_close (&rest);
+        }
+        return -2;
+    }
+    zl_decode_rc_t rc =
+        zl_codec_decode (self->codec, zmq_msg_data (&self->last), zmq_msg_size (&self->last), out);
+    return rc == ZL_DECODE_OK ? 0 : -2;
+}
+
+int
+zlt_client_expect (zlt_client_t *self, zl_msg_kind_t kind, zl_msg_t *out, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        int rc = zlt_client_recv (self, out, left > 0 ? (int)left : 0);
+        if (rc == -1)
+            return -1;
+        if (rc == 0 && (out->kind == kind || out->kind == ZL_MSG_ERROR))
+            return 0;
+        if (rc == -2)
+            fprintf (stderr, "zltest: skipping an undecodable frame\n");
+        else if (out->kind != ZL_MSG_HEARTBEAT && out->kind != ZL_MSG_CREDIT)
+            fprintf (stderr, "zltest: expected %s, skipping %s\n", zl_msg_kind_name (kind),
+                     zl_msg_kind_name (out->kind));
+    }
+}
+
+const char *
+zlt_client_topic (zlt_client_t *self)
+{
+    return self->topic;
+}
+
+// ---------------------------------------------------------------- admin stats
+int
+zlt_stats (zlt_client_t *admin, zl_stats_t *out, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
+    req.u.admin_request.request_id = ++admin->next_request;
+    req.u.admin_request.op = ZL_ADMIN_STATS;
+    if (zlt_client_send (admin, &req) != 0)
+        return -1;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        zl_msg_t reply;
+        if (zlt_client_expect (admin, ZL_MSG_ADMIN_REPLY, &reply, left > 0 ? (int)left : 0) != 0)
+            return -1;
+        if (reply.kind == ZL_MSG_ERROR) {
+            fprintf (stderr, "zltest: stats refused: %s: %s\n",
+                     zl_error_code_name (reply.u.error.code), reply.u.error.message);
+            return -1;
+        }
+        const zl_admin_reply_t *r = &reply.u.admin_reply;
+        if (r->request_id != admin->next_request)
+            continue; // the late answer to a request that timed out
+        if (!r->ok || r->result != ZL_ADMIN_RESULT_STATS) {
+            fprintf (stderr, "zltest: stats refused: %s\n", r->error ? r->error : "");
+            return -1;
+        }
+        *out = r->stats;
+        return 0;
+    }
+}
+
+int
+zlt_stats_counter (const zl_stats_t *stats, const char *name, uint64_t *value)
+{
+    for (size_t i = 0; i < stats->n_counters; i++)
+        if (strcmp (stats->counters[i].name, name) == 0) {
+            *value = stats->counters[i].value;
+            return 0;
+        }
+    return -1;
+}
+
+const zl_group_stats_t *
+zlt_stats_group (const zl_stats_t *stats, const char *lane, const char *tenant)
+{
+    bool any_lane = !lane || !lane[0], any_tenant = !tenant || !tenant[0];
+    const zl_group_stats_t *list = stats->groups;
+    size_t n = stats->n_groups;
+    if (any_lane && any_tenant)
+        return NULL;
+    if (any_tenant)
+        list = stats->lanes, n = stats->n_lanes;
+    else if (any_lane)
+        list = stats->tenants, n = stats->n_tenants;
+    for (size_t i = 0; i < n; i++)
+        if ((any_lane || strcmp (list[i].lane, lane) == 0) &&
+            (any_tenant || strcmp (list[i].tenant, tenant) == 0))
+            return &list[i];
+    return NULL;
+}
+
+uint64_t
+zlt_counter (zlt_client_t *admin, const char *name)
+{
+    zl_stats_t st;
+    uint64_t value = 0;
+    if (zlt_stats (admin, &st, STATS_WAIT_MS) != 0)
+        fail_msg ("zltest: no stats from the broker within %d ms", STATS_WAIT_MS);
+    if (zlt_stats_counter (&st, name, &value) != 0)
+        fail_msg ("zltest: the broker has no counter named '%s'", name);
+    return value;
+}
+
+int
+zlt_group (zlt_client_t *admin, const char *lane, const char *tenant, zl_group_stats_t *out)
+{
+    zl_stats_t st;
+    if (zlt_stats (admin, &st, STATS_WAIT_MS) != 0)
+        return -1;
+    const zl_group_stats_t *g = zlt_stats_group (&st, lane, tenant);
+    if (!g)
+        return -1;
+    *out = *g;
+    out->lane = NULL;
+    out->tenant = NULL;
+    return 0;
+}
+
+int
+zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    uint64_t value = 0;
+    bool seen = false;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        zl_stats_t st;
+        if (zlt_stats (admin, &st, left > 0 ? (int)left : 0) == 0 &&
+            zlt_stats_counter (&st, name, &value) == 0) {
+            seen = true;
+            if (value >= min_value)
+                return 0;
+        }
+        left = deadline - zlt_now_ms ();
+        if (left <= 0)
+            break;
+        poll (NULL, 0, left < STATS_POLL_MS ? (int)left : STATS_POLL_MS);
+    }
+    if (seen)
+        fprintf (stderr, "zltest: counter %s is %" PRIu64 " after %d ms, wanted >= %" PRIu64 "\n",
+                 name, value, timeout_ms, min_value);
+    else
+        fprintf (stderr, "zltest: counter %s unavailable for %d ms\n", name, timeout_ms);
+    return -1;
+}

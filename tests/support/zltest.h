@@ -1,0 +1,161 @@
+/*  zltest: the process-level harness for zlane's integration tests.
+    Finds the built binaries, makes fresh temp directories, spawns processes
+    in their own process groups (every one registered and SIGKILLed at
+    teardown, at exit and on SIGINT/SIGTERM), starts a real broker on
+    ephemeral 127.0.0.1 ports, and talks to it through small raw clients.
+    Every wait is bounded and event driven (pidfd, inotify, zmq_poll). */
+#ifndef ZLTEST_H
+#define ZLTEST_H
+
+#include "codec.h"
+#include "msg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+// ---------------------------------------------------------------- files
+/*  Return the directory holding zlane's binaries: $ZLANE_BIN_DIR (set by
+    ctest), else the directory of the running test executable, else the
+    build tree's bin. Borrowed. */
+const char *zlt_bin_dir (void);
+/*  Return "<bin dir>/<name>". Caller owns. */
+char *zlt_bin_path (const char *name);
+/*  Return true if `path` exists and is executable. */
+bool zlt_is_executable (const char *path);
+
+/*  Return a new empty directory under $TMPDIR (or /tmp). The harness owns
+    it: it is removed with its contents by zlt_cleanup and at exit (kept if
+    $ZLT_KEEP is set). The path is borrowed until then. NULL on failure. */
+const char *zlt_tmpdir (void);
+
+/*  Read a whole file; returns a NUL-terminated buffer (caller owns) and sets
+    `*len_p` if not NULL, or NULL if the file cannot be read. */
+char *zlt_read_file (const char *path, size_t *len_p);
+/*  Write `len` bytes to `path` (created or truncated). Returns 0 or -1. */
+int zlt_write_file (const char *path, const void *data, size_t len);
+/*  Print the last `max_bytes` of a file to stderr under a title, for failing
+    tests to show what a process said. */
+void zlt_dump_file (const char *title, const char *path, size_t max_bytes);
+
+// ---------------------------------------------------------------- processes
+typedef struct _zlt_proc_t zlt_proc_t;
+
+/*  Spawn argv[0] (a path) with `argv` (NULL-terminated) in a new process
+    group; stdin from `in_path`, stdout/stderr appended to `out_path` /
+    `err_path` (each NULL = /dev/null). The child dies with the test (PDEATHSIG).
+    Returns the process (registered; the harness kills it at teardown), or
+    NULL if fork or exec failed (the reason printed). */
+zlt_proc_t *zlt_spawn (const char *const argv[], const char *in_path, const char *out_path,
+                       const char *err_path);
+/*  Return the process id (also its process group id). */
+pid_t zlt_proc_pid (zlt_proc_t *self);
+/*  Wait up to `timeout_ms` for the process to exit and reap it. Returns 0
+    once it has exited (now or before), -1 on timeout. */
+int zlt_proc_wait (zlt_proc_t *self, int timeout_ms);
+/*  Return its exit code, 128 + signal if a signal ended it, or -1 while it
+    runs (or was not yet reaped by zlt_proc_wait). */
+int zlt_proc_exit_code (zlt_proc_t *self);
+/*  Send `sig` to the process group. Returns 0 or -1 (already reaped). */
+int zlt_proc_signal (zlt_proc_t *self, int sig);
+/*  SIGKILL the group if still running, reap, unregister and free; nulls
+    the caller's pointer. NULL-safe. */
+void zlt_proc_destroy (zlt_proc_t **self_p);
+
+/*  Run argv to completion (stdin/stdout/stderr as zlt_spawn) within
+    `timeout_ms`. Returns the exit code (see zlt_proc_exit_code), or -1 if it
+    could not start or did not finish in time (then it is killed). */
+int zlt_run (const char *const argv[], const char *in_path, const char *out_path,
+             const char *err_path, int timeout_ms);
+
+// ---------------------------------------------------------------- broker
+typedef struct _zlt_broker_t zlt_broker_t;
+
+/*  Start zlane-broker in a fresh temp dir with every endpoint on
+    tcp://127.0.0.1:*, --ports-file and --data in that dir, then `args`
+    (NULL-terminated extra flags; NULL means "--lane a --lane b"). Waits (at
+    most 10 s) for the ports file. Returns the broker (registered), or NULL
+    if it died or timed out (its stderr is printed). */
+zlt_broker_t *zlt_broker_start (const char *const args[]);
+/*  Return an endpoint: which is "frontend", "backend", "events" or "admin";
+    NULL for an unknown name. Borrowed. */
+const char *zlt_broker_endpoint (zlt_broker_t *self, const char *which);
+/*  Return the broker's temp directory (its stderr is <dir>/broker.err). */
+const char *zlt_broker_dir (zlt_broker_t *self);
+/*  Return the broker process (borrowed). */
+zlt_proc_t *zlt_broker_proc (zlt_broker_t *self);
+/*  SIGTERM the broker and wait up to `timeout_ms`. Returns its exit code,
+    or -1 if it had to be killed. */
+int zlt_broker_stop (zlt_broker_t *self, int timeout_ms);
+/*  Kill (if running) and free the broker; nulls the caller's pointer. */
+void zlt_broker_destroy (zlt_broker_t **self_p);
+
+// ---------------------------------------------------------------- clients
+typedef struct _zlt_client_t zlt_client_t;
+
+/*  Return a client socket (ZMQ_DEALER or ZMQ_SUB) connected to `endpoint`,
+    with linger 0 and its own codec. A SUB client subscribes to nothing
+    until zlt_client_subscribe. Registered; NULL if the connect failed. */
+zlt_client_t *zlt_client_new (int type, const char *endpoint);
+/*  Close the socket, unregister and free; nulls the caller's pointer. */
+void zlt_client_destroy (zlt_client_t **self_p);
+/*  Return the raw libzmq socket, for raw frames. Borrowed. */
+void *zlt_client_sock (zlt_client_t *self);
+/*  Return the client's codec (for building raw frames). Borrowed. */
+zl_codec_t *zlt_client_codec (zlt_client_t *self);
+/*  Subscribe a SUB client to topics starting with `prefix` ("" = all). */
+void zlt_client_subscribe (zlt_client_t *self, const char *prefix);
+
+/*  Encode and send one message as one frame. Returns 0 or -1. */
+int zlt_client_send (zlt_client_t *self, const zl_msg_t *msg);
+/*  Send raw bytes as one frame (`more` true: more frames follow). */
+int zlt_client_send_raw (zlt_client_t *self, const void *data, size_t size, bool more);
+/*  Wait up to `timeout_ms` for one message and decode it into `*out`
+    (borrowed until the next receive on this client). On a SUB client the
+    topic frame is skipped (see zlt_client_topic). Returns 0, -1 on timeout,
+    -2 if the frame did not decode. */
+int zlt_client_recv (zlt_client_t *self, zl_msg_t *out, int timeout_ms);
+/*  Like zlt_client_recv, but skip Heartbeat and Credit messages (unless
+    `kind` is one of them) until a message of `kind` or an Error arrives.
+    Returns 0 with `*out` of kind `kind` or ZL_MSG_ERROR, -1 on timeout. */
+int zlt_client_expect (zlt_client_t *self, zl_msg_kind_t kind, zl_msg_t *out, int timeout_ms);
+/*  Return the topic of the last message a SUB client received. Borrowed. */
+const char *zlt_client_topic (zlt_client_t *self);
+
+// ---------------------------------------------------------------- admin stats
+/*  Ask the admin socket (a DEALER client to the admin endpoint) for Stats
+    and wait up to `timeout_ms`. Returns 0 with `*out` filled (borrowed
+    until the client's next receive), -1 on timeout or a refused request. */
+int zlt_stats (zlt_client_t *admin, zl_stats_t *out, int timeout_ms);
+/*  Find counter `name` in `stats`. Returns 0 and sets `*value`, or -1. */
+int zlt_stats_counter (const zl_stats_t *stats, const char *name, uint64_t *value);
+/*  Find the group for `lane` and `tenant` in `stats`: a per-lane total if
+    `tenant` is NULL or "", a per-tenant total if `lane` is, else lane x
+    tenant. Returns it (borrowed) or NULL. */
+const zl_group_stats_t *zlt_stats_group (const zl_stats_t *stats, const char *lane,
+                                         const char *tenant);
+/*  Return counter `name` from fresh stats (waits at most 5 s). Fails the
+    running cmocka test if the broker does not answer or has no such counter. */
+uint64_t zlt_counter (zlt_client_t *admin, const char *name);
+/*  Copy the group for `lane`/`tenant` (see zlt_stats_group) from fresh
+    stats into `*out`; its lane/tenant strings are set to NULL. Returns 0,
+    or -1 if there is no such group or no answer within 5 s. */
+int zlt_group (zlt_client_t *admin, const char *lane, const char *tenant, zl_group_stats_t *out);
+/*  Poll stats about every 20 ms until counter `name` >= `min_value`, for at
+    most `timeout_ms`. Returns 0 when reached, -1 on timeout (the last value
+    is printed). */
+int zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int timeout_ms);
+
+// ---------------------------------------------------------------- lifecycle
+/*  Kill every registered process group (SIGKILL) and reap it, destroy
+    every registered broker and client, remove every temp dir. Safe to call
+    more than once; the harness is usable again afterwards. */
+void zlt_cleanup (void);
+/*  A cmocka setup/teardown that calls zlt_cleanup; returns 0. */
+int zlt_teardown (void **state);
+
+/*  Monotonic milliseconds, for measuring deadlines. */
+int64_t zlt_now_ms (void);
+
+#endif

@@ -1,0 +1,798 @@
+/*  test_worker: the worker library against a fake broker.
+    The test plays the broker with its own ROUTER on tcp://127.0.0.1:* and
+    the codec; the worker runs zl_worker_run in a thread of its own. Every
+    wait is bounded and waits for an event: a message on the ROUTER
+    (zmq_poll), a handler milestone (condvar with a deadline) or the worker
+    thread's exit (an eventfd). */
+#include "clock.h"
+#include "codec.h"
+#include "wire.h"
+#include "zlane_worker.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <czmq.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define S_WAIT_MS 3000 // generous bound for anything that should happen "soon"
+
+// ---------------------------------------------------------------- fake broker
+
+typedef struct {
+    zsock_t *router;
+    char endpoint[128]; // the concrete tcp://127.0.0.1:PORT
+    zl_codec_t *codec;
+    zl_peer_t peer; // the worker connection that spoke last
+    zl_msg_t msg;   // the last message received (borrowed from the codec)
+    int heartbeats; // Heartbeats seen while waiting for something else
+} s_broker_t;
+
+static void
+s_broker_bind (s_broker_t *b, const char *endpoint)
+{
+    b->router = zsock_new (ZMQ_ROUTER);
+    assert_non_null (b->router);
+    zsock_set_linger (b->router, 0);
+    assert_true (zsock_bind (b->router, "%s", endpoint) >= 0);
+    char *last = zsock_last_endpoint (b->router);
+    snprintf (b->endpoint, sizeof b->endpoint, "%s", last);
+    zstr_free (&last);
+    if (!b->codec)
+        b->codec = zl_codec_new ();
+}
+
+/*  Close the ROUTER and wait (bounded) until its listener is really gone,
+    so the same port can be bound again at once. */
+static void
+s_broker_unbind (s_broker_t *b)
+{
+    char monitor_ep[64];
+    snprintf (monitor_ep, sizeof monitor_ep, "inproc://test-monitor-%p", (void *)b);
+    void *router = zsock_resolve (b->router);
+    assert_int_equal (zmq_socket_monitor (router, monitor_ep, ZMQ_EVENT_CLOSED), 0);
+    zsock_t *monitor = zsock_new_pair (monitor_ep); // connects (">" is the default)
+    assert_non_null (monitor);
+    assert_int_equal (zmq_unbind (router, b->endpoint), 0);
+    zmq_pollitem_t it = {zsock_resolve (monitor), 0, ZMQ_POLLIN, 0};
+    assert_int_equal (zmq_poll (&it, 1, S_WAIT_MS), 1); // ZMQ_EVENT_CLOSED
+    zsock_destroy (&monitor);
+    zmq_socket_monitor (router, NULL, 0);
+    zsock_destroy (&b->router);
+}
+
+static void
+s_broker_close (s_broker_t *b)
+{
+    zsock_destroy (&b->router);
+    zl_codec_destroy (&b->codec);
+}
+
+/*  Wait up to `timeout_ms` for one message; returns its kind (in b->msg) or
+    ZL_MSG_NONE on timeout. */
+static zl_msg_kind_t
+s_broker_recv (s_broker_t *b, int timeout_ms)
+{
+    void *sock = zsock_resolve (b->router);
+    zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (&it, 1, timeout_ms < 0 ? 0 : timeout_ms) <= 0)
+        return ZL_MSG_NONE;
+    zmq_msg_t id, body;
+    zmq_msg_init (&id);
+    zmq_msg_init (&body);
+    assert_true (zmq_msg_recv (&id, sock, 0) >= 0);
+    assert_true (zmq_msg_more (&id));
+    assert_true (zmq_msg_recv (&body, sock, 0) >= 0);
+    assert_false (zmq_msg_more (&body)); // one Envelope per frame
+    assert_true (zmq_msg_size (&id) <= ZL_PEER_ID_MAX);
+    b->peer.len = (uint8_t)zmq_msg_size (&id);
+    memcpy (b->peer.data, zmq_msg_data (&id), b->peer.len);
+    zl_decode_rc_t rc =
+        zl_codec_decode (b->codec, zmq_msg_data (&body), zmq_msg_size (&body), &b->msg);
+    zmq_msg_close (&id);
+    zmq_msg_close (&body);
+    assert_int_equal (rc, ZL_DECODE_OK);
+    return b->msg.kind;
+}
+
+/*  Wait up to `timeout_ms` for a message of `kind`, skipping others (and
+    counting Heartbeats). Returns `kind`, or ZL_MSG_NONE on timeout. */
+static zl_msg_kind_t
+s_broker_expect (s_broker_t *b, zl_msg_kind_t kind, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
+    for (;;) {
+        zl_msg_kind_t k = s_broker_recv (b, (int)(deadline - zl_clock_mono_ms ()));
+        if (k == ZL_MSG_NONE || k == kind)
+            return k;
+        if (k == ZL_MSG_HEARTBEAT)
+            b->heartbeats++;
+    }
+}
+
+static void
+s_broker_send (s_broker_t *b, const zl_msg_t *msg)
+{
+    assert_int_equal (zl_wire_send_to (zsock_resolve (b->router), &b->peer, b->codec, msg), 0);
+}
+
+static void
+s_broker_settle (s_broker_t *b, uint64_t job_id, uint64_t lease)
+{
+    zl_lease_ref_t ref = {job_id, lease};
+    zl_msg_t m = {.kind = ZL_MSG_SETTLED, .u.settled = {1, &ref}};
+    s_broker_send (b, &m);
+}
+
+static void
+s_broker_error (s_broker_t *b, zl_error_code_t code, uint64_t job_id, uint64_t lease)
+{
+    zl_msg_t m = {.kind = ZL_MSG_ERROR, .u.error = {code, "test", job_id, lease}};
+    s_broker_send (b, &m);
+}
+
+/*  A job with sensible defaults; the payload selects the test handler's
+    behaviour. */
+static zl_job_msg_t
+s_job (uint64_t job_id, const char *payload)
+{
+    return (zl_job_msg_t){.job_id = job_id,
+                          .lease = 0xABCD000000000000ULL | job_id,
+                          .attempt = 1,
+                          .tenant = "acme",
+                          .lane = "emails",
+                          .payload = {(const uint8_t *)payload, strlen (payload)},
+                          .idempotency_key = "key",
+                          .lease_ms = 30000,
+                          .max_attempts = 5,
+                          .enqueued_at_ms = 1000};
+}
+
+static void
+s_broker_dispatch (s_broker_t *b, zl_job_msg_t *jobs, size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_DISPATCH, .u.dispatch = {n, jobs}};
+    s_broker_send (b, &m);
+}
+
+// ---------------------------------------------------------------- test handler
+
+/*  What the handler saw and does. The payload picks the behaviour:
+    "ack", "transient", "permanent", "throttled", "wait-cancel" (block until
+    cancelled or 2 s), "wait-go" (block until the test says go). */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    zl_worker_t *worker;
+    int started, finished;
+    bool go;
+    // the last job seen
+    zl_worker_job_t job;
+    char tenant[64], lane[64], payload[64], idem[64], hkey[64], hval[64];
+    // observations
+    bool saw_cancel;
+    zl_worker_cancel_t reason;
+    uint64_t acked_at_start;
+} s_ctx_t;
+
+static void
+s_copy (char *dst, size_t size, const char *src)
+{
+    snprintf (dst, size, "%s", src ? src : "");
+}
+
+static void
+s_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
+{
+    s_ctx_t *ctx = arg;
+    char payload[64];
+    size_t n = job->len < sizeof payload - 1 ? job->len : sizeof payload - 1;
+    memcpy (payload, job->payload, n);
+    payload[n] = '\0';
+
+    pthread_mutex_lock (&ctx->lock);
+    ctx->job = *job;
+    s_copy (ctx->tenant, sizeof ctx->tenant, job->tenant);
+    s_copy (ctx->lane, sizeof ctx->lane, job->lane);
+    s_copy (ctx->payload, sizeof ctx->payload, payload);
+    s_copy (ctx->idem, sizeof ctx->idem, job->idempotency_key);
+    if (job->n_headers) {
+        s_copy (ctx->hkey, sizeof ctx->hkey, job->headers[0].key);
+        s_copy (ctx->hval, sizeof ctx->hval, job->headers[0].value);
+    }
+    zl_worker_stats_t stats;
+    zl_worker_stats (ctx->worker, &stats);
+    ctx->acked_at_start = stats.acked;
+    ctx->started++;
+    pthread_cond_broadcast (&ctx->cond);
+    pthread_mutex_unlock (&ctx->lock);
+
+    if (strcmp (payload, "transient") == 0)
+        zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "t-error %d", 1);
+    else if (strcmp (payload, "permanent") == 0)
+        zl_worker_result_set (result, ZL_WORKER_PERMANENT, 0, "p-error");
+    else if (strcmp (payload, "throttled") == 0)
+        zl_worker_result_set (result, ZL_WORKER_THROTTLED, 2500, "slow down");
+    else if (strcmp (payload, "bad-utf8") == 0) // stray byte, good 'é', a surrogate
+        zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0,
+                              "a\xff"
+                              "b\xc3\xa9"
+                              "c\xed\xa0\x80");
+    else if (strcmp (payload, "wait-cancel") == 0) {
+        bool cancelled = zl_worker_job_wait_cancelled (job, 2000);
+        pthread_mutex_lock (&ctx->lock);
+        ctx->saw_cancel = cancelled;
+        ctx->reason = zl_worker_job_cancel_reason (job);
+        pthread_mutex_unlock (&ctx->lock);
+        zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "gave up: %s",
+                              zl_worker_cancel_text (zl_worker_job_cancel_reason (job)));
+    } else if (strcmp (payload, "wait-go") == 0) {
+        struct timespec deadline;
+        clock_gettime (CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += 5;
+        pthread_mutex_lock (&ctx->lock);
+        while (!ctx->go && pthread_cond_timedwait (&ctx->cond, &ctx->lock, &deadline) == 0)
+            ;
+        pthread_mutex_unlock (&ctx->lock);
+    }
+
+    pthread_mutex_lock (&ctx->lock);
+    ctx->finished++;
+    pthread_cond_broadcast (&ctx->cond);
+    pthread_mutex_unlock (&ctx->lock);
+}
+
+/*  Wait up to `timeout_ms` until *counter >= `value`. Returns true if so. */
+static bool
+s_ctx_wait (s_ctx_t *ctx, const int *counter, int value, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime (CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock (&ctx->lock);
+    while (*counter < value && pthread_cond_timedwait (&ctx->cond, &ctx->lock, &deadline) == 0)
+        ;
+    bool ok = *counter >= value;
+    pthread_mutex_unlock (&ctx->lock);
+    return ok;
+}
+
+static void
+s_ctx_go (s_ctx_t *ctx)
+{
+    pthread_mutex_lock (&ctx->lock);
+    ctx->go = true;
+    pthread_cond_broadcast (&ctx->cond);
+    pthread_mutex_unlock (&ctx->lock);
+}
+
+// ---------------------------------------------------------------- fixture
+
+typedef struct {
+    s_broker_t broker;
+    s_ctx_t ctx;
+    zl_worker_opts_t opts;
+    const char *lanes[2];
+    zl_worker_t *worker;
+    pthread_t thread;
+    bool running;
+    int exit_fd; // written by the worker thread when zl_worker_run returns
+    int run_rc;
+} s_fixture_t;
+
+static void *
+s_worker_thread (void *arg)
+{
+    s_fixture_t *f = arg;
+    f->run_rc = zl_worker_run (f->worker);
+    uint64_t one = 1;
+    ssize_t rc = write (f->exit_fd, &one, sizeof one);
+    (void)rc;
+    return NULL;
+}
+
+static int
+s_setup (void **state)
+{
+    s_fixture_t *f = calloc (1, sizeof *f);
+    pthread_mutex_init (&f->ctx.lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init (&attr);
+    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+    pthread_cond_init (&f->ctx.cond, &attr);
+    pthread_condattr_destroy (&attr);
+    f->exit_fd = eventfd (0, EFD_CLOEXEC);
+    s_broker_bind (&f->broker, "tcp://127.0.0.1:*");
+    // Defaults for the tests: slow heartbeats (no reconnect unless a test
+    // asks for one), a short drain.
+    zl_worker_opts_defaults (&f->opts);
+    f->lanes[0] = "emails";
+    f->opts.endpoint = f->broker.endpoint;
+    f->opts.name = "test-worker";
+    f->opts.lanes = f->lanes;
+    f->opts.n_lanes = 1;
+    f->opts.heartbeat_ms = 1000;
+    f->opts.liveness = 5;
+    f->opts.drain_ms = 2000;
+    f->opts.handler = s_handler;
+    f->opts.handler_arg = &f->ctx;
+    *state = f;
+    return 0;
+}
+
+static void
+s_start (s_fixture_t *f)
+{
+    f->worker = zl_worker_new (&f->opts);
+    assert_non_null (f->worker);
+    f->ctx.worker = f->worker;
+    assert_int_equal (pthread_create (&f->thread, NULL, s_worker_thread, f), 0);
+    f->running = true;
+}
+
+/*  Stop the worker (twice if `hurry`: running jobs are cancelled at once),
+    answer its last Acks/Nacks with Settled, and wait for zl_worker_run to
+    return. Returns its return code. */
+static int
+s_finish (s_fixture_t *f, bool hurry)
+{
+    if (!f->running)
+        return f->run_rc;
+    zl_worker_stop (f->worker);
+    if (hurry)
+        zl_worker_stop (f->worker);
+    s_ctx_go (&f->ctx);
+    int64_t deadline = zl_clock_mono_ms () + 10000;
+    bool exited = false;
+    while (!exited && zl_clock_mono_ms () < deadline) {
+        zmq_pollitem_t items[2] = {{zsock_resolve (f->broker.router), 0, ZMQ_POLLIN, 0},
+                                   {NULL, f->exit_fd, ZMQ_POLLIN, 0}};
+        int n = zmq_poll (items, f->broker.router ? 2 : 1, (long)(deadline - zl_clock_mono_ms ()));
+        if (n > 0 && (items[1].revents & ZMQ_POLLIN))
+            exited = true;
+        else if (n > 0 && (items[0].revents & ZMQ_POLLIN)) {
+            zl_msg_kind_t k = s_broker_recv (&f->broker, 0);
+            if (k == ZL_MSG_ACK)
+                for (size_t i = 0; i < f->broker.msg.u.ack.n; i++)
+                    s_broker_settle (&f->broker, f->broker.msg.u.ack.items[i].job_id,
+                                     f->broker.msg.u.ack.items[i].lease);
+            if (k == ZL_MSG_NACK)
+                for (size_t i = 0; i < f->broker.msg.u.nack.n; i++)
+                    s_broker_settle (&f->broker, f->broker.msg.u.nack.items[i].job_id,
+                                     f->broker.msg.u.nack.items[i].lease);
+        }
+    }
+    if (!exited) {
+        // Bounded wait on the exit eventfd alone (the ROUTER may be gone).
+        struct pollfd p = {f->exit_fd, POLLIN, 0};
+        exited = poll (&p, 1, 0) == 1;
+    }
+    assert_true (exited);
+    pthread_join (f->thread, NULL);
+    f->running = false;
+    return f->run_rc;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_fixture_t *f = *state;
+    if (f->running)
+        s_finish (f, true);
+    zl_worker_destroy (&f->worker);
+    s_broker_close (&f->broker);
+    close (f->exit_fd);
+    pthread_cond_destroy (&f->ctx.cond);
+    pthread_mutex_destroy (&f->ctx.lock);
+    free (f);
+    return 0;
+}
+
+// ---------------------------------------------------------------- tests
+
+/*  (a) Ready first, with the worker's name, lanes and capacity. */
+static void
+test_ready (void **state)
+{
+    s_fixture_t *f = *state;
+    f->lanes[1] = "reports";
+    f->opts.n_lanes = 2;
+    f->opts.concurrency = 2;
+    f->opts.prefetch = 3;
+    s_start (f);
+    assert_int_equal (s_broker_recv (&f->broker, S_WAIT_MS), ZL_MSG_READY);
+    const zl_ready_t *r = &f->broker.msg.u.ready;
+    assert_string_equal (r->name, "test-worker");
+    assert_int_equal (r->n_lanes, 2);
+    assert_string_equal (r->lanes[0], "emails");
+    assert_string_equal (r->lanes[1], "reports");
+    assert_int_equal (r->capacity, 5);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
+/*  (b) A dispatched job reaches the handler intact and is acked with the
+    same lease token; Settled clears it. */
+static void
+test_dispatch_ack (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+
+    zl_header_t header = {"content-type", "text/plain"};
+    zl_job_msg_t job = s_job (42, "ack");
+    job.lease = 0x1122334455667788ULL;
+    job.attempt = 2;
+    job.idempotency_key = "order-17";
+    job.n_headers = 1;
+    job.headers = &header;
+    job.max_run_ms = 60000;
+    job.enqueued_at_ms = 1234567;
+    s_broker_dispatch (&f->broker, &job, 1);
+
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    const zl_ack_t *ack = &f->broker.msg.u.ack;
+    assert_int_equal (ack->n, 1);
+    assert_int_equal (ack->items[0].job_id, 42);
+    assert_true (ack->items[0].lease == 0x1122334455667788ULL);
+    s_broker_settle (&f->broker, 42, 0x1122334455667788ULL);
+
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, S_WAIT_MS));
+    assert_int_equal (f->ctx.job.job_id, 42);
+    assert_true (f->ctx.job.lease == 0x1122334455667788ULL);
+    assert_int_equal (f->ctx.job.attempt, 2);
+    assert_string_equal (f->ctx.tenant, "acme");
+    assert_string_equal (f->ctx.lane, "emails");
+    assert_string_equal (f->ctx.payload, "ack");
+    assert_string_equal (f->ctx.idem, "order-17");
+    assert_int_equal (f->ctx.job.n_headers, 1);
+    assert_string_equal (f->ctx.hkey, "content-type");
+    assert_string_equal (f->ctx.hval, "text/plain");
+    assert_int_equal (f->ctx.job.lease_ms, 30000);
+    assert_int_equal (f->ctx.job.max_run_ms, 60000);
+    assert_int_equal (f->ctx.job.max_attempts, 5);
+    assert_int_equal (f->ctx.job.enqueued_at_ms, 1234567);
+
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.received, 1);
+    assert_int_equal (stats.acked, 1);
+    assert_int_equal (stats.nacked, 0);
+    assert_int_equal (stats.settled, 1);
+}
+
+/*  (c) Failures become Nacks with the handler's class, text (made valid
+    UTF-8) and retry-after. */
+static void
+test_nack_classes (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 4;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[4] = {s_job (1, "transient"), s_job (2, "permanent"), s_job (3, "throttled"),
+                            s_job (4, "bad-utf8")};
+    s_broker_dispatch (&f->broker, jobs, 4);
+
+    bool seen[5] = {false};
+    int n_seen = 0;
+    int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (n_seen < 4) {
+        zl_msg_kind_t k =
+            s_broker_expect (&f->broker, ZL_MSG_NACK, (int)(deadline - zl_clock_mono_ms ()));
+        assert_int_equal (k, ZL_MSG_NACK);
+        const zl_nack_t *nack = &f->broker.msg.u.nack;
+        for (size_t i = 0; i < nack->n; i++) {
+            const zl_nack_item_t *it = &nack->items[i];
+            assert_true (it->job_id >= 1 && it->job_id <= 4);
+            assert_false (seen[it->job_id]);
+            seen[it->job_id] = true;
+            n_seen++;
+            assert_true (it->lease == (0xABCD000000000000ULL | it->job_id));
+            switch (it->job_id) {
+            case 1:
+                assert_int_equal (it->cls, ZL_FAIL_TRANSIENT);
+                assert_string_equal (it->error, "t-error 1");
+                assert_int_equal (it->retry_after_ms, 0);
+                break;
+            case 2:
+                assert_int_equal (it->cls, ZL_FAIL_PERMANENT);
+                assert_string_equal (it->error, "p-error");
+                break;
+            case 3:
+                assert_int_equal (it->cls, ZL_FAIL_THROTTLED);
+                assert_string_equal (it->error, "slow down");
+                assert_int_equal (it->retry_after_ms, 2500);
+                break;
+            case 4:
+                assert_int_equal (it->cls, ZL_FAIL_TRANSIENT);
+                assert_string_equal (it->error, "a?b\xc3\xa9"
+                                                "c???");
+                break;
+            }
+            s_broker_settle (&f->broker, it->job_id, it->lease);
+        }
+    }
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.nacked, 4);
+    assert_int_equal (stats.acked, 0);
+}
+
+/*  (d) A 400 ms lease is extended before it lapses; an Extend refused with
+    STALE_LEASE cancels the job and the handler sees it. */
+static void
+test_extend_then_lease_lost (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (7, "wait-cancel");
+    job.lease_ms = 400;
+    int64_t sent = zl_clock_mono_ms ();
+    s_broker_dispatch (&f->broker, &job, 1);
+
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_EXTEND, S_WAIT_MS), ZL_MSG_EXTEND);
+    int64_t elapsed = zl_clock_mono_ms () - sent;
+    assert_true (elapsed < 400); // before the lease lapses
+    const zl_extend_t *ext = &f->broker.msg.u.extend;
+    assert_int_equal (ext->n, 1);
+    assert_int_equal (ext->items[0].job_id, 7);
+    assert_true (ext->items[0].lease == job.lease);
+    assert_int_equal (ext->items[0].lease_ms, 400);
+
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 7, job.lease);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, 1500)); // well before its 2 s
+    assert_true (f->ctx.saw_cancel);
+    assert_int_equal (f->ctx.reason, ZL_WORKER_LEASE_LOST);
+
+    // Its Nack still goes out; the broker fences it.
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.items[0].job_id, 7);
+    assert_string_equal (f->broker.msg.u.nack.items[0].error, "gave up: lease lost");
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 7, job.lease);
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_true (stats.extends_sent >= 1);
+    assert_int_equal (stats.lease_lost, 1);
+    assert_int_equal (stats.refused, 1);
+}
+
+/*  (d') With extend off, no Extend is sent while the lease runs out. */
+static void
+test_no_extend (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.extend = false;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (8, "wait-cancel");
+    job.lease_ms = 200;
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    // Three half-lives: with extension on, at least two Extends would come.
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_EXTEND, 600), ZL_MSG_NONE);
+    assert_int_equal (s_finish (f, true), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.extends_sent, 0);
+}
+
+/*  A job past its max_run_ms is cancelled locally. */
+static void
+test_max_run (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (9, "wait-cancel");
+    job.max_run_ms = 200;
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, 1500));
+    assert_true (f->ctx.saw_cancel);
+    assert_int_equal (f->ctx.reason, ZL_WORKER_MAX_RUN);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_string_equal (f->broker.msg.u.nack.items[0].error, "gave up: max run time exceeded");
+    s_broker_settle (&f->broker, 9, job.lease);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
+/*  (e) Heartbeats flow; when the broker goes silent (and comes back on the
+    same port) the worker reconnects and sends Ready again. */
+static void
+test_heartbeat_reconnect (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.heartbeat_ms = 100;
+    f->opts.liveness = 3;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    // A live broker: answer each Heartbeat. No reconnect may happen.
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_HEARTBEAT, S_WAIT_MS),
+                          ZL_MSG_HEARTBEAT);
+        zl_msg_t hb = {.kind = ZL_MSG_HEARTBEAT};
+        s_broker_send (&f->broker, &hb);
+    }
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.reconnects, 0);
+
+    // The broker "restarts": gone, then back on the same port, silent.
+    char endpoint[128];
+    snprintf (endpoint, sizeof endpoint, "%s", f->broker.endpoint);
+    s_broker_unbind (&f->broker);
+    s_broker_bind (&f->broker, endpoint);
+    assert_string_equal (f->broker.endpoint, endpoint);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_string_equal (f->broker.msg.u.ready.name, "test-worker");
+    zl_worker_stats (f->worker, &stats);
+    assert_true (stats.reconnects >= 1);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
+/*  (f) An Ack that was never Settled is resent after a reconnect, with the
+    same lease token; a refusal of it is counted. */
+static void
+test_resend_after_reconnect (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.heartbeat_ms = 100;
+    f->opts.liveness = 3;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (11, "ack");
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 11);
+    // No Settled: the broker goes away and comes back.
+    char endpoint[128];
+    snprintf (endpoint, sizeof endpoint, "%s", f->broker.endpoint);
+    s_broker_unbind (&f->broker);
+    s_broker_bind (&f->broker, endpoint);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    const zl_ack_t *ack = &f->broker.msg.u.ack;
+    assert_int_equal (ack->n, 1);
+    assert_int_equal (ack->items[0].job_id, 11);
+    assert_true (ack->items[0].lease == job.lease);
+    // The restarted broker no longer knows that lease.
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 11, job.lease);
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.acked, 1); // counted once, however often sent
+    assert_int_equal (stats.refused, 1);
+    assert_int_equal (stats.settled, 0);
+    assert_true (stats.reconnects >= 1);
+}
+
+/*  (g) ack_early: the Ack leaves before the handler runs, and the
+    handler's outcome is not reported. */
+static void
+test_ack_early (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.ack_early = true;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (21, "wait-go");
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 21);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    assert_int_equal (f->ctx.acked_at_start, 1); // acked before the handler started
+    assert_int_equal (f->ctx.finished, 0);       // and it is still running
+    s_broker_settle (&f->broker, 21, job.lease);
+    s_ctx_go (&f->ctx);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, S_WAIT_MS));
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.acked, 1);
+    assert_int_equal (stats.nacked, 0);
+    assert_int_equal (stats.extends_sent, 0);
+}
+
+/*  Error NOT_READY makes the worker send Ready again. */
+static void
+test_not_ready (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    s_broker_error (&f->broker, ZL_ERR_NOT_READY, 0, 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_int_equal (f->broker.msg.u.ready.capacity, 1);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
+/*  A stop hands back the unstarted backlog, lets the running job finish,
+    waits for its Settled and returns 0. */
+static void
+test_stop_drains (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.prefetch = 1;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[2] = {s_job (31, "wait-go"), s_job (32, "ack")};
+    s_broker_dispatch (&f->broker, jobs, 2);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    zl_worker_stop (f->worker);
+
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    const zl_nack_item_t *it = &f->broker.msg.u.nack.items[0];
+    assert_int_equal (it->job_id, 32);
+    assert_int_equal (it->cls, ZL_FAIL_THROTTLED);
+    assert_string_equal (it->error, "worker shutting down");
+    s_broker_settle (&f->broker, 32, jobs[1].lease);
+
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 31);
+    s_broker_settle (&f->broker, 31, jobs[0].lease);
+    struct pollfd p = {f->exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1); // zl_worker_run returned
+    assert_int_equal (s_finish (f, false), 0);
+    assert_int_equal (f->ctx.started, 1); // job 32 never ran
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.settled, 2);
+}
+
+/*  Invalid options are refused. */
+static void
+test_bad_opts (void **state)
+{
+    s_fixture_t *f = *state;
+    zl_worker_opts_t o = f->opts;
+    o.handler = NULL;
+    assert_null (zl_worker_new (&o));
+    o = f->opts;
+    o.n_lanes = 0;
+    assert_null (zl_worker_new (&o));
+    o = f->opts;
+    o.concurrency = 0;
+    assert_null (zl_worker_new (&o));
+}
+
+int
+main (void)
+{
+    zsys_init ();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_ready, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_dispatch_ack, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_nack_classes, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_extend_then_lease_lost, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_no_extend, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_max_run, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_heartbeat_reconnect, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_resend_after_reconnect, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_ack_early, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_not_ready, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_stop_drains, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_bad_opts, s_setup, s_teardown),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

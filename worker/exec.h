@@ -1,0 +1,46 @@
+/*  exec: a worker handler that runs a shell command once per job.
+    The command runs as `/bin/sh -c COMMAND` in its own process group, with
+    the payload on stdin, the job in ZLANE_* environment variables and its
+    stdout shared with the worker's. Exit contract:
+        0                 -> Ack
+        65 (EX_DATAERR)   -> PERMANENT Nack (bad input: straight to the DLQ)
+        75 (EX_TEMPFAIL)  -> THROTTLED Nack; retry after the duration on the
+                             last stderr line "retry-after=<duration>"
+                             (e.g. "retry-after=5s"), 1 s if there is none
+        anything else, death by a signal included -> TRANSIENT Nack
+    The error text is the tail of stderr plus "exit status N" or "killed by
+    signal S". When the job is cancelled (lease lost, max run time, shutdown)
+    the process group gets SIGTERM, then SIGKILL after the kill grace, and the
+    job is reported TRANSIENT with the reason. */
+#ifndef ZL_EXEC_H
+#define ZL_EXEC_H
+
+#include "zlane_worker.h"
+
+#include <stdint.h>
+
+#define ZL_EXEC_EX_DATAERR 65
+#define ZL_EXEC_EX_TEMPFAIL 75
+#define ZL_EXEC_RETRY_AFTER_DEFAULT_MS 1000
+
+typedef struct _zl_exec_t zl_exec_t;
+
+typedef struct {
+    const char *command;     // shell command, required
+    const char *worker_name; // exported as ZLANE_WORKER; NULL = ""
+    uint32_t kill_grace_ms;  // SIGTERM -> SIGKILL delay; 0 = SIGKILL at once
+} zl_exec_opts_t;
+
+/*  Return a new exec handler for `opts` (copied), or NULL if no command was
+    given. Ignores SIGPIPE process-wide so a child that closes its stdin
+    early cannot kill the worker (writes then fail with EPIPE). */
+zl_exec_t *zl_exec_new (const zl_exec_opts_t *opts);
+/*  Destroy the handler; nulls the caller's pointer. */
+void zl_exec_destroy (zl_exec_t **self_p);
+
+/*  The handler (a zl_worker_handler_fn): pass the zl_exec_t as its arg. Runs
+    the command for `job` and fills `result`. Thread-safe: any number of
+    handler threads may run it at once. */
+void zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg);
+
+#endif

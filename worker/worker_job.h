@@ -1,0 +1,47 @@
+/*  worker_job: the record of one job a worker holds (internal to the worker
+    library). It wraps the handler's view (zl_worker_job_t, the first member,
+    so a handler's pointer converts back), the cancellation state shared
+    with the handler thread, the I/O thread's timers and the handler's
+    result. One allocation holds the record and copies of every string. */
+#ifndef ZL_WORKER_JOB_H
+#define ZL_WORKER_JOB_H
+
+#include "zlane_worker.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum {
+    ZL_HELD_BACKLOG = 0, // received, waiting for a free handler thread
+    ZL_HELD_RUNNING      // handed to a handler thread
+} zl_held_state_t;
+
+typedef struct _zl_held_job_t {
+    zl_worker_job_t pub; // must stay first: handlers get &pub
+    // shared between threads
+    atomic_int cancel;    // zl_worker_cancel_t; the first reason sticks
+    atomic_int cancel_fd; // eventfd made on first use, readable once cancelled; -1 = none
+    // owned by the I/O thread
+    zl_held_state_t state;
+    int64_t received_ms;                // monotonic
+    int64_t next_extend_ms;             // 0 = never extend
+    int64_t max_run_at_ms;              // 0 = no local max run time
+    bool acked_early;                   // ack_early mode: already acked, result ignored
+    struct _zl_held_job_t *prev, *next; // the worker's held list
+    // written by the handler thread before it hands the job back
+    zl_worker_result_t result;
+    uint64_t run_us;
+    struct _zl_held_job_t *qnext; // work or done queue link
+} zl_held_job_t;
+
+/*  Return a new record holding deep copies of `fields`. Caller owns. */
+zl_held_job_t *zl_held_job_new (const zl_worker_job_t *fields);
+/*  Destroy the record; nulls the caller's pointer. */
+void zl_held_job_destroy (zl_held_job_t **self_p);
+/*  Return the record behind a handler's job pointer. */
+zl_held_job_t *zl_held_job_of (const zl_worker_job_t *job);
+/*  Cancel for `why` if not cancelled yet. Returns true if this call did it. */
+bool zl_held_job_cancel (zl_held_job_t *self, zl_worker_cancel_t why);
+
+#endif

@@ -1,0 +1,1101 @@
+/*  zlane_worker: the worker's I/O loop and its handler thread pool.
+
+    Threads. The thread that calls zl_worker_run owns the broker connection
+    and every piece of worker state (the held jobs, the pending settlements,
+    the timers). Handler threads only see the jobs handed to them: they take
+    one from the work queue (mutex + condvar), run the handler, put the job
+    back on the done queue and signal the I/O thread over an inproc PAIR.
+    zl_worker_stop only bumps a counter and writes an eventfd, so it is safe
+    from signal handlers.
+
+    Job life. Dispatch -> held (BACKLOG) -> a free handler thread takes it
+    (RUNNING) -> result -> a pending settlement (Ack or Nack) -> Settled from
+    the broker (or a refusal) -> forgotten. Held jobs are extended at
+    half-life and cancelled when their lease is lost; pending settlements are
+    resent after every reconnect with the same lease token: the broker's
+    fencing decides whether they still count. */
+#include "zlane_worker.h"
+
+#include "clock.h"
+#include "log.h"
+#include "rng.h"
+#include "wire.h"
+#include "worker_job.h"
+#include "zl_alloc.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define S_COMPONENT "worker"
+#define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:5571"
+#define S_RECV_BATCH 256 // broker messages handled per loop turn
+
+static inline int64_t
+s_min (int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/*  An Ack or Nack sent (or to be sent) and not yet confirmed by Settled. */
+typedef struct _s_settle_t {
+    uint64_t job_id;
+    uint64_t lease;
+    uint32_t attempt; // for logs
+    bool ack;
+    zl_fail_class_t cls;
+    char *error; // owned; "" for acks
+    uint32_t retry_after_ms;
+    uint64_t run_us;
+    bool sent;    // sent on the current connection
+    bool counted; // counted in the stats (first send)
+    struct _s_settle_t *prev, *next;
+} s_settle_t;
+
+typedef struct {
+    atomic_uint_fast64_t received, acked, nacked, settled, refused, extends_sent, lease_lost,
+        reconnects;
+} s_counters_t;
+
+#define S_COUNT(self, field, n)                                                                    \
+    atomic_fetch_add_explicit (&(self)->counters.field, (n), memory_order_relaxed)
+
+struct _zl_worker_t {
+    // Options; the strings point at the copies below.
+    zl_worker_opts_t opts;
+    char *endpoint;
+    char *name;
+    char **lanes;
+
+    // Shared with handler threads, guarded by `lock`.
+    pthread_mutex_t lock;
+    pthread_cond_t work_ready;
+    zl_held_job_t *work_head, *work_tail; // jobs for handler threads
+    zl_held_job_t *done_head, *done_tail; // jobs whose handler returned
+    bool quit;                            // handler threads exit when idle
+    zsock_t *signal_tx;                   // "done queue is no longer empty"
+
+    // Shared with anyone: stop requests and counters.
+    atomic_uint stop_requests;
+    int wake_fd; // eventfd written by zl_worker_stop
+    s_counters_t counters;
+
+    // Owned by the I/O thread.
+    bool started;
+    zsock_t *signal_rx;
+    zsock_t *dealer; // NULL while backing off before a reconnect
+    zl_codec_t *codec;
+    pthread_t *threads;
+    uint32_t n_threads;
+    uint32_t idle;                        // handler threads without a job
+    zl_held_job_t *held_head, *held_tail; // in receipt order
+    size_t n_held;
+    s_settle_t *pending_head, *pending_tail;
+    size_t n_pending;
+    zl_rng_t rng;
+    bool need_ready;         // send Ready at the next flush
+    int64_t last_heard_ms;   // last message from the broker
+    int64_t last_sent_ms;    // last message to the broker
+    int64_t reconnect_at_ms; // when to open a new connection (dealer == NULL)
+    uint32_t backoff_ms;     // upper bound of the next reconnect delay
+    bool draining;           // zl_worker_stop was called
+    bool drain_cancelled;    // running jobs were cancelled for the shutdown
+    int64_t drain_deadline_ms;
+    int64_t linger_deadline_ms; // stop waiting for Settled after this; 0 = unset
+    // Per-turn batches (reused buffers).
+    zl_extend_item_t *extends;
+    size_t n_extends, cap_extends;
+    zl_ack_item_t *acks;
+    size_t cap_acks;
+    zl_nack_item_t *nacks;
+    size_t cap_nacks;
+};
+
+// ------------------------------------------------------------------ options
+
+void
+zl_worker_opts_defaults (zl_worker_opts_t *opts)
+{
+    *opts = (zl_worker_opts_t){.endpoint = S_DEFAULT_ENDPOINT,
+                               .concurrency = 1,
+                               .prefetch = 0,
+                               .heartbeat_ms = 1000,
+                               .liveness = 3,
+                               .reconnect_min_ms = 100,
+                               .reconnect_max_ms = 5000,
+                               .drain_ms = 30000,
+                               .extend = true,
+                               .ack_early = false};
+}
+
+static int
+s_check_opts (const zl_worker_opts_t *o)
+{
+    const char *why = NULL;
+    if (!o->handler)
+        why = "a handler is required";
+    else if (o->n_lanes == 0 || !o->lanes)
+        why = "at least one lane is required";
+    else if (o->concurrency == 0)
+        why = "concurrency must be at least 1";
+    else if (o->heartbeat_ms == 0 || o->liveness == 0)
+        why = "heartbeat and liveness must be positive";
+    else if (o->reconnect_min_ms == 0 || o->reconnect_max_ms < o->reconnect_min_ms)
+        why = "reconnect backoff must satisfy 0 < min <= max";
+    for (size_t i = 0; !why && i < o->n_lanes; i++)
+        if (!o->lanes[i] || !*o->lanes[i])
+            why = "lane names must not be empty";
+    if (why) {
+        zl_error (S_COMPONENT, "invalid options: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+static char *
+s_default_name (void)
+{
+    char host[256] = "worker";
+    if (gethostname (host, sizeof host) == 0)
+        host[sizeof host - 1] = '\0';
+    char name[300];
+    snprintf (name, sizeof name, "%s-%ld", host, (long)getpid ());
+    return zl_strdup (name);
+}
+
+// ------------------------------------------------------------------ lifecycle
+
+zl_worker_t *
+zl_worker_new (const zl_worker_opts_t *opts)
+{
+    if (s_check_opts (opts) != 0)
+        return NULL;
+    int wake_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0) {
+        zl_error (S_COMPONENT, "eventfd: %s", strerror (errno));
+        return NULL;
+    }
+    zl_worker_t *self = ZL_NEW (zl_worker_t);
+    self->opts = *opts;
+    self->endpoint = zl_strdup (opts->endpoint ? opts->endpoint : S_DEFAULT_ENDPOINT);
+    self->name = opts->name && *opts->name ? zl_strdup (opts->name) : s_default_name ();
+    self->lanes = zl_calloc (opts->n_lanes, sizeof (char *));
+    for (size_t i = 0; i < opts->n_lanes; i++)
+        self->lanes[i] = zl_strdup (opts->lanes[i]);
+    self->opts.endpoint = self->endpoint;
+    self->opts.name = self->name;
+    self->opts.lanes = (const char *const *)self->lanes;
+
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_cond_init (&self->work_ready, NULL);
+    atomic_init (&self->stop_requests, 0);
+    self->wake_fd = wake_fd;
+    zl_rng_seed (&self->rng, 0);
+    self->backoff_ms = opts->reconnect_min_ms;
+    return self;
+}
+
+static void
+s_settle_free (s_settle_t **p)
+{
+    free ((*p)->error);
+    ZL_FREE (*p);
+}
+
+void
+zl_worker_destroy (zl_worker_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_worker_t *self = *self_p;
+    // zl_worker_run leaves no job behind, but a worker that never ran may
+    // still be destroyed: nothing else to release then.
+    while (self->held_head) {
+        zl_held_job_t *h = self->held_head;
+        self->held_head = h->next;
+        zl_held_job_destroy (&h);
+    }
+    while (self->pending_head) {
+        s_settle_t *p = self->pending_head;
+        self->pending_head = p->next;
+        s_settle_free (&p);
+    }
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->work_ready);
+    close (self->wake_fd);
+    for (size_t i = 0; i < self->opts.n_lanes; i++)
+        free (self->lanes[i]);
+    free (self->lanes);
+    free (self->endpoint);
+    free (self->name);
+    free (self->extends);
+    free (self->acks);
+    free (self->nacks);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+zl_worker_name (zl_worker_t *self)
+{
+    return self->name;
+}
+
+void
+zl_worker_stop (zl_worker_t *self)
+{
+    // Only async-signal-safe calls here: an atomic add and a write(2).
+    atomic_fetch_add (&self->stop_requests, 1);
+    uint64_t one = 1;
+    ssize_t rc = write (self->wake_fd, &one, sizeof one);
+    (void)rc; // the counter is what matters; the write only wakes the loop
+}
+
+void
+zl_worker_stats (zl_worker_t *self, zl_worker_stats_t *stats)
+{
+    s_counters_t *c = &self->counters;
+    *stats = (zl_worker_stats_t){.received = atomic_load (&c->received),
+                                 .acked = atomic_load (&c->acked),
+                                 .nacked = atomic_load (&c->nacked),
+                                 .settled = atomic_load (&c->settled),
+                                 .refused = atomic_load (&c->refused),
+                                 .extends_sent = atomic_load (&c->extends_sent),
+                                 .lease_lost = atomic_load (&c->lease_lost),
+                                 .reconnects = atomic_load (&c->reconnects)};
+}
+
+// ------------------------------------------------------------------ result
+
+void
+zl_worker_result_set (zl_worker_result_t *result, zl_worker_outcome_t outcome,
+                      uint32_t retry_after_ms, const char *fmt, ...)
+{
+    result->outcome = outcome;
+    result->retry_after_ms = retry_after_ms;
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (result->error, sizeof result->error, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        result->error[0] = '\0';
+}
+
+const char *
+zl_worker_outcome_name (zl_worker_outcome_t outcome)
+{
+    switch (outcome) {
+    case ZL_WORKER_ACK: return "ack";
+    case ZL_WORKER_TRANSIENT: return "transient";
+    case ZL_WORKER_THROTTLED: return "throttled";
+    case ZL_WORKER_PERMANENT: return "permanent";
+    }
+    return "unknown";
+}
+
+// ------------------------------------------------------------------ held jobs and settlements
+
+static void
+s_held_link (zl_worker_t *self, zl_held_job_t *h)
+{
+    h->prev = self->held_tail;
+    h->next = NULL;
+    if (self->held_tail)
+        self->held_tail->next = h;
+    else
+        self->held_head = h;
+    self->held_tail = h;
+    self->n_held++;
+}
+
+static void
+s_held_unlink (zl_worker_t *self, zl_held_job_t *h)
+{
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        self->held_head = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    else
+        self->held_tail = h->prev;
+    h->prev = h->next = NULL;
+    self->n_held--;
+}
+
+static zl_held_job_t *
+s_held_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
+{
+    // Linear: a worker holds at most concurrency + prefetch jobs (plus a few
+    // cancelled ones still finishing after a reconnect).
+    for (zl_held_job_t *h = self->held_head; h; h = h->next)
+        if (h->pub.job_id == job_id && h->pub.lease == lease)
+            return h;
+    return NULL;
+}
+
+static s_settle_t *
+s_pending_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
+{
+    // Linear: entries live for one broker round trip (a group commit).
+    for (s_settle_t *p = self->pending_head; p; p = p->next)
+        if (p->job_id == job_id && p->lease == lease)
+            return p;
+    return NULL;
+}
+
+static void
+s_pending_remove (zl_worker_t *self, s_settle_t *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else
+        self->pending_head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    else
+        self->pending_tail = p->prev;
+    self->n_pending--;
+    s_settle_free (&p);
+}
+
+static void
+s_pending_mark_unsent (zl_worker_t *self)
+{
+    for (s_settle_t *p = self->pending_head; p; p = p->next)
+        p->sent = false;
+}
+
+/*  Replace, in place, each byte that does not belong to a well-formed UTF-8
+    sequence (RFC 3629) with '?': protobuf strings must be UTF-8 for other
+    languages' decoders, and handlers may print anything. */
+static void
+s_utf8_scrub (char *text)
+{
+    unsigned char *p = (unsigned char *)text;
+    while (*p) {
+        unsigned char c = *p;
+        int extra = c < 0x80                 ? 0
+                    : c >= 0xC2 && c <= 0xDF ? 1
+                    : c >= 0xE0 && c <= 0xEF ? 2
+                    : c >= 0xF0 && c <= 0xF4 ? 3
+                                             : -1;
+        // The second byte's range narrows for E0, ED, F0 and F4 (no overlong
+        // forms, surrogates or code points past U+10FFFF).
+        unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        bool ok = extra >= 0 && (extra == 0 || (p[1] >= lo && p[1] <= hi));
+        for (int i = 2; ok && i <= extra; i++)
+            ok = (p[i] & 0xC0) == 0x80; // stops at the NUL: never reads past it
+        if (!ok) {
+            *p++ = '?';
+            continue;
+        }
+        p += extra + 1;
+    }
+}
+
+/*  Queue an Ack (ack) or a Nack of class `cls` for the next flush. */
+static void
+s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t cls,
+          const char *error, uint32_t retry_after_ms, uint64_t run_us)
+{
+    s_settle_t *p = ZL_NEW (s_settle_t);
+    *p = (s_settle_t){.job_id = h->pub.job_id,
+                      .lease = h->pub.lease,
+                      .attempt = h->pub.attempt,
+                      .ack = ack,
+                      .cls = cls,
+                      .error = zl_strdup (ack || !error ? "" : error),
+                      .retry_after_ms = retry_after_ms,
+                      .run_us = run_us,
+                      .prev = self->pending_tail};
+    s_utf8_scrub (p->error);
+    if (self->pending_tail)
+        self->pending_tail->next = p;
+    else
+        self->pending_head = p;
+    self->pending_tail = p;
+    self->n_pending++;
+}
+
+/*  Hand back a job that never ran: Nack it and forget it. */
+static void
+s_hand_back (zl_worker_t *self, zl_held_job_t *h, zl_fail_class_t cls, const char *why)
+{
+    zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: handed back unstarted (%s): %s",
+             h->pub.job_id, h->pub.attempt, zl_fail_class_name (cls), why);
+    s_settle (self, h, false, cls, why, 0, 0);
+    s_held_unlink (self, h);
+    zl_held_job_destroy (&h);
+}
+
+/*  Cancel every held job for `why`; returns how many this call cancelled. */
+static size_t
+s_cancel_all (zl_worker_t *self, zl_worker_cancel_t why)
+{
+    size_t n = 0;
+    for (zl_held_job_t *h = self->held_head; h; h = h->next)
+        if (zl_held_job_cancel (h, why)) {
+            zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: cancelled: %s", h->pub.job_id,
+                     h->pub.attempt, zl_worker_cancel_text (why));
+            n++;
+        }
+    return n;
+}
+
+// ------------------------------------------------------------------ connection
+
+/*  Encode and send `msg` without blocking. Returns 0 or -1 (logged). */
+static int
+s_send (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
+{
+    if (!self->dealer)
+        return -1;
+    if (zl_wire_send (zsock_resolve (self->dealer), self->codec, msg, ZMQ_DONTWAIT) != 0) {
+        zl_warn (S_COMPONENT, "send %s failed: %s", zl_msg_kind_name (msg->kind),
+                 zmq_strerror (errno));
+        return -1;
+    }
+    zl_trace (S_COMPONENT, "-> %s", zl_msg_kind_name (msg->kind));
+    self->last_sent_ms = now_ms;
+    return 0;
+}
+
+/*  Open a new DEALER to the broker; Ready and every pending settlement go
+    out at the next flush. Returns 0 or -1 (the endpoint was refused). */
+static int
+s_connect (zl_worker_t *self, int64_t now_ms)
+{
+    self->dealer = zsock_new (ZMQ_DEALER);
+    if (self->dealer) {
+        // CURVE keys, when they come, are set here: before connect.
+        zsock_set_linger (self->dealer, 0);
+        if (zsock_connect (self->dealer, "%s", self->endpoint) != 0) {
+            zl_error (S_COMPONENT, "cannot connect to %s: %s", self->endpoint,
+                      zmq_strerror (zmq_errno ()));
+            zsock_destroy (&self->dealer);
+        }
+    }
+    if (!self->dealer)
+        return -1;
+    zl_info (S_COMPONENT, "%s connecting to %s", self->name, self->endpoint);
+    self->need_ready = true;
+    self->last_heard_ms = now_ms; // the broker gets a full liveness period
+    self->last_sent_ms = now_ms;
+    s_pending_mark_unsent (self);
+    return 0;
+}
+
+/*  Give up on the current connection: close it, presume every held lease
+    lost, and schedule a reconnect after a full-jitter backoff. */
+static void
+s_disconnect (zl_worker_t *self, int64_t now_ms)
+{
+    zsock_destroy (&self->dealer);
+    self->n_extends = 0;
+    S_COUNT (self, reconnects, 1);
+    s_cancel_all (self, ZL_WORKER_DISCONNECTED);
+    uint64_t delay = zl_rng_range (&self->rng, self->backoff_ms);
+    self->backoff_ms = self->backoff_ms >= self->opts.reconnect_max_ms / 2
+                           ? self->opts.reconnect_max_ms
+                           : self->backoff_ms * 2;
+    self->reconnect_at_ms = now_ms + (int64_t)delay;
+    zl_warn (S_COMPONENT, "broker %s silent for %u ms; reconnecting in %" PRIu64 " ms",
+             self->endpoint, self->opts.liveness * self->opts.heartbeat_ms, delay);
+}
+
+// ------------------------------------------------------------------ broker messages
+
+static void
+s_on_dispatch (zl_worker_t *self, const zl_dispatch_t *d, int64_t now_ms)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const zl_job_msg_t *j = &d->jobs[i];
+        S_COUNT (self, received, 1);
+        if (s_held_find (self, j->job_id, j->lease)) {
+            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: dispatched twice, ignored",
+                     j->job_id, j->attempt);
+            continue;
+        }
+        zl_worker_job_t fields = {.job_id = j->job_id,
+                                  .lease = j->lease,
+                                  .attempt = j->attempt,
+                                  .tenant = j->tenant,
+                                  .lane = j->lane,
+                                  .payload = j->payload.data,
+                                  .len = j->payload.len,
+                                  .idempotency_key = j->idempotency_key,
+                                  .n_headers = j->n_headers,
+                                  .headers = j->headers,
+                                  .lease_ms = j->lease_ms,
+                                  .max_run_ms = j->max_run_ms,
+                                  .max_attempts = j->max_attempts,
+                                  .enqueued_at_ms = j->enqueued_at_ms};
+        zl_held_job_t *h = zl_held_job_new (&fields);
+        h->received_ms = now_ms;
+        bool extend = self->opts.extend && !self->opts.ack_early && j->lease_ms >= 2;
+        h->next_extend_ms = extend ? now_ms + j->lease_ms / 2 : 0;
+        h->max_run_at_ms = j->max_run_ms ? now_ms + j->max_run_ms : 0;
+        s_held_link (self, h);
+        zl_debug (S_COMPONENT,
+                  "job %" PRIu64
+                  " attempt %u: received (tenant %s, lane %s, %zu bytes, lease %u ms)",
+                  j->job_id, j->attempt, j->tenant, j->lane, j->payload.len, j->lease_ms);
+        if (self->draining)
+            s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
+    }
+}
+
+static void
+s_on_settled (zl_worker_t *self, const zl_settled_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        s_settle_t *p = s_pending_find (self, s->items[i].job_id, s->items[i].lease);
+        if (!p)
+            continue; // settled twice (resent after a reconnect): nothing left to do
+        zl_trace (S_COMPONENT, "job %" PRIu64 " attempt %u: settled", p->job_id, p->attempt);
+        S_COUNT (self, settled, 1);
+        s_pending_remove (self, p);
+    }
+}
+
+static void
+s_on_error (zl_worker_t *self, const zl_error_t *e)
+{
+    const char *code = zl_error_code_name (e->code);
+    switch (e->code) {
+    case ZL_ERR_NOT_READY:
+        // The broker does not know us (it restarted): introduce ourselves again
+        // and resend what it may not have recorded.
+        zl_info (S_COMPONENT, "broker says not ready; sending Ready again");
+        self->need_ready = true;
+        return;
+    case ZL_ERR_STALE_LEASE:
+    case ZL_ERR_UNKNOWN_JOB:
+    case ZL_ERR_MAX_RUN: {
+        s_settle_t *p = s_pending_find (self, e->job_id, e->lease);
+        if (p) {
+            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s refused by broker (%s)",
+                     p->job_id, p->attempt, p->ack ? "ack" : "nack", code);
+            S_COUNT (self, refused, 1);
+            s_pending_remove (self, p);
+            return;
+        }
+        zl_held_job_t *h = s_held_find (self, e->job_id, e->lease);
+        zl_worker_cancel_t why =
+            e->code == ZL_ERR_MAX_RUN ? ZL_WORKER_MAX_RUN : ZL_WORKER_LEASE_LOST;
+        if (h && zl_held_job_cancel (h, why)) {
+            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: extend refused (%s): %s",
+                     h->pub.job_id, h->pub.attempt, code, zl_worker_cancel_text (why));
+            S_COUNT (self, lease_lost, 1);
+            h->next_extend_ms = 0;
+        } else if (!h)
+            zl_debug (S_COMPONENT, "job %" PRIu64 ": %s for a job we no longer hold", e->job_id,
+                      code);
+        return;
+    }
+    default: zl_warn (S_COMPONENT, "broker error %s: %s", code, e->message ? e->message : "");
+    }
+}
+
+static void
+s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
+{
+    zl_trace (S_COMPONENT, "<- %s", zl_msg_kind_name (msg->kind));
+    switch (msg->kind) {
+    case ZL_MSG_DISPATCH: s_on_dispatch (self, &msg->u.dispatch, now_ms); break;
+    case ZL_MSG_SETTLED: s_on_settled (self, &msg->u.settled); break;
+    case ZL_MSG_ERROR: s_on_error (self, &msg->u.error); break;
+    case ZL_MSG_HEARTBEAT: break; // its arrival is the point
+    default:
+        zl_warn (S_COMPONENT, "unexpected %s from broker, ignored", zl_msg_kind_name (msg->kind));
+    }
+}
+
+/*  Read up to S_RECV_BATCH messages without blocking. */
+static void
+s_recv_all (zl_worker_t *self, int64_t now_ms)
+{
+    void *sock = zsock_resolve (self->dealer);
+    for (int i = 0; i < S_RECV_BATCH; i++) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            return;
+        }
+        // Any frame, even a bad one, shows the broker is alive.
+        self->last_heard_ms = now_ms;
+        self->backoff_ms = self->opts.reconnect_min_ms;
+        if (zmq_msg_more (&frame)) {
+            // Not ours (one Envelope per message): drop every part of it.
+            while (zmq_msg_more (&frame) && zmq_msg_recv (&frame, sock, 0) >= 0)
+                ;
+            zmq_msg_close (&frame);
+            zl_warn (S_COMPONENT, "multi-frame message from broker, ignored");
+            continue;
+        }
+        zl_msg_t msg;
+        zl_decode_rc_t rc =
+            zl_codec_decode (self->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &msg);
+        zmq_msg_close (&frame);
+        if (rc != ZL_DECODE_OK) {
+            zl_warn (S_COMPONENT, "undecodable frame from broker (rc %d), ignored", (int)rc);
+            continue;
+        }
+        s_on_message (self, &msg, now_ms);
+    }
+}
+
+// ------------------------------------------------------------------ handler threads
+
+static void *
+s_handler_thread (void *arg)
+{
+    zl_worker_t *self = arg;
+    for (;;) {
+        pthread_mutex_lock (&self->lock);
+        while (!self->work_head && !self->quit)
+            pthread_cond_wait (&self->work_ready, &self->lock);
+        zl_held_job_t *h = self->work_head;
+        if (h) {
+            self->work_head = h->qnext;
+            if (!self->work_head)
+                self->work_tail = NULL;
+        }
+        pthread_mutex_unlock (&self->lock);
+        if (!h)
+            return NULL; // quit and nothing left
+
+        memset (&h->result, 0, sizeof h->result);
+        int64_t start = zl_clock_mono_us ();
+        self->opts.handler (&h->pub, &h->result, self->opts.handler_arg);
+        h->run_us = (uint64_t)(zl_clock_mono_us () - start);
+        h->result.error[ZL_WORKER_ERROR_MAX - 1] = '\0';
+
+        pthread_mutex_lock (&self->lock);
+        bool was_empty = !self->done_head;
+        h->qnext = NULL;
+        if (self->done_tail)
+            self->done_tail->qnext = h;
+        else
+            self->done_head = h;
+        self->done_tail = h;
+        // One signal per empty -> non-empty transition; the I/O thread drains
+        // the signals before it takes the queue, so none is missed.
+        if (was_empty)
+            zmq_send (zsock_resolve (self->signal_tx), "", 0, ZMQ_DONTWAIT);
+        pthread_mutex_unlock (&self->lock);
+    }
+}
+
+static int
+s_start_threads (zl_worker_t *self)
+{
+    // Handler threads block every signal, so signals land in the I/O thread
+    // (whose poll they interrupt) and children start from a clean mask.
+    sigset_t all, old;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &old);
+    self->threads = zl_calloc (self->opts.concurrency, sizeof (pthread_t));
+    int rc = 0;
+    for (uint32_t i = 0; i < self->opts.concurrency; i++) {
+        int err = pthread_create (&self->threads[i], NULL, s_handler_thread, self);
+        if (err) {
+            zl_error (S_COMPONENT, "pthread_create: %s", strerror (err));
+            rc = -1;
+            break;
+        }
+        self->n_threads++;
+    }
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
+    self->idle = self->n_threads;
+    return rc;
+}
+
+static void
+s_stop_threads (zl_worker_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    self->quit = true;
+    pthread_cond_broadcast (&self->work_ready);
+    pthread_mutex_unlock (&self->lock);
+    for (uint32_t i = 0; i < self->n_threads; i++)
+        pthread_join (self->threads[i], NULL);
+    ZL_FREE (self->threads);
+    self->n_threads = 0;
+}
+
+/*  Turn a finished job into a pending settlement and forget the job. */
+static void
+s_on_result (zl_worker_t *self, zl_held_job_t *h)
+{
+    self->idle++;
+    const zl_worker_result_t *r = &h->result;
+    const char *outcome = zl_worker_outcome_name (r->outcome);
+    if (h->acked_early) {
+        if (r->outcome != ZL_WORKER_ACK)
+            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s after an early ack, lost: %s",
+                     h->pub.job_id, h->pub.attempt, outcome, r->error);
+    } else if (r->outcome == ZL_WORKER_ACK) {
+        zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: ack (%" PRIu64 " us)", h->pub.job_id,
+                  h->pub.attempt, h->run_us);
+        s_settle (self, h, true, ZL_FAIL_UNSPECIFIED, NULL, 0, h->run_us);
+    } else {
+        zl_fail_class_t cls = r->outcome == ZL_WORKER_PERMANENT   ? ZL_FAIL_PERMANENT
+                              : r->outcome == ZL_WORKER_THROTTLED ? ZL_FAIL_THROTTLED
+                                                                  : ZL_FAIL_TRANSIENT;
+        zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: nack %s (%" PRIu64 " us): %s",
+                 h->pub.job_id, h->pub.attempt, zl_fail_class_name (cls), h->run_us, r->error);
+        s_settle (self, h, false, cls, r->error, cls == ZL_FAIL_THROTTLED ? r->retry_after_ms : 0,
+                  h->run_us);
+    }
+    s_held_unlink (self, h);
+    zl_held_job_destroy (&h);
+}
+
+/*  Take every finished job from the done queue. */
+static void
+s_take_results (zl_worker_t *self)
+{
+    // Drain the signals first, then the queue (see s_handler_thread).
+    void *rx = zsock_resolve (self->signal_rx);
+    char byte;
+    while (zmq_recv (rx, &byte, sizeof byte, ZMQ_DONTWAIT) >= 0)
+        ;
+    pthread_mutex_lock (&self->lock);
+    zl_held_job_t *h = self->done_head;
+    self->done_head = self->done_tail = NULL;
+    pthread_mutex_unlock (&self->lock);
+    while (h) {
+        zl_held_job_t *next = h->qnext;
+        s_on_result (self, h);
+        h = next;
+    }
+}
+
+// ------------------------------------------------------------------ the loop's steps
+
+static void
+s_push_extend (zl_worker_t *self, const zl_held_job_t *h)
+{
+    if (self->n_extends == self->cap_extends) {
+        self->cap_extends = self->cap_extends ? 2 * self->cap_extends : 16;
+        self->extends = zl_realloc (self->extends, self->cap_extends * sizeof *self->extends);
+    }
+    self->extends[self->n_extends++] =
+        (zl_extend_item_t){h->pub.job_id, h->pub.lease, h->pub.lease_ms};
+}
+
+/*  Apply every timer that is due: liveness, reconnect, max run, extensions,
+    the drain grace. */
+static void
+s_tick (zl_worker_t *self, int64_t now_ms)
+{
+    int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
+    if (self->dealer && now_ms - self->last_heard_ms >= silence_ms)
+        s_disconnect (self, now_ms);
+    if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0)
+        self->reconnect_at_ms = now_ms + self->opts.reconnect_max_ms;
+
+    for (zl_held_job_t *h = self->held_head; h; h = h->next) {
+        if (zl_worker_job_cancelled (&h->pub))
+            continue;
+        if (h->max_run_at_ms && now_ms >= h->max_run_at_ms) {
+            zl_held_job_cancel (h, ZL_WORKER_MAX_RUN);
+            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: max run time of %u ms exceeded",
+                     h->pub.job_id, h->pub.attempt, h->pub.max_run_ms);
+            continue;
+        }
+        if (self->dealer && h->next_extend_ms && now_ms >= h->next_extend_ms) {
+            s_push_extend (self, h);
+            h->next_extend_ms = now_ms + h->pub.lease_ms / 2;
+        }
+    }
+
+    if (self->draining && !self->drain_cancelled &&
+        (now_ms >= self->drain_deadline_ms || atomic_load (&self->stop_requests) >= 2)) {
+        self->drain_cancelled = true;
+        size_t n = s_cancel_all (self, ZL_WORKER_SHUTDOWN);
+        if (n)
+            zl_warn (S_COMPONENT, "drain grace over: cancelled %zu running jobs", n);
+    }
+}
+
+/*  zl_worker_stop was called: stop taking work and hand back the backlog. */
+static void
+s_begin_drain (zl_worker_t *self, int64_t now_ms)
+{
+    self->draining = true;
+    self->drain_deadline_ms = now_ms + self->opts.drain_ms;
+    zl_info (S_COMPONENT, "stopping: %zu jobs held, waiting up to %u ms for running ones",
+             self->n_held, self->opts.drain_ms);
+    zl_held_job_t *next;
+    for (zl_held_job_t *h = self->held_head; h; h = next) {
+        next = h->next;
+        if (h->state == ZL_HELD_BACKLOG)
+            s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
+    }
+}
+
+static void s_flush (zl_worker_t *self, int64_t now_ms);
+
+/*  Give backlog jobs to free handler threads, in receipt order. */
+static void
+s_start_jobs (zl_worker_t *self, int64_t now_ms)
+{
+    if (self->draining)
+        return;
+    zl_held_job_t *first = NULL, *last = NULL, *next;
+    for (zl_held_job_t *h = self->held_head; h && self->idle > 0; h = next) {
+        next = h->next;
+        if (h->state != ZL_HELD_BACKLOG)
+            continue;
+        if (zl_worker_job_cancelled (&h->pub)) {
+            s_hand_back (self, h, ZL_FAIL_TRANSIENT,
+                         zl_worker_cancel_text (zl_worker_job_cancel_reason (&h->pub)));
+            continue;
+        }
+        h->state = ZL_HELD_RUNNING;
+        self->idle--;
+        if (self->opts.ack_early) {
+            h->acked_early = true;
+            s_settle (self, h, true, ZL_FAIL_UNSPECIFIED, NULL, 0, 0);
+        }
+        h->qnext = NULL;
+        if (last)
+            last->qnext = h;
+        else
+            first = h;
+        last = h;
+    }
+    if (!first)
+        return;
+    if (self->opts.ack_early)
+        s_flush (self, now_ms); // the Acks leave before any handler starts
+    pthread_mutex_lock (&self->lock);
+    if (self->work_tail)
+        self->work_tail->qnext = first;
+    else
+        self->work_head = first;
+    self->work_tail = last;
+    pthread_cond_broadcast (&self->work_ready);
+    pthread_mutex_unlock (&self->lock);
+}
+
+/*  Send Ready (if due), this turn's Acks, Nacks and Extends as one frame
+    each, and a Heartbeat if nothing went out for a heartbeat interval. */
+static void
+s_flush (zl_worker_t *self, int64_t now_ms)
+{
+    if (!self->dealer)
+        return; // kept for the next connection (extends are dropped)
+
+    if (self->need_ready) {
+        zl_msg_t m = {.kind = ZL_MSG_READY,
+                      .u.ready = {.name = self->name,
+                                  .n_lanes = self->opts.n_lanes,
+                                  .lanes = (const char **)self->lanes,
+                                  .capacity = self->opts.concurrency + self->opts.prefetch}};
+        if (s_send (self, &m, now_ms) == 0) {
+            self->need_ready = false;
+            s_pending_mark_unsent (self); // what came before Ready may be lost
+        }
+    }
+
+    // Settlements not yet sent on this connection: one Ack, one Nack frame.
+    if (self->cap_acks < self->n_pending) {
+        self->cap_acks = self->n_pending;
+        self->acks = zl_realloc (self->acks, self->cap_acks * sizeof *self->acks);
+    }
+    if (self->cap_nacks < self->n_pending) {
+        self->cap_nacks = self->n_pending;
+        self->nacks = zl_realloc (self->nacks, self->cap_nacks * sizeof *self->nacks);
+    }
+    size_t n_acks = 0, n_nacks = 0;
+    for (s_settle_t *p = self->pending_head; p; p = p->next) {
+        if (p->sent)
+            continue;
+        if (p->ack)
+            self->acks[n_acks++] = (zl_ack_item_t){p->job_id, p->lease, p->run_us};
+        else
+            self->nacks[n_nacks++] = (zl_nack_item_t){p->job_id, p->lease,          p->cls,
+                                                      p->error,  p->retry_after_ms, p->run_us};
+    }
+    bool acks_out = false, nacks_out = false;
+    if (n_acks) {
+        zl_msg_t m = {.kind = ZL_MSG_ACK, .u.ack = {n_acks, self->acks}};
+        acks_out = s_send (self, &m, now_ms) == 0;
+    }
+    if (n_nacks) {
+        zl_msg_t m = {.kind = ZL_MSG_NACK, .u.nack = {n_nacks, self->nacks}};
+        nacks_out = s_send (self, &m, now_ms) == 0;
+    }
+    for (s_settle_t *p = self->pending_head; p; p = p->next) {
+        if (p->sent || !(p->ack ? acks_out : nacks_out))
+            continue;
+        p->sent = true;
+        if (!p->counted) {
+            p->counted = true;
+            if (p->ack)
+                S_COUNT (self, acked, 1);
+            else
+                S_COUNT (self, nacked, 1);
+        }
+    }
+
+    if (self->n_extends) {
+        zl_msg_t m = {.kind = ZL_MSG_EXTEND, .u.extend = {self->n_extends, self->extends}};
+        if (s_send (self, &m, now_ms) == 0)
+            S_COUNT (self, extends_sent, self->n_extends);
+        self->n_extends = 0;
+    }
+
+    if (now_ms - self->last_sent_ms >= (int64_t)self->opts.heartbeat_ms) {
+        zl_msg_t m = {.kind = ZL_MSG_HEARTBEAT};
+        s_send (self, &m, now_ms);
+    }
+}
+
+/*  Return how long the loop may sleep: until the earliest timer. */
+static int
+s_next_timeout (zl_worker_t *self, int64_t now_ms)
+{
+    int64_t next = now_ms + self->opts.heartbeat_ms;
+    if (self->dealer) {
+        int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
+        next = s_min (next, self->last_heard_ms + silence_ms);
+        next = s_min (next, self->last_sent_ms + self->opts.heartbeat_ms);
+    } else
+        next = s_min (next, self->reconnect_at_ms);
+    for (zl_held_job_t *h = self->held_head; h; h = h->next) {
+        if (zl_worker_job_cancelled (&h->pub))
+            continue;
+        if (h->max_run_at_ms)
+            next = s_min (next, h->max_run_at_ms);
+        if (self->dealer && h->next_extend_ms)
+            next = s_min (next, h->next_extend_ms);
+    }
+    if (self->draining && !self->drain_cancelled)
+        next = s_min (next, self->drain_deadline_ms);
+    if (self->linger_deadline_ms)
+        next = s_min (next, self->linger_deadline_ms);
+    return next <= now_ms ? 0 : (int)(next - now_ms);
+}
+
+/*  While draining: true once no job is held and every settlement is
+    confirmed, or the wait for confirmations (liveness intervals) ran out. */
+static bool
+s_finished (zl_worker_t *self, int64_t now_ms)
+{
+    if (!self->draining || self->held_head)
+        return false;
+    if (!self->pending_head)
+        return true;
+    if (!self->linger_deadline_ms)
+        self->linger_deadline_ms = now_ms + (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
+    if (now_ms < self->linger_deadline_ms)
+        return false;
+    zl_warn (S_COMPONENT, "exiting with %zu settlements unconfirmed (the broker will requeue them)",
+             self->n_pending);
+    return true;
+}
+
+// ------------------------------------------------------------------ run
+
+int
+zl_worker_run (zl_worker_t *self)
+{
+    if (self->started) {
+        zl_error (S_COMPONENT, "zl_worker_run called twice");
+        return -1;
+    }
+    self->started = true;
+    // a counter, not the address: a freed worker's address can come back
+    // while its inproc endpoint is still being torn down by libzmq
+    static _Atomic unsigned long s_instances = 0;
+    char endpoint[64];
+    snprintf (endpoint, sizeof endpoint, "inproc://zlane-worker-%d-%lu", (int)getpid (),
+              ++s_instances);
+    self->signal_rx = zsock_new (ZMQ_PAIR);
+    self->signal_tx = zsock_new (ZMQ_PAIR);
+    if (!self->signal_rx || !self->signal_tx || zsock_bind (self->signal_rx, "%s", endpoint) != 0 ||
+        zsock_connect (self->signal_tx, "%s", endpoint) != 0) {
+        zl_error (S_COMPONENT, "cannot create the signal pipe: %s", zmq_strerror (zmq_errno ()));
+        zsock_destroy (&self->signal_rx);
+        zsock_destroy (&self->signal_tx);
+        return -1;
+    }
+    self->codec = zl_codec_new ();
+    int64_t now = zl_clock_mono_ms ();
+    int rc = s_connect (self, now);
+    if (rc == 0)
+        rc = s_start_threads (self);
+    if (rc == 0)
+        zl_info (S_COMPONENT, "%s serving %zu lanes with %u handlers, capacity %u", self->name,
+                 self->opts.n_lanes, self->opts.concurrency,
+                 self->opts.concurrency + self->opts.prefetch);
+
+    // One turn: fire due timers, start jobs on free handlers, send what the
+    // last events produced (one frame per kind), then wait for the earliest
+    // timer or an event and take it: stop requests, finished jobs, broker
+    // messages.
+    while (rc == 0) {
+        s_tick (self, now);
+        s_start_jobs (self, now);
+        s_flush (self, now);
+        if (s_finished (self, now))
+            break;
+
+        zmq_pollitem_t items[3] = {
+            {zsock_resolve (self->signal_rx), 0, ZMQ_POLLIN, 0},
+            {NULL, self->wake_fd, ZMQ_POLLIN, 0},
+            {self->dealer ? zsock_resolve (self->dealer) : NULL, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll (items, self->dealer ? 3 : 2, s_next_timeout (self, now));
+        if (n < 0 && errno != EINTR) {
+            zl_error (S_COMPONENT, "poll: %s", zmq_strerror (errno));
+            rc = -1;
+            break;
+        }
+        now = zl_clock_mono_ms ();
+        if (n > 0 && (items[1].revents & ZMQ_POLLIN)) {
+            uint64_t count;
+            ssize_t got = read (self->wake_fd, &count, sizeof count);
+            (void)got; // the stop counter below is the truth
+        }
+        if (atomic_load (&self->stop_requests) > 0 && !self->draining)
+            s_begin_drain (self, now);
+        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+            s_take_results (self);
+        if (n > 0 && self->dealer && (items[2].revents & ZMQ_POLLIN))
+            s_recv_all (self, now);
+    }
+
+    // On error, release whatever is still held: handlers get cancelled so
+    // that the join below returns.
+    s_cancel_all (self, ZL_WORKER_SHUTDOWN);
+    s_stop_threads (self);
+    s_take_results (self);
+    while (self->held_head) {
+        zl_held_job_t *h = self->held_head;
+        s_held_unlink (self, h);
+        zl_held_job_destroy (&h);
+    }
+    zsock_destroy (&self->dealer);
+    zsock_destroy (&self->signal_tx);
+    zsock_destroy (&self->signal_rx);
+    zl_codec_destroy (&self->codec);
+    zl_info (S_COMPONENT, "%s stopped", self->name);
+    return rc;
+}

@@ -1,0 +1,172 @@
+/*  zlane_worker: the worker side of zlane as a C library.
+    A worker holds one DEALER connection to the broker's backend, announces
+    itself with Ready, receives leased jobs and runs each in one of
+    `concurrency` handler threads. Results are batched into Ack / Nack
+    frames; leases are extended at half-life; heartbeats flow both ways and a
+    silent broker is reconnected to with jittered backoff (Paranoid Pirate).
+    Settlements stay pending until the broker answers Settled and are resent
+    after a reconnect with the same lease token. */
+#ifndef ZLANE_WORKER_H
+#define ZLANE_WORKER_H
+
+#include "msg.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct _zl_worker_t zl_worker_t;
+
+// ------------------------------------------------------------------ job
+/*  A job as a handler sees it. Every pointer is borrowed from the worker and
+    valid until the handler returns. */
+typedef struct {
+    uint64_t job_id;
+    uint64_t lease;   // lease token: fences this attempt's Ack/Nack/Extend
+    uint32_t attempt; // 1 for the first delivery
+    const char *tenant;
+    const char *lane;
+    const uint8_t *payload;
+    size_t len;
+    const char *idempotency_key; // never empty when it comes from a broker
+    size_t n_headers;
+    const zl_header_t *headers;
+    uint32_t lease_ms;   // lease granted, counted from receipt
+    uint32_t max_run_ms; // 0 = unlimited
+    uint32_t max_attempts;
+    uint64_t enqueued_at_ms; // broker wall clock
+} zl_worker_job_t;
+
+/*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */
+typedef enum {
+    ZL_WORKER_LIVE = 0,
+    ZL_WORKER_LEASE_LOST,   // the broker refused an Extend (stale lease, unknown job)
+    ZL_WORKER_DISCONNECTED, // the broker connection was lost; the lease is presumed lost
+    ZL_WORKER_MAX_RUN,      // max_run_ms elapsed (locally, or the broker refused an Extend)
+    ZL_WORKER_SHUTDOWN      // the worker is stopping and the drain grace ran out
+} zl_worker_cancel_t;
+
+/*  Return true once the job is cancelled: its lease is lost (or presumed
+    lost) or it ran out of time. Long handlers should poll this and return
+    early; whatever they report is still sent (the broker fences it). */
+bool zl_worker_job_cancelled (const zl_worker_job_t *job);
+/*  Return why the job was cancelled, ZL_WORKER_LIVE if it is not. */
+zl_worker_cancel_t zl_worker_job_cancel_reason (const zl_worker_job_t *job);
+/*  Return a short text for `why`: "lease lost", "max run time exceeded", ... */
+const char *zl_worker_cancel_text (zl_worker_cancel_t why);
+/*  Block up to `timeout_ms` (-1 = forever) until the job is cancelled.
+    Returns true if it is cancelled. */
+bool zl_worker_job_wait_cancelled (const zl_worker_job_t *job, int timeout_ms);
+/*  Return a file descriptor that becomes readable (POLLIN) once the job is
+    cancelled, for handlers that poll(2) on their own fds; made on first
+    call. Borrowed: do not read or close it. -1 if no descriptor could be
+    made (then poll zl_worker_job_cancelled instead). */
+int zl_worker_job_cancel_fd (const zl_worker_job_t *job);
+
+/*  Return a job that belongs to no worker, copied from `fields` (strings,
+    payload and headers are copied), so handlers can be run and tested
+    without a broker. Never NULL. Caller owns; destroy with
+    zl_worker_job_destroy. */
+zl_worker_job_t *zl_worker_job_new (const zl_worker_job_t *fields);
+/*  Destroy a job made by zl_worker_job_new; nulls the caller's pointer. */
+void zl_worker_job_destroy (zl_worker_job_t **self_p);
+/*  Cancel the job for `why` (the first reason sticks) and wake everything
+    waiting for it. The worker does this itself; exposed for tests. */
+void zl_worker_job_cancel (const zl_worker_job_t *job, zl_worker_cancel_t why);
+
+// ------------------------------------------------------------------ result
+#define ZL_WORKER_ERROR_MAX 1024
+
+typedef enum {
+    ZL_WORKER_ACK = 0,   // done: Ack
+    ZL_WORKER_TRANSIENT, // failed, retry with backoff
+    ZL_WORKER_THROTTLED, // failed, retry after retry_after_ms
+    ZL_WORKER_PERMANENT  // failed for good: dead-letter it
+} zl_worker_outcome_t;
+
+/*  What a handler reports. The worker zeroes it (outcome ACK) before each
+    call. `error` is sent with Nacks; NUL-terminated, truncated to fit. */
+typedef struct {
+    zl_worker_outcome_t outcome;
+    uint32_t retry_after_ms; // THROTTLED: when to retry
+    char error[ZL_WORKER_ERROR_MAX];
+} zl_worker_result_t;
+
+/*  Set `result` to `outcome` with a printf-formatted error text (truncated to
+    ZL_WORKER_ERROR_MAX - 1 bytes). */
+void zl_worker_result_set (zl_worker_result_t *result, zl_worker_outcome_t outcome,
+                           uint32_t retry_after_ms, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
+/*  Return "ack", "transient", "throttled" or "permanent". */
+const char *zl_worker_outcome_name (zl_worker_outcome_t outcome);
+
+/*  Runs one job in a handler thread and fills `result`. Several calls run at
+    once when concurrency > 1, so `arg` must be safe to share. */
+typedef void (zl_worker_handler_fn) (const zl_worker_job_t *job, zl_worker_result_t *result,
+                                     void *arg);
+
+// ------------------------------------------------------------------ worker
+typedef struct {
+    const char *endpoint;     // broker backend; default "tcp://127.0.0.1:5571"
+    const char *name;         // NULL = "<hostname>-<pid>"
+    const char *const *lanes; // lanes served (at least one)
+    size_t n_lanes;
+    uint32_t concurrency;      // handler threads; default 1
+    uint32_t prefetch;         // jobs held beyond concurrency; default 0
+    uint32_t heartbeat_ms;     // default 1000
+    uint32_t liveness;         // heartbeats of broker silence before reconnecting; default 3
+    uint32_t reconnect_min_ms; // first reconnect backoff; default 100
+    uint32_t reconnect_max_ms; // backoff cap; default 5000
+    uint32_t drain_ms;         // after zl_worker_stop, how long running jobs may finish
+                               // before they are cancelled (ZL_WORKER_SHUTDOWN); default 30000
+    bool extend; // extend leases at half-life; default true (false: tests of lapsed leases)
+    /*  UNSAFE, default false. Ack each job before its handler runs and ignore
+        the handler's result: at-most-once delivery (a crash or failure loses
+        the job). Exists only for the at-most-once comparison experiment; never
+        use it for real work. Jobs are acked when a handler thread takes them,
+        so the local backlog stays bounded. */
+    bool ack_early;
+    zl_worker_handler_fn *handler;
+    void *handler_arg;
+} zl_worker_opts_t;
+
+/*  Fill `opts` with the defaults above (no lanes, no handler). */
+void zl_worker_opts_defaults (zl_worker_opts_t *opts);
+
+/*  Counters, for tests and logs. Settlements count the first time they are
+    sent; `refused` counts Acks/Nacks the broker fenced (STALE_LEASE or
+    UNKNOWN_JOB). */
+typedef struct {
+    uint64_t received;     // jobs dispatched to us
+    uint64_t acked;        // Ack items sent
+    uint64_t nacked;       // Nack items sent
+    uint64_t settled;      // settlements the broker confirmed
+    uint64_t refused;      // settlements the broker refused
+    uint64_t extends_sent; // Extend items sent
+    uint64_t lease_lost;   // jobs cancelled because the broker refused an Extend
+    uint64_t reconnects;   // connections replaced after broker silence
+} zl_worker_stats_t;
+
+/*  Return a new worker for `opts` (copied), or NULL if the options are
+    invalid (no handler, no lanes, zero concurrency...); the reason is logged.
+    Nothing connects until zl_worker_run. */
+zl_worker_t *zl_worker_new (const zl_worker_opts_t *opts);
+/*  Destroy the worker (it must not be running); nulls the caller's pointer. */
+void zl_worker_destroy (zl_worker_t **self_p);
+/*  Run the worker in the calling thread until zl_worker_stop: connect, serve
+    jobs, then drain (see zl_worker_stop). Returns 0, or -1 if it could not
+    start. Call at most once per worker. */
+int zl_worker_run (zl_worker_t *self);
+/*  Ask a running worker to stop; safe from any thread and from a signal
+    handler. The first call stops taking work (unstarted jobs are handed
+    back with a THROTTLED Nack), lets running jobs finish for up to
+    drain_ms, then cancels them; a second call cancels them at once. The
+    library installs no signal handlers: call this from yours (and disable
+    czmq's with zsys_handler_set (NULL) if it would take SIGINT first). */
+void zl_worker_stop (zl_worker_t *self);
+/*  Copy the worker's counters into `stats`; safe from any thread. */
+void zl_worker_stats (zl_worker_t *self, zl_worker_stats_t *stats);
+/*  Return the worker's name (borrowed). */
+const char *zl_worker_name (zl_worker_t *self);
+
+#endif
