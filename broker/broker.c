@@ -16,7 +16,6 @@
 #include "clock.h"
 #include "codec.h"
 #include "counters.h"
-#include "dedup.h"
 #include "hist.h"
 #include "jobs.h"
 #include "lane.h"
@@ -24,6 +23,7 @@
 #include "producers.h"
 #include "rng.h"
 #include "sched.h"
+#include "store.h"
 #include "timers.h"
 #include "wire.h"
 #include "workers.h"
@@ -42,6 +42,7 @@
 #define MAX_NAME 128             // tenant, lane, worker names
 #define MAX_KEY 256              // idempotency keys
 #define QUEUE_FULL_RETRY_MS 200
+#define STORE_FULL_RETRY_MS 1000
 
 typedef enum { SOCK_FRONTEND = 0, SOCK_BACKEND, SOCK_ADMIN, SOCK_COUNT } sock_kind_t;
 static const char *s_sock_names[SOCK_COUNT] = {"frontend", "backend", "admin"};
@@ -68,9 +69,11 @@ struct _zl_broker_t {
     zl_jobs_t *jobs;
     zl_workers_t *workers;
     zl_producers_t *producers;
-    zl_dedup_t *dedup;
-    uint64_t next_id;
+    zl_store_t *store;
+    zl_arena_t *frame;  // records loaded for one Dispatch frame or event
     uint64_t next_lease;
+    uint64_t stored_next_id;
+    bool failed;  // the store failed: stop the loop
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
     size_t n_dead, cap_dead;
@@ -249,10 +252,35 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
     return lane;
 }
 
+typedef struct {
+    const zl_job_spec_t *spec;
+    uint64_t id;
+    zl_flow_t *flow;
+} staged_t;
+
+// An earlier job with this idempotency key inside the window, or 0.
+static uint64_t
+s_duplicate_of (zl_broker_t *self, const zl_job_spec_t *spec, zl_now_t now)
+{
+    zl_idem_rec_t rec;
+    if (!spec->idempotency_key[0] ||
+        zl_store_get_idem (self->store, spec->tenant, spec->idempotency_key, &rec) != ZL_STORE_OK)
+        return 0;
+    if (now.wall_ms - rec.seen_at_ms >= (int64_t) self->cfg->dedup_window_ms)
+        return 0;  // expired: the key may be used again
+    return rec.job_id;
+}
+
+/*  A Submit is accepted in two phases. Phase 1 writes every new job into a
+    nested store batch (validation, credit, dedup and depth checked first);
+    if the store runs out of room the nested batch is dropped and those jobs
+    are rejected STORE_FULL, with nothing changed in memory. Phase 2 makes
+    the staged jobs live. Accepted replies wait for the turn's commit. */
 static void
 s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
+    const zl_submit_t *sub = &msg->u.submit;
     zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, false);
     if (!p) {  // implicit Hello
         p = zl_producers_get (self->producers, ctx->peer, true);
@@ -260,14 +288,23 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         zl_producers_all (self->producers, &n);
         uint64_t depth = s_total_depth (self);
         s_regrant (self, p, depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0, n);
-        if (p->limit < msg->u.submit.n)
-            p->limit = msg->u.submit.n;  // an implicit hello's first batch is taken whole
+        if (p->limit < sub->n)
+            p->limit = sub->n;  // an implicit hello's first batch is taken whole
         p->sent_limit = UINT64_MAX;
     }
     p->last_seen_ms = ctx->now.mono_ms;
+
+    size_t bytes = 0;
+    for (size_t i = 0; i < sub->n; i++)
+        bytes += sub->jobs[i].payload.len + 256;
+    bool room = zl_store_has_room (self->store, bytes) &&
+                zl_store_sub_begin (self->store) == ZL_STORE_OK;
+    staged_t *staged = zl_arena_alloc (self->turn, (sub->n ? sub->n : 1) * sizeof (staged_t));
+    size_t n_staged = 0;
+    bool failed = false;
     uint64_t depth = s_total_depth (self);
-    for (size_t i = 0; i < msg->u.submit.n; i++) {
-        const zl_job_spec_t *spec = &msg->u.submit.jobs[i];
+    for (size_t i = 0; i < sub->n; i++) {
+        const zl_job_spec_t *spec = &sub->jobs[i];
         self->counters[ZL_CTR_SUBMITTED]++;
         p->received++;
         if (p->received > p->limit) {
@@ -278,15 +315,17 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         zl_lane_t *lane = s_validate_spec (self, p, spec);
         if (!lane)
             continue;
+        if (!room || failed) {
+            s_refuse_job (self, p, spec, ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
+                          "the broker's store is full", STORE_FULL_RETRY_MS);
+            continue;
+        }
         zl_tenant_t *tenant = zl_lanes_tenant (self->lanes, spec->tenant);
-        if (spec->idempotency_key[0]) {
-            uint64_t orig = zl_dedup_lookup (self->dedup, spec->tenant, spec->idempotency_key,
-                                             ctx->now.wall_ms);
-            if (orig) {
-                self->counters[ZL_CTR_DUPLICATES]++;
-                zl_producer_accept (p, spec->seq, orig, true);
-                continue;
-            }
+        uint64_t orig = s_duplicate_of (self, spec, ctx->now);
+        if (orig) {
+            self->counters[ZL_CTR_DUPLICATES]++;
+            zl_producer_accept (p, spec->seq, orig, true);
+            continue;
         }
         const char *full = NULL;
         if (depth >= self->cfg->max_depth)
@@ -300,15 +339,36 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
                           QUEUE_FULL_RETRY_MS);
             continue;
         }
-        uint64_t id = self->next_id++;
-        zl_flow_t *flow = zl_sched_flow (self->sched, lane, tenant);
-        zl_jobs_accept (self->jobs, id, spec, flow, ctx->now);
-        if (spec->idempotency_key[0])
-            zl_dedup_insert (self->dedup, spec->tenant, spec->idempotency_key, id,
-                             ctx->now.wall_ms);
+        uint64_t id = zl_jobs_take_id (self->jobs);
+        if (zl_jobs_stage (self->jobs, id, spec, &lane->cfg, ctx->now) != ZL_STORE_OK) {
+            failed = true;  // this one and the staged ones are refused below
+            s_refuse_job (self, p, spec, ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
+                          "the broker's store is full", STORE_FULL_RETRY_MS);
+            continue;
+        }
+        lane->depth++;  // reserved while staging, so the bounds hold exactly
+        tenant->depth++;
         depth++;
+        staged[n_staged++] = (staged_t) {spec, id, zl_sched_flow (self->sched, lane, tenant)};
+    }
+    for (size_t i = 0; i < n_staged; i++) {
+        staged[i].flow->lane->depth--;
+        staged[i].flow->tenant->depth--;
+    }
+    if (room && !failed && zl_store_sub_commit (self->store) != ZL_STORE_OK)
+        failed = true;
+    else if (room && failed)
+        zl_store_sub_abort (self->store);
+    for (size_t i = 0; i < n_staged; i++) {
+        const zl_job_spec_t *spec = staged[i].spec;
+        if (failed) {
+            s_refuse_job (self, p, spec, ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
+                          "the broker's store is full", STORE_FULL_RETRY_MS);
+            continue;
+        }
+        zl_jobs_accept (self->jobs, staged[i].id, spec, staged[i].flow, ctx->now);
         self->counters[ZL_CTR_ACCEPTED]++;
-        zl_producer_accept (p, spec->seq, id, false);
+        zl_producer_accept (p, spec->seq, staged[i].id, false);
     }
 }
 
@@ -615,7 +675,9 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         self->next_alert_ms = now.mono_ms + (int64_t) self->cfg->dlq_alert_ms;
     }
     if (now.mono_ms >= self->next_prune_ms) {
-        zl_dedup_prune (self->dedup, now.wall_ms);
+        if (zl_store_begin (self->store) == ZL_STORE_OK)
+            zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
+                                 10000);
         self->next_prune_ms = now.mono_ms + 1000;
     }
 }
@@ -664,12 +726,33 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
 }
 
 // ---------------------------------------------------------------- commit
-// Step 5 of the turn. This build keeps state in memory only; the durable
-// store plugs in here, and nothing below runs before it has returned.
+// Step 5 of the turn: one store transaction holds every change the turn made
+// (group commit). Nothing below runs before it has returned: a reply that
+// promises durability is only sent for what is on disk. A failed commit
+// leaves memory ahead of the store, so the broker stops without replying;
+// on restart it recovers exactly what was committed.
 static int
 s_commit (zl_broker_t *self)
 {
-    (void) self;
+    if (zl_jobs_store_failed (self->jobs)) {
+        zl_error ("broker", "a store write failed this turn: stopping without replying; a "
+                            "restart recovers the last committed state");
+        return -1;
+    }
+    if (!zl_store_in_batch (self->store))
+        return 0;
+    uint64_t next_id = zl_jobs_next_id (self->jobs);
+    if (next_id != self->stored_next_id) {
+        zl_store_set_next_id (self->store, next_id);
+        self->stored_next_id = next_id;
+    }
+    zl_store_rc_t rc = zl_store_commit (self->store);
+    if (rc != ZL_STORE_OK) {
+        zl_error ("broker", "store commit failed (%s): stopping without replying; a restart "
+                            "recovers the last committed state",
+                  rc == ZL_STORE_FULL ? "store full" : "I/O error");
+        return -1;
+    }
     return 0;
 }
 
@@ -706,20 +789,42 @@ s_flush_producers (zl_broker_t *self)
     }
 }
 
-static const char *
-s_job_key (zl_broker_t *self, zl_job_t *job)
-{
-    if (job->idempotency_key)
-        return job->idempotency_key;
-    return s_fmt (self, "job-%" PRIu64, job->id);
-}
-
 static int
 s_send_dispatch (zl_broker_t *self, zl_bworker_t *w, zl_job_msg_t *msgs, size_t n)
 {
     zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
     m.u.dispatch = (zl_dispatch_t) {n, msgs};
     return zl_wire_send_to (self->socks[SOCK_BACKEND], &w->peer, self->codec, &m);
+}
+
+// The Job message for a leased job, its payload read from the store into
+// the frame arena.
+static int
+s_job_msg (zl_broker_t *self, zl_job_t *job, zl_job_msg_t *out)
+{
+    zl_job_rec_t rec;
+    if (zl_jobs_load (self->jobs, job, self->frame, &rec, NULL) != ZL_STORE_OK)
+        return -1;
+    const char *key = rec.idempotency_key;
+    if (!key[0]) {
+        char *k = zl_arena_alloc (self->frame, 32);
+        snprintf (k, 32, "job-%" PRIu64, job->id);
+        key = k;
+    }
+    *out = (zl_job_msg_t) {.job_id = job->id,
+                           .lease = job->lease->token,
+                           .attempt = job->attempt,
+                           .tenant = job->flow->tenant->name,
+                           .lane = job->flow->lane->name,
+                           .payload = rec.payload,
+                           .n_headers = rec.n_headers,
+                           .headers = rec.headers,
+                           .idempotency_key = key,
+                           .lease_ms = job->lease_ms,
+                           .max_run_ms = job->max_run_ms,
+                           .max_attempts = job->max_attempts,
+                           .enqueued_at_ms = (uint64_t) rec.enqueued_at_ms};
+    return 0;
 }
 
 static void
@@ -739,26 +844,19 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
             w->n_settled = 0;
         }
         size_t k = 0, bytes = 0;
+        zl_arena_reset (self->frame);
         for (uint32_t i = 0; i < w->n_out && ok; i++) {
             zl_job_t *job = w->out_jobs[i];
-            msgs[k++] = (zl_job_msg_t) {.job_id = job->id,
-                                        .lease = job->lease,
-                                        .attempt = job->attempt,
-                                        .tenant = job->flow->tenant->name,
-                                        .lane = job->flow->lane->name,
-                                        .payload = {job->payload, job->payload_len},
-                                        .n_headers = job->n_headers,
-                                        .headers = job->headers,
-                                        .idempotency_key = s_job_key (self, job),
-                                        .lease_ms = job->lease_ms,
-                                        .max_run_ms = job->max_run_ms,
-                                        .max_attempts = job->max_attempts,
-                                        .enqueued_at_ms = (uint64_t) job->enqueued_at_ms};
-            bytes += job->payload_len;
-            if (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == w->n_out) {
+            if (job->state == ZL_JOB_LEASED && s_job_msg (self, job, &msgs[k]) == 0) {
+                bytes += msgs[k].payload.len;
+                k++;
+            }
+            if (k && (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES ||
+                      i + 1 == w->n_out)) {
                 ok = s_send_dispatch (self, w, msgs, k) == 0;
                 k = 0;
                 bytes = 0;
+                zl_arena_reset (self->frame);
             }
         }
         w->n_out = 0;
@@ -772,33 +870,44 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
         s_worker_gone (self, gone[i], "unreachable", now);
 }
 
+// A dead letter as the protocol shows it; `full` adds payload, headers and
+// the attempt history. Data lives in `arena`.
+static int
+s_dead_letter (zl_broker_t *self, zl_job_t *job, bool full, zl_arena_t *arena,
+               zl_dead_letter_t *d)
+{
+    zl_job_rec_t rec;
+    zl_state_rec_t st;
+    if (zl_jobs_load (self->jobs, job, arena, &rec, &st) != ZL_STORE_OK)
+        return -1;
+    memset (d, 0, sizeof *d);
+    d->job_id = job->id;
+    d->tenant = job->flow->tenant->name;
+    d->lane = job->flow->lane->name;
+    d->idempotency_key = rec.idempotency_key;
+    d->enqueued_at_ms = (uint64_t) rec.enqueued_at_ms;
+    d->dead_at_ms = (uint64_t) job->dead_at_ms;
+    d->error = st.n_history ? st.history[st.n_history - 1].error : "";
+    if (full) {
+        d->payload = rec.payload;
+        d->n_headers = rec.n_headers;
+        d->headers = rec.headers;
+        d->n_attempts = st.n_history;
+        d->attempts = st.history;
+    }
+    return 0;
+}
+
 static void
 s_publish_dead (zl_broker_t *self)
 {
     for (size_t i = 0; i < self->n_dead; i++) {
         zl_job_t *job = zl_jobs_find (self->jobs, self->dead_ids[i]);
-        if (!job || job->state != ZL_JOB_DEAD)
-            continue;
-        zl_attempt_t *atts = zl_arena_alloc (self->turn, (job->n_history + 1) * sizeof *atts);
-        for (uint32_t a = 0; a < job->n_history; a++) {
-            zl_attempt_rec_t *r = &job->history[a];
-            atts[a] = (zl_attempt_t) {r->attempt, r->worker, (uint64_t) r->started_at_ms,
-                                      (uint64_t) r->ended_at_ms, r->outcome, r->error};
-        }
         zl_msg_t ev = {.kind = ZL_MSG_DEAD_LETTER};
-        ev.u.dead_letter = (zl_dead_letter_t) {
-            .job_id = job->id,
-            .tenant = job->flow->tenant->name,
-            .lane = job->flow->lane->name,
-            .payload = {job->payload, job->payload_len},
-            .idempotency_key = job->idempotency_key ? job->idempotency_key : "",
-            .enqueued_at_ms = (uint64_t) job->enqueued_at_ms,
-            .dead_at_ms = (uint64_t) job->dead_at_ms,
-            .error = job->n_history ? job->history[job->n_history - 1].error : "",
-            .n_attempts = job->n_history,
-            .attempts = atts,
-            .n_headers = job->n_headers,
-            .headers = job->headers};
+        zl_arena_reset (self->frame);
+        if (!job || job->state != ZL_JOB_DEAD ||
+            s_dead_letter (self, job, true, self->frame, &ev.u.dead_letter) != 0)
+            continue;
         const char *topic =
             s_fmt (self, "dlq.%s.%s", job->flow->lane->name, job->flow->tenant->name);
         if (zl_wire_publish (self->events, topic, self->codec, &ev) == 0)
@@ -832,8 +941,12 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     self->counters[ZL_CTR_TURNS]++;
     zl_arena_reset (self->turn);
 
-    // 2. drain and apply
+    // 2. drain and apply (every change goes into the turn's store batch)
     now = zl_now ();
+    if (zl_store_begin (self->store) != ZL_STORE_OK) {
+        self->failed = true;
+        return -1;
+    }
     for (int i = 0; i < SOCK_COUNT; i++)
         if (items[i].revents & ZMQ_POLLIN)
             s_drain (self, (sock_kind_t) i, now);
@@ -845,8 +958,10 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     s_dispatch (self, now);
 
     // 5. commit
-    if (s_commit (self) != 0)
-        return 0;
+    if (s_commit (self) != 0) {
+        self->failed = true;
+        return -1;
+    }
 
     // 6. replies that promise a state change, then events
     s_flush_producers (self);
@@ -858,9 +973,9 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 int
 zl_broker_run (zl_broker_t *self, volatile int *stop)
 {
-    while (!*stop)
+    while (!*stop && !self->failed)
         zl_broker_turn (self, 1000);
-    return 0;
+    return self->failed ? -1 : 0;
 }
 
 // ---------------------------------------------------------------- admin
@@ -905,10 +1020,23 @@ s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
     zl_arena_t *a = self->turn;
     memset (st, 0, sizeof *st);
     st->uptime_ms = (uint64_t) (now.mono_ms - self->started_ms);
-    st->n_counters = ZL_CTR_COUNT;
-    st->counters = zl_arena_alloc (a, ZL_CTR_COUNT * sizeof (zl_counter_t));
+    zl_store_stats_t ss;
+    zl_store_stats (self->store, &ss);
+    zl_counter_t store[] = {{"store_map_bytes", ss.map_size},
+                            {"store_used_bytes", ss.used_bytes},
+                            {"store_file_bytes", ss.file_bytes},
+                            {"store_jobs", ss.jobs},
+                            {"store_states", ss.states},
+                            {"store_idem_keys", ss.idem_keys},
+                            {"store_commits", ss.commits},
+                            {"store_commit_avg_us", ss.commits ? ss.commit_us / ss.commits : 0},
+                            {"store_commit_max_us", ss.commit_max_us}};
+    size_t n_store = sizeof store / sizeof store[0];
+    st->n_counters = ZL_CTR_COUNT + n_store;
+    st->counters = zl_arena_alloc (a, st->n_counters * sizeof (zl_counter_t));
     for (int i = 0; i < ZL_CTR_COUNT; i++)
         st->counters[i] = (zl_counter_t) {s_counter_names[i], self->counters[i]};
+    memcpy (st->counters + ZL_CTR_COUNT, store, sizeof store);
     uint32_t nl = zl_lanes_count (self->lanes), nt = zl_lanes_tenant_count (self->lanes);
     st->n_lanes = nl;
     st->lanes = zl_arena_calloc (a, nl ? nl : 1, sizeof (zl_group_stats_t));
@@ -983,31 +1111,6 @@ s_filter_narrow (const zl_dlq_filter_t *f)
 }
 
 static void
-s_fill_dead_letter (zl_broker_t *self, zl_dead_letter_t *d, zl_job_t *job, bool full)
-{
-    memset (d, 0, sizeof *d);
-    d->job_id = job->id;
-    d->tenant = job->flow->tenant->name;
-    d->lane = job->flow->lane->name;
-    d->idempotency_key = job->idempotency_key ? job->idempotency_key : "";
-    d->enqueued_at_ms = (uint64_t) job->enqueued_at_ms;
-    d->dead_at_ms = (uint64_t) job->dead_at_ms;
-    d->error = job->n_history ? job->history[job->n_history - 1].error : "";
-    if (!full)
-        return;
-    d->payload = (zl_bytes_t) {job->payload, job->payload_len};
-    d->n_headers = job->n_headers;
-    d->headers = job->headers;
-    d->n_attempts = job->n_history;
-    d->attempts = zl_arena_alloc (self->turn, (job->n_history + 1) * sizeof (zl_attempt_t));
-    for (uint32_t a = 0; a < job->n_history; a++) {
-        zl_attempt_rec_t *r = &job->history[a];
-        d->attempts[a] = (zl_attempt_t) {r->attempt, r->worker, (uint64_t) r->started_at_ms,
-                                         (uint64_t) r->ended_at_ms, r->outcome, r->error};
-    }
-}
-
-static void
 s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
@@ -1036,8 +1139,10 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
             j = after ? zl_dlq_next (dlq, after) : NULL;
         }
         for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
-            if (s_filter_match (&req->filter, j))
-                s_fill_dead_letter (self, &r->dead_letters[r->n_dead_letters++], j, false);
+            if (s_filter_match (&req->filter, j) &&
+                s_dead_letter (self, j, false, self->turn,
+                               &r->dead_letters[r->n_dead_letters]) == 0)
+                r->n_dead_letters++;
         break;
     }
     case ZL_ADMIN_DLQ_SHOW: {
@@ -1048,8 +1153,12 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
                               req->job_id);
             break;
         }
+        if (s_dead_letter (self, j, true, self->turn, &r->dead_letter) != 0) {
+            r->ok = false;
+            r->error = "the store could not read this job";
+            break;
+        }
         r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
-        s_fill_dead_letter (self, &r->dead_letter, j, true);
         break;
     }
     case ZL_ADMIN_DLQ_REDRIVE:
@@ -1150,6 +1259,62 @@ s_write_ports (zl_broker_t *self, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+// ---------------------------------------------------------------- recovery
+typedef struct {
+    zl_broker_t *self;
+    zl_now_t now;
+    uint64_t jobs;
+} recover_ctx_t;
+
+static void
+s_recover_job (void *arg, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *state)
+{
+    recover_ctx_t *rc = arg;
+    zl_broker_t *self = rc->self;
+    zl_lane_t *lane = zl_lanes_lookup (self->lanes, rec->lane);
+    if (!lane) {
+        // a lane no longer declared still owns stored jobs: keep them
+        zl_warn ("broker", "job %" PRIu64 " is in lane '%s', which is no longer declared: "
+                 "keeping the lane with default settings", id, rec->lane);
+        lane = zl_lanes_add (self->lanes, rec->lane);
+    }
+    zl_tenant_t *tenant = zl_lanes_tenant (self->lanes, rec->tenant);
+    zl_flow_t *flow = zl_sched_flow (self->sched, lane, tenant);
+    zl_jobs_restore (self->jobs, id, flow, rec, state, rc->now);
+    rc->jobs++;
+}
+
+// Rebuild queues, timers, the DLQ and the id counter from the store; the
+// attempts that were running when the broker stopped count as failed.
+static int
+s_recover (zl_broker_t *self, char *err, size_t errlen)
+{
+    int64_t t0 = zl_clock_mono_us ();
+    recover_ctx_t rc = {self, zl_now (), 0};
+    uint64_t next_id = 1;
+    if (zl_store_begin (self->store) != ZL_STORE_OK ||
+        zl_store_recover (self->store, s_recover_job, &rc, &next_id, err, errlen) != 0)
+        return -1;
+    zl_jobs_restore_done (self->jobs, next_id, rc.now);
+    if (s_commit (self) != 0) {
+        snprintf (err, errlen, "cannot write the recovered state to %s", self->cfg->data_dir);
+        return -1;
+    }
+    uint64_t ready = 0, delayed = 0, dead = 0;
+    size_t nf;
+    zl_flow_t **flows = zl_sched_flows (self->sched, &nf);
+    for (size_t i = 0; i < nf; i++) {
+        ready += flows[i]->ready;
+        delayed += flows[i]->delayed;
+        dead += flows[i]->dlq;
+    }
+    zl_info ("broker", "recovered %" PRIu64 " job(s) from %s in %.3f s: %" PRIu64 " ready, %" PRIu64
+             " delayed, %" PRIu64 " dead-lettered; next id %" PRIu64,
+             rc.jobs, self->cfg->data_dir, (double) (zl_clock_mono_us () - t0) / 1e6, ready,
+             delayed, dead, zl_jobs_next_id (self->jobs));
+    return 0;
+}
+
 zl_broker_t *
 zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
 {
@@ -1161,12 +1326,20 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->lanes = zl_lanes_new (cfg);
     self->sched = zl_sched_new (cfg->scheduler);
     self->timers = zl_timers_new ();
-    self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng);
+    self->frame = zl_arena_new (256 * 1024);
+    self->store = zl_store_open (cfg->data_dir, cfg->durability, cfg->map_size, err, errlen);
+    if (!self->store) {
+        zl_broker_destroy (&self);
+        return NULL;
+    }
+    self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng, self->store);
     zl_jobs_set_listener (self->jobs, s_on_job_event, self);
     self->workers = zl_workers_new ();
     self->producers = zl_producers_new ();
-    self->dedup = zl_dedup_new (cfg->dedup_window_ms);
-    self->next_id = 1;
+    if (s_recover (self, err, errlen) != 0) {
+        zl_broker_destroy (&self);
+        return NULL;
+    }
     // lease tokens never repeat across restarts: start from the wall clock
     self->next_lease = (uint64_t) zl_clock_wall_us () << 8;
     for (int i = 0; i < SOCK_COUNT; i++) {
@@ -1210,7 +1383,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_sched_destroy (&self->sched);
     zl_workers_destroy (&self->workers);
     zl_producers_destroy (&self->producers);
-    zl_dedup_destroy (&self->dedup);
+    zl_store_close (&self->store);
+    zl_arena_destroy (&self->frame);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);

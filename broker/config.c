@@ -25,6 +25,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->admin = zl_strdup ("tcp://*:5573");
     cfg->data_dir = zl_strdup ("./zlane-data");
     cfg->durability = ZL_DURABILITY_FSYNC;
+    cfg->map_size = 4ULL << 30;
     cfg->scheduler = ZL_SCHED_WFQ;
     cfg->max_payload = 1024 * 1024;
     cfg->heartbeat_ms = 1000;
@@ -263,6 +264,12 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
             cfg->scheduler = ZL_SCHED_FIFO;
         else
             ERR ("scheduler: '%s' is not wfq or fifo", value);
+    }
+    else if (!strcmp (key, "map_size")) {
+        if (s_num (key, value, &cfg->map_size, err, errlen))
+            return -1;
+        if (cfg->map_size < (1u << 20))
+            ERR ("map_size must be at least 1MiB");
     }
     else if (!strcmp (key, "max_payload"))
         return s_num (key, value, &cfg->max_payload, err, errlen);

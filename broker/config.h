@@ -41,6 +41,7 @@ typedef struct {
     char *ports_file;  // written after bind: the real endpoints
     char *data_dir;
     zl_durability_t durability;
+    uint64_t map_size;         // the store's size limit
     zl_sched_policy_t scheduler;
     uint64_t max_payload;
     uint64_t heartbeat_ms;

@@ -12,6 +12,7 @@
     X (PAYLOAD_TOO_LARGE, "err_payload_too_large") \
     X (UNKNOWN_LANE, "err_unknown_lane") \
     X (QUEUE_FULL, "err_queue_full") \
+    X (STORE_FULL, "err_store_full") \
     X (NO_CREDIT, "err_no_credit") \
     X (UNKNOWN_JOB, "err_unknown_job") \
     X (STALE_LEASE, "err_stale_lease") \

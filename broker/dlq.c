@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-// Dead jobs are linked through their (otherwise unused) worker-list fields.
+// Dead jobs are linked through their list fields (a dead job has no worker).
 struct _zl_dlq_t {
     zl_u64map_t *by_id;
     zl_job_t *head, *tail;
@@ -32,10 +32,10 @@ zl_dlq_destroy (zl_dlq_t **self_p)
 void
 zl_dlq_add (zl_dlq_t *self, zl_job_t *job)
 {
-    job->wnext = NULL;
-    job->wprev = self->tail;
+    job->lnext = NULL;
+    job->lprev = self->tail;
     if (self->tail)
-        self->tail->wnext = job;
+        self->tail->lnext = job;
     else
         self->head = job;
     self->tail = job;
@@ -47,15 +47,15 @@ zl_dlq_remove (zl_dlq_t *self, zl_job_t *job)
 {
     if (!zl_u64map_remove (self->by_id, job->id))
         return;
-    if (job->wprev)
-        job->wprev->wnext = job->wnext;
+    if (job->lprev)
+        job->lprev->lnext = job->lnext;
     else
-        self->head = job->wnext;
-    if (job->wnext)
-        job->wnext->wprev = job->wprev;
+        self->head = job->lnext;
+    if (job->lnext)
+        job->lnext->lprev = job->lprev;
     else
-        self->tail = job->wprev;
-    job->wprev = job->wnext = NULL;
+        self->tail = job->lprev;
+    job->lprev = job->lnext = NULL;
 }
 
 zl_job_t *
@@ -74,7 +74,7 @@ zl_job_t *
 zl_dlq_next (zl_dlq_t *self, zl_job_t *job)
 {
     (void) self;
-    return job->wnext;
+    return job->lnext;
 }
 
 size_t

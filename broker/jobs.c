@@ -12,17 +12,31 @@
 
 #define NO_SLOT UINT32_MAX
 #define MAX_ERROR_TEXT 1024
+#define POOL_CHUNK 4096  // jobs allocated at a time
+
+typedef struct pool_chunk {
+    struct pool_chunk *next;
+    zl_job_t jobs[POOL_CHUNK];
+} pool_chunk_t;
 
 struct _zl_jobs_t {
     zl_u64map_t *by_id;  // every live job (ready, delayed, leased, dead)
     zl_sched_t *sched;
     zl_timers_t *timers;
     zl_rng_t *rng;
+    zl_store_t *store;
     zl_dlq_t *dlq;
+    zl_arena_t *scratch;  // state records read during a transition
+    uint64_t next_id;
+    bool store_failed;
     zl_jobs_listener_fn *listener;
     void *listener_ctx;
     zl_hist_t lat_start;  // submit -> first start
     zl_hist_t lat_ack;    // submit -> ack
+    pool_chunk_t *chunks; // job records come from here, no malloc per job
+    zl_job_t *free_jobs;
+    zl_job_t **restored;  // recovery: ready and dead jobs to order
+    size_t n_restored, cap_restored;
 };
 
 zl_now_t
@@ -47,42 +61,48 @@ zl_job_state_name (zl_job_state_t state)
     return "unknown";
 }
 
+// ---------------------------------------------------------------- records
+static zl_job_t *
+s_job_new (zl_jobs_t *self)
+{
+    if (!self->free_jobs) {
+        pool_chunk_t *c = zl_malloc (sizeof (pool_chunk_t));
+        c->next = self->chunks;
+        self->chunks = c;
+        for (int i = POOL_CHUNK - 1; i >= 0; i--) {
+            c->jobs[i].next = self->free_jobs;
+            self->free_jobs = &c->jobs[i];
+        }
+    }
+    zl_job_t *job = self->free_jobs;
+    self->free_jobs = job->next;
+    memset (job, 0, sizeof *job);
+    job->timer_idx = NO_SLOT;
+    return job;
+}
+
+static void
+s_job_free (zl_jobs_t *self, zl_job_t *job)
+{
+    if (job->state == ZL_JOB_LEASED)
+        free (job->lease);
+    job->next = self->free_jobs;
+    self->free_jobs = job;
+}
+
 zl_jobs_t *
-zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng)
+zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *store)
 {
     zl_jobs_t *self = ZL_NEW (zl_jobs_t);
     self->by_id = zl_u64map_new ();
     self->sched = sched;
     self->timers = timers;
     self->rng = rng;
+    self->store = store;
     self->dlq = zl_dlq_new ();
+    self->scratch = zl_arena_new (16 * 1024);
+    self->next_id = 1;
     return self;
-}
-
-static void
-s_free_history (zl_job_t *job)
-{
-    for (uint32_t i = 0; i < job->n_history; i++) {
-        free (job->history[i].worker);
-        free (job->history[i].error);
-    }
-    free (job->history);
-    job->history = NULL;
-    job->n_history = 0;
-}
-
-static void
-s_free_job (zl_job_t *job)
-{
-    free (job->payload);
-    free (job->idempotency_key);
-    for (uint32_t i = 0; i < job->n_headers; i++) {
-        free ((char *) job->headers[i].key);
-        free ((char *) job->headers[i].value);
-    }
-    free (job->headers);
-    s_free_history (job);
-    free (job);
 }
 
 void
@@ -94,9 +114,17 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     size_t cursor = 0;
     zl_job_t *job;
     while ((job = zl_u64map_next (self->by_id, &cursor, NULL)))
-        s_free_job (job);
+        if (job->state == ZL_JOB_LEASED)
+            free (job->lease);
+    while (self->chunks) {
+        pool_chunk_t *next = self->chunks->next;
+        free (self->chunks);
+        self->chunks = next;
+    }
     zl_u64map_destroy (&self->by_id);
     zl_dlq_destroy (&self->dlq);
+    zl_arena_destroy (&self->scratch);
+    free (self->restored);
     free (self);
     *self_p = NULL;
 }
@@ -106,6 +134,26 @@ zl_jobs_set_listener (zl_jobs_t *self, zl_jobs_listener_fn *fn, void *ctx)
 {
     self->listener = fn;
     self->listener_ctx = ctx;
+}
+
+uint64_t
+zl_jobs_take_id (zl_jobs_t *self)
+{
+    return self->next_id++;
+}
+
+uint64_t
+zl_jobs_next_id (zl_jobs_t *self)
+{
+    return self->next_id;
+}
+
+bool
+zl_jobs_store_failed (zl_jobs_t *self)
+{
+    bool failed = self->store_failed;
+    self->store_failed = false;
+    return failed;
 }
 
 static void
@@ -118,13 +166,62 @@ s_tell (zl_jobs_t *self, zl_jobs_event_t ev, zl_job_t *job)
 uint64_t
 zl_backoff_ms (uint64_t base_ms, uint64_t cap_ms, uint32_t attempt, bool jitter, zl_rng_t *rng)
 {
-    // min (cap, base * 2^attempt) without overflow, for any attempt
-    uint64_t upper = cap_ms;
+    // upper = min(cap, base * 2^attempt), without overflow
+    uint64_t upper;
     if (base_ms == 0)
         upper = 0;
-    else if (attempt < 64 && base_ms <= (cap_ms >> attempt))
+    else if (attempt <= 63 && base_ms <= (cap_ms >> attempt))
         upper = base_ms << attempt;
+    else
+        upper = cap_ms;
     return jitter ? zl_rng_range (rng, upper) : upper;
+}
+
+// ---------------------------------------------------------------- store writes
+static void
+s_check (zl_jobs_t *self, zl_store_rc_t rc, const char *what, uint64_t id)
+{
+    if (rc == ZL_STORE_OK)
+        return;
+    zl_error ("jobs", "job %llu: store write failed (%s): the turn cannot be committed",
+              (unsigned long long) id, what);
+    self->store_failed = true;
+}
+
+// Write the job's state record: the stored history (if any) plus `extra`.
+// Works in self->scratch without resetting it: `extra` (its error text) may
+// live there. Each transition resets the scratch before it starts.
+static void
+s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const char *leased_to,
+             int64_t started_at_ms, int64_t due_at_ms)
+{
+    zl_state_rec_t st;
+    memset (&st, 0, sizeof st);
+    if (job->has_history) {
+        zl_state_rec_t old;
+        if (zl_store_get_state (self->store, job->id, self->scratch, &old) == ZL_STORE_OK) {
+            st.n_history = old.n_history;
+            st.history = old.history;
+        }
+    }
+    if (extra) {
+        zl_attempt_t *h = zl_arena_alloc (self->scratch, (st.n_history + 1) * sizeof *h);
+        if (st.n_history)  // memcpy from NULL is undefined even for 0 bytes
+            memcpy (h, st.history, st.n_history * sizeof *h);
+        h[st.n_history++] = *extra;
+        st.history = h;
+        job->has_history = 1;
+    }
+    st.state = job->state;
+    st.attempt = job->attempt;
+    // READY: its place in the FIFO; DEAD: its place in the DLQ (deaths in
+    // the same millisecond keep their order across a restart)
+    st.ready_seq = job->state == ZL_JOB_READY || job->state == ZL_JOB_DEAD ? job->seq : 0;
+    st.due_at_ms = due_at_ms;
+    st.dead_at_ms = job->state == ZL_JOB_DEAD ? job->dead_at_ms : 0;
+    st.leased_to = leased_to;
+    st.started_at_ms = started_at_ms;
+    s_check (self, zl_store_put_state (self->store, job->id, &st), "state", job->id);
 }
 
 // ---------------------------------------------------------------- helpers
@@ -135,11 +232,13 @@ s_depth (zl_job_t *job, int delta)
     job->flow->tenant->depth += (uint64_t) (int64_t) delta;
 }
 
+// READY in memory; the caller writes the state record when it must.
 static void
 s_make_ready (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
     job->state = ZL_JOB_READY;
     job->ready_ms = now.mono_ms;
+    job->seq = zl_jobs_take_id (self);  // one order for the scheduler and the store
     zl_sched_push (self->sched, job);
 }
 
@@ -156,59 +255,47 @@ static void
 s_unlease (zl_jobs_t *self, zl_job_t *job)
 {
     zl_timers_cancel (self->timers, job);
-    if (job->worker)
-        zl_worker_release (job->worker, job);
+    if (job->lease->worker)
+        zl_worker_release (job->lease->worker, job);
     job->flow->in_flight--;
     job->flow->lane->in_flight--;
     job->flow->tenant->in_flight--;
-    job->lease = 0;
-}
-
-static void
-s_record_attempt (zl_job_t *job, zl_outcome_t outcome, const char *worker, const char *error,
-                  zl_now_t now)
-{
-    job->history = zl_realloc (job->history, (job->n_history + 1) * sizeof (zl_attempt_rec_t));
-    zl_attempt_rec_t *rec = &job->history[job->n_history++];
-    rec->attempt = job->attempt;
-    rec->outcome = outcome;
-    rec->started_at_ms = job->started_at_ms;
-    rec->ended_at_ms = now.wall_ms;
-    rec->worker = zl_strdup (worker ? worker : "");
-    size_t len = error ? strlen (error) : 0;
-    rec->error = zl_strndup (error ? error : "", len > MAX_ERROR_TEXT ? MAX_ERROR_TEXT : len);
+    free (job->lease);
+    job->lease = NULL;
 }
 
 static void
 s_delete (zl_jobs_t *self, zl_job_t *job)
 {
+    s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
     zl_u64map_remove (self->by_id, job->id);
-    s_free_job (job);
+    s_job_free (self, job);
 }
 
 static void
-s_bury (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
+s_bury (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
 {
     job->state = ZL_JOB_DEAD;
     job->dead_at_ms = now.wall_ms;
+    job->seq = zl_jobs_take_id (self);  // order of death
     job->flow->dlq++;
     job->flow->dead_lettered++;
     s_depth (job, -1);
     zl_dlq_add (self->dlq, job);
+    s_put_state (self, job, last, NULL, 0, 0);
     zl_info ("jobs", "job %llu dead-lettered after %u attempt(s), lane=%s tenant=%s: %s",
              (unsigned long long) job->id, job->attempt, job->flow->lane->name,
-             job->flow->tenant->name,
-             job->n_history ? job->history[job->n_history - 1].error : "");
+             job->flow->tenant->name, last ? last->error : "");
     s_tell (self, ZL_JOBS_EV_DEAD, job);
 }
 
-// A finished attempt that failed: dead-letter it, or schedule the retry.
-// `retry_ms` < 0 asks for the lane's backoff.
+// A finished attempt that failed (the job is no longer leased): dead-letter
+// it, or make it ready again after `retry_ms` (< 0 asks for the backoff).
 static void
-s_fail (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, int64_t retry_ms, zl_now_t now)
+s_fail (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *att, int64_t retry_ms, zl_now_t now)
 {
-    if (outcome == ZL_OUTCOME_PERMANENT || job->attempt >= job->max_attempts) {
-        s_bury (self, job, now);
+    if (att->outcome == ZL_OUTCOME_PERMANENT || job->attempt >= job->max_attempts) {
+        s_bury (self, job, att, now);
         return;
     }
     if (retry_ms < 0) {
@@ -216,78 +303,134 @@ s_fail (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, int64_t retry_ms, 
         retry_ms = (int64_t) zl_backoff_ms (lc->backoff_base_ms, lc->backoff_cap_ms, job->attempt,
                                             lc->jitter, self->rng);
     }
-    if (retry_ms == 0)
+    if (retry_ms == 0) {
         s_make_ready (self, job, now);
-    else
+        s_put_state (self, job, att, NULL, 0, 0);
+    } else {
         s_make_delayed (self, job, (uint64_t) retry_ms, now);
+        s_put_state (self, job, att, NULL, 0, now.wall_ms + retry_ms);
+    }
+}
+
+// The attempt record for the lease `job` holds, ending now.
+static zl_attempt_t
+s_attempt (zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
+{
+    zl_attempt_t a;
+    a.attempt = job->attempt;
+    a.worker = job->lease->worker ? job->lease->worker->name : "";
+    a.started_at_ms = (uint64_t) job->lease->started_at_ms;
+    a.ended_at_ms = (uint64_t) now.wall_ms;
+    a.outcome = outcome;
+    a.error = error ? error : "";
+    return a;
 }
 
 static zl_settle_rc_t
-s_check (zl_jobs_t *self, uint64_t job_id, uint64_t lease, zl_job_t **job_p)
+s_lookup (zl_jobs_t *self, uint64_t job_id, uint64_t lease, zl_job_t **job_p)
 {
     zl_job_t *job = zl_u64map_get (self->by_id, job_id);
     if (!job)
         return ZL_SETTLE_UNKNOWN_JOB;
-    if (job->state != ZL_JOB_LEASED || job->lease != lease)
+    if (job->state != ZL_JOB_LEASED || job->lease->token != lease)
         return ZL_SETTLE_STALE_LEASE;
     *job_p = job;
     return ZL_SETTLE_OK;
 }
 
+static uint64_t
+s_run_us (const zl_job_t *job, uint64_t reported, zl_now_t now)
+{
+    // trust the worker's measure when it gives one, bounded by what we saw
+    uint64_t seen = (uint64_t) (now.mono_us - job->lease->started_us);
+    return reported && reported <= seen ? reported : seen;
+}
+
+static char *
+s_clip (zl_jobs_t *self, const char *error)
+{
+    size_t len = error ? strnlen (error, MAX_ERROR_TEXT) : 0;
+    return zl_arena_strndup (self->scratch, error ? error : "", len);
+}
+
 // ---------------------------------------------------------------- transitions
+zl_store_rc_t
+zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
+               const zl_lane_config_t *lc, zl_now_t now)
+{
+    zl_job_rec_t rec = {.tenant = spec->tenant,
+                        .lane = spec->lane,
+                        .payload = spec->payload,
+                        .idempotency_key = spec->idempotency_key,
+                        .n_headers = spec->n_headers,
+                        .headers = spec->headers,
+                        .max_attempts = spec->max_attempts ? spec->max_attempts : lc->max_attempts,
+                        .lease_ms = spec->lease_ms ? spec->lease_ms : (uint32_t) lc->lease_ms,
+                        .max_run_ms = spec->max_run_ms ? spec->max_run_ms
+                                                       : (uint32_t) lc->max_run_ms,
+                        .enqueued_at_ms = now.wall_ms};
+    zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
+    if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
+        zl_idem_rec_t idem = {id, now.wall_ms};
+        rc = zl_store_put_idem (self->store, spec->tenant, spec->idempotency_key, &idem);
+    }
+    if (rc == ZL_STORE_OK && spec->delay_ms) {
+        zl_state_rec_t st = {.state = ZL_JOB_DELAYED, .due_at_ms = now.wall_ms + spec->delay_ms};
+        rc = zl_store_put_state (self->store, id, &st);
+    }
+    return rc;
+}
+
+static void
+s_settings (zl_job_t *job, const zl_lane_config_t *lc, uint32_t max_attempts, uint32_t lease_ms,
+            uint32_t max_run_ms)
+{
+    uint32_t ma = max_attempts ? max_attempts : lc->max_attempts;
+    job->max_attempts = (uint16_t) (ma == 0 ? 1 : ma > UINT16_MAX ? UINT16_MAX : ma);
+    job->lease_ms = lease_ms ? lease_ms : (uint32_t) lc->lease_ms;
+    job->max_run_ms = max_run_ms ? max_run_ms : (uint32_t) lc->max_run_ms;
+}
+
 zl_job_t *
 zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow_t *flow,
                 zl_now_t now)
 {
-    const zl_lane_config_t *lc = &flow->lane->cfg;
-    zl_job_t *job = ZL_NEW (zl_job_t);
+    zl_job_t *job = s_job_new (self);
     job->id = id;
     job->flow = flow;
-    job->timer_idx = NO_SLOT;
-    job->max_attempts = spec->max_attempts ? spec->max_attempts : lc->max_attempts;
-    if (job->max_attempts == 0)
-        job->max_attempts = 1;
-    job->lease_ms = spec->lease_ms ? spec->lease_ms : (uint32_t) lc->lease_ms;
-    job->max_run_ms = spec->max_run_ms ? spec->max_run_ms : (uint32_t) lc->max_run_ms;
+    s_settings (job, &flow->lane->cfg, spec->max_attempts, spec->lease_ms, spec->max_run_ms);
     job->accepted_us = now.mono_us;
-    job->enqueued_at_ms = now.wall_ms;
-    job->payload_len = (uint32_t) spec->payload.len;
-    job->payload = zl_malloc (spec->payload.len ? spec->payload.len : 1);
-    if (spec->payload.len)
-        memcpy (job->payload, spec->payload.data, spec->payload.len);
-    if (spec->idempotency_key && *spec->idempotency_key)
-        job->idempotency_key = zl_strdup (spec->idempotency_key);
-    if (spec->n_headers) {
-        job->n_headers = (uint32_t) spec->n_headers;
-        job->headers = zl_calloc (spec->n_headers, sizeof (zl_header_t));
-        for (size_t i = 0; i < spec->n_headers; i++) {
-            job->headers[i].key = zl_strdup (spec->headers[i].key);
-            job->headers[i].value = zl_strdup (spec->headers[i].value);
-        }
-    }
     zl_u64map_put (self->by_id, id, job);
     flow->submitted++;
     s_depth (job, +1);
     if (spec->delay_ms)
         s_make_delayed (self, job, spec->delay_ms, now);
-    else
-        s_make_ready (self, job, now);
+    else {
+        // never-attempted jobs have no state record: their order is their id
+        job->state = ZL_JOB_READY;
+        job->ready_ms = now.mono_ms;
+        job->seq = id;
+        zl_sched_push (self->sched, job);
+    }
     return job;
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease, zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t token, zl_now_t now)
 {
+    zl_lease_t *lease = zl_malloc (sizeof *lease);
+    lease->token = token;
+    lease->started_at_ms = now.wall_ms;
+    lease->started_us = now.mono_us;
+    lease->lease_deadline_ms = now.mono_ms + job->lease_ms;
+    lease->run_deadline_ms = job->max_run_ms ? now.mono_ms + job->max_run_ms : 0;
+    lease->worker = NULL;
     job->state = ZL_JOB_LEASED;
-    job->attempt++;
     job->lease = lease;
-    job->started_at_ms = now.wall_ms;
-    job->started_us = now.mono_us;
-    job->lease_deadline_ms = now.mono_ms + job->lease_ms;
-    job->run_deadline_ms = job->max_run_ms ? now.mono_ms + job->max_run_ms : 0;
-    job->due_ms = job->lease_deadline_ms;
-    if (job->run_deadline_ms && job->run_deadline_ms < job->due_ms)
-        job->due_ms = job->run_deadline_ms;
+    job->attempt++;
+    job->due_ms = lease->lease_deadline_ms;
+    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms)
+        job->due_ms = lease->run_deadline_ms;
     zl_timers_set (self->timers, job);
     zl_worker_hold (worker, job);
     job->flow->in_flight++;
@@ -295,14 +438,8 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t le
     job->flow->tenant->in_flight++;
     if (job->attempt == 1)
         zl_hist_add (&self->lat_start, (uint64_t) (now.mono_us - job->accepted_us));
-}
-
-static uint64_t
-s_run_us (const zl_job_t *job, uint64_t reported, zl_now_t now)
-{
-    // trust the worker's measure when it gives one, bounded by what we saw
-    uint64_t seen = (uint64_t) (now.mono_us - job->started_us);
-    return reported && reported <= seen ? reported : seen;
+    zl_arena_reset (self->scratch);
+    s_put_state (self, job, NULL, worker->name, now.wall_ms, 0);
 }
 
 zl_settle_rc_t
@@ -310,7 +447,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl
 {
     (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_check (self, ack->job_id, ack->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, ack->job_id, ack->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_sched_charge (self->sched, job, s_run_us (job, ack->run_us, now));
@@ -326,12 +463,12 @@ zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl
 zl_settle_rc_t
 zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack, zl_now_t now)
 {
+    (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_check (self, nack->job_id, nack->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, nack->job_id, nack->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_sched_charge (self->sched, job, s_run_us (job, nack->run_us, now));
-    const char *worker_name = job->worker ? job->worker->name : (worker ? worker->name : "");
     zl_outcome_t outcome;
     int64_t retry_ms = -1;
     switch (nack->cls) {
@@ -350,9 +487,13 @@ zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
         job->flow->nacked_transient++;
         break;
     }
-    s_record_attempt (job, outcome, worker_name, nack->error, now);
+    zl_arena_reset (self->scratch);
+    zl_attempt_t att = s_attempt (job, outcome, s_clip (self, nack->error), now);
+    char *worker_name = zl_strdup (att.worker);
+    att.worker = worker_name;
     s_unlease (self, job);
-    s_fail (self, job, outcome, retry_ms, now);
+    s_fail (self, job, &att, retry_ms, now);
+    free (worker_name);
     return ZL_SETTLE_OK;
 }
 
@@ -361,18 +502,34 @@ zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *e
 {
     (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_check (self, ext->job_id, ext->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, ext->job_id, ext->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
-    if (job->run_deadline_ms && now.mono_ms >= job->run_deadline_ms)
+    zl_lease_t *lease = job->lease;
+    if (lease->run_deadline_ms && now.mono_ms >= lease->run_deadline_ms)
         return ZL_SETTLE_MAX_RUN;
     uint32_t lease_ms = ext->lease_ms ? ext->lease_ms : job->lease_ms;
-    job->lease_deadline_ms = now.mono_ms + lease_ms;
-    job->due_ms = job->lease_deadline_ms;
-    if (job->run_deadline_ms && job->run_deadline_ms < job->due_ms)
-        job->due_ms = job->run_deadline_ms;
+    lease->lease_deadline_ms = now.mono_ms + lease_ms;
+    job->due_ms = lease->lease_deadline_ms;
+    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms)
+        job->due_ms = lease->run_deadline_ms;
     zl_timers_set (self->timers, job);
     return ZL_SETTLE_OK;
+}
+
+// End a lease that nobody settled (lapsed, max run, worker dead): charge the
+// time it held a worker, record the attempt, ready again at once or DLQ.
+static void
+s_abandon (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
+{
+    zl_sched_charge (self->sched, job, (uint64_t) (now.mono_us - job->lease->started_us));
+    char *worker_name = zl_strdup (job->lease->worker ? job->lease->worker->name : "");
+    zl_arena_reset (self->scratch);
+    zl_attempt_t att = s_attempt (job, outcome, s_clip (self, error), now);
+    att.worker = worker_name;
+    s_unlease (self, job);
+    s_fail (self, job, &att, 0, now);
+    free (worker_name);
 }
 
 size_t
@@ -381,11 +538,7 @@ zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outc
 {
     size_t n = 0;
     while (worker->jobs) {
-        zl_job_t *job = worker->jobs;
-        s_record_attempt (job, outcome, worker->name, error, now);
-        zl_sched_charge (self->sched, job, s_run_us (job, 0, now));
-        s_unlease (self, job);
-        s_fail (self, job, outcome, 0, now);
+        s_abandon (self, worker->jobs, outcome, error, now);
         n++;
     }
     return n;
@@ -401,24 +554,22 @@ zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now)
         if (job->state == ZL_JOB_DELAYED) {
             job->flow->delayed--;
             s_make_ready (self, job, now);
+            zl_arena_reset (self->scratch);
+            s_put_state (self, job, NULL, NULL, 0, 0);
             continue;
         }
         if (job->state != ZL_JOB_LEASED)
             continue;  // cannot happen: only delayed and leased jobs have timers
-        bool max_run = job->run_deadline_ms && now.mono_ms >= job->run_deadline_ms;
-        zl_outcome_t outcome = max_run ? ZL_OUTCOME_MAX_RUN : ZL_OUTCOME_LEASE_EXPIRED;
+        zl_lease_t *lease = job->lease;
+        bool max_run = lease->run_deadline_ms && now.mono_ms >= lease->run_deadline_ms;
         char error[128];
-        snprintf (error, sizeof error, max_run ? "max run time of %u ms exceeded"
-                                               : "lease of %u ms lapsed",
+        snprintf (error, sizeof error,
+                  max_run ? "max run time of %u ms exceeded" : "lease of %u ms lapsed",
                   max_run ? job->max_run_ms : job->lease_ms);
         zl_info ("jobs", "job %llu attempt %u on worker %s: %s", (unsigned long long) job->id,
-                 job->attempt, job->worker ? job->worker->name : "?", error);
+                 job->attempt, lease->worker ? lease->worker->name : "?", error);
         job->flow->lease_expired++;
-        s_record_attempt (job, outcome, job->worker ? job->worker->name : "", error, now);
-        // the worker time the lapsed attempt held counts against its share
-        zl_sched_charge (self->sched, job, s_run_us (job, 0, now));
-        s_unlease (self, job);
-        s_fail (self, job, outcome, 0, now);
+        s_abandon (self, job, max_run ? ZL_OUTCOME_MAX_RUN : ZL_OUTCOME_LEASE_EXPIRED, error, now);
     }
     return n;
 }
@@ -436,15 +587,37 @@ zl_jobs_find (zl_jobs_t *self, uint64_t id)
     return zl_u64map_get (self->by_id, id);
 }
 
+zl_store_rc_t
+zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *arena, zl_job_rec_t *rec,
+              zl_state_rec_t *state)
+{
+    zl_store_rc_t rc = ZL_STORE_OK;
+    if (rec)
+        rc = zl_store_get_job (self->store, job->id, arena, rec);
+    if (rc == ZL_STORE_OK && state) {
+        // read even when never attempted: a delayed, retried-to-ready or
+        // redriven job with attempt 0 has a state record too
+        rc = zl_store_get_state (self->store, job->id, arena, state);
+        if (rc == ZL_STORE_NOT_FOUND) {
+            memset (state, 0, sizeof *state);
+            state->leased_to = "";
+            rc = ZL_STORE_OK;
+        }
+    }
+    return rc;
+}
+
 void
 zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
     zl_dlq_remove (self->dlq, job);
     job->flow->dlq--;
     job->attempt = 0;
-    s_free_history (job);
+    job->has_history = 0;  // the history starts again with the fresh attempts
     s_depth (job, +1);
     s_make_ready (self, job, now);
+    zl_arena_reset (self->scratch);
+    s_put_state (self, job, NULL, NULL, 0, 0);
 }
 
 void
@@ -453,6 +626,108 @@ zl_jobs_purge (zl_jobs_t *self, zl_job_t *job)
     zl_dlq_remove (self->dlq, job);
     job->flow->dlq--;
     s_delete (self, job);
+}
+
+// ---------------------------------------------------------------- recovery
+static void
+s_restored_push (zl_jobs_t *self, zl_job_t *job)
+{
+    if (self->n_restored == self->cap_restored) {
+        self->cap_restored = self->cap_restored ? self->cap_restored * 2 : 1024;
+        self->restored = zl_realloc (self->restored, self->cap_restored * sizeof (zl_job_t *));
+    }
+    self->restored[self->n_restored++] = job;
+}
+
+void
+zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
+                 const zl_state_rec_t *st, zl_now_t now)
+{
+    zl_job_t *job = s_job_new (self);
+    job->id = id;
+    job->flow = flow;
+    s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
+    job->accepted_us = now.mono_us;
+    job->attempt = st ? (uint16_t) st->attempt : 0;
+    job->has_history = st && st->n_history > 0;
+    zl_u64map_put (self->by_id, id, job);
+    uint32_t state = st ? st->state : ZL_JOB_READY;
+    if (state == ZL_JOB_DEAD) {
+        job->state = ZL_JOB_DEAD;
+        job->dead_at_ms = st->dead_at_ms;
+        job->seq = st->ready_seq;
+        flow->dlq++;
+        s_restored_push (self, job);
+        return;
+    }
+    s_depth (job, +1);
+    if (state == ZL_JOB_DELAYED) {
+        int64_t left = st->due_at_ms - now.wall_ms;
+        s_make_delayed (self, job, left > 0 ? (uint64_t) left : 0, now);
+        return;
+    }
+    job->state = ZL_JOB_READY;
+    job->seq = st && st->ready_seq ? st->ready_seq : id;
+    if (st && st->state == ZL_JOB_LEASED) {
+        // the attempt that was running when the broker stopped counts
+        zl_attempt_t att = {.attempt = job->attempt,
+                            .worker = st->leased_to,
+                            .started_at_ms = (uint64_t) st->started_at_ms,
+                            .ended_at_ms = (uint64_t) now.wall_ms,
+                            .outcome = ZL_OUTCOME_BROKER_RESTART,
+                            .error = "the broker restarted while this attempt ran"};
+        if (job->attempt >= job->max_attempts) {
+            job->state = ZL_JOB_DEAD;
+            job->dead_at_ms = now.wall_ms;
+            job->seq = 0;  // dies now, before any death of this run
+            flow->dlq++;
+            flow->dead_lettered++;
+            s_depth (job, -1);
+        }
+        zl_arena_reset (self->scratch);
+        s_put_state (self, job, &att, NULL, 0, 0);
+    }
+    s_restored_push (self, job);
+}
+
+static int
+s_cmp_restored (const void *a, const void *b)
+{
+    const zl_job_t *x = *(zl_job_t *const *) a, *y = *(zl_job_t *const *) b;
+    // dead letters first, in the order they died; then ready jobs in order
+    if (x->state != y->state)
+        return x->state == ZL_JOB_DEAD ? -1 : 1;
+    if (x->state == ZL_JOB_DEAD) {
+        if (x->dead_at_ms != y->dead_at_ms)
+            return x->dead_at_ms < y->dead_at_ms ? -1 : 1;
+        if (x->seq != y->seq)  // the same millisecond: in the order they died
+            return x->seq < y->seq ? -1 : 1;
+        return x->id < y->id ? -1 : x->id > y->id;
+    }
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void
+zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
+{
+    if (next_id > self->next_id)
+        self->next_id = next_id;
+    if (self->n_restored)  // qsort of NULL is undefined even for 0 items
+        qsort (self->restored, self->n_restored, sizeof (zl_job_t *), s_cmp_restored);
+    for (size_t i = 0; i < self->n_restored; i++) {
+        zl_job_t *job = self->restored[i];
+        if (job->state == ZL_JOB_DEAD)
+            zl_dlq_add (self->dlq, job);
+        else {
+            job->ready_ms = now.mono_ms;
+            zl_sched_push (self->sched, job);
+        }
+        if (job->seq >= self->next_id)
+            self->next_id = job->seq + 1;
+    }
+    free (self->restored);
+    self->restored = NULL;
+    self->n_restored = self->cap_restored = 0;
 }
 
 zl_dlq_t *

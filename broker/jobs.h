@@ -1,5 +1,6 @@
 /*  jobs: the job table and its state machine -- the one place where a job
-    changes state.
+    changes state, in memory and in the store (each transition writes its
+    record into the turn's store batch; the broker commits the batch).
 
         accept --> READY <-----------------+---------------+
           |          | lease               | retry due     | redrive
@@ -18,6 +19,7 @@
 #include "msg.h"
 #include "rng.h"
 #include "sched.h"
+#include "store.h"
 #include "timers.h"
 #include "workers.h"
 
@@ -31,7 +33,6 @@ typedef enum {
     ZL_SETTLE_OK = 0,
     ZL_SETTLE_UNKNOWN_JOB,  // no such job, or it is not leased
     ZL_SETTLE_STALE_LEASE,  // the token is not the job's current lease
-    ZL_SETTLE_WRONG_WORKER, // the token is current but another worker holds it
     ZL_SETTLE_MAX_RUN       // extension refused: past the job's max run time
 } zl_settle_rc_t;
 
@@ -52,15 +53,25 @@ typedef struct {
 /*  Return the current times. */
 zl_now_t zl_now (void);
 
-/*  Return a job table using (borrowing) `sched`, `timers` and `rng`. */
-zl_jobs_t *zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng);
+/*  Return a job table using (borrowing) `sched`, `timers`, `rng` and `store`. */
+zl_jobs_t *zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *store);
 /*  Destroy the table and every job in it; nulls the caller's pointer. */
 void zl_jobs_destroy (zl_jobs_t **self_p);
 /*  Set the listener told of dead-letters and acks. */
 void zl_jobs_set_listener (zl_jobs_t *self, zl_jobs_listener_fn *fn, void *ctx);
 
-/*  Create a job from `spec` in `flow` with id `id`: READY, or DELAYED if the
-    spec asks for a delay. Copies what it needs from `spec`. */
+/*  Take the next value of the id counter (job ids and ready sequence
+    numbers share it, so both stay unique and ordered for the store's life). */
+uint64_t zl_jobs_take_id (zl_jobs_t *self);
+/*  The id counter's next value (persisted at every commit). */
+uint64_t zl_jobs_next_id (zl_jobs_t *self);
+
+/*  Phase 1 of accepting: write the job record (and its idempotency key)
+    into the store batch. Nothing changes in memory. */
+zl_store_rc_t zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
+                             const zl_lane_config_t *lane, zl_now_t now);
+/*  Phase 2, once the stage is in the batch: the job exists in memory, READY,
+    or DELAYED if the spec asks for a delay. */
 zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
                           zl_flow_t *flow, zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
@@ -78,25 +89,39 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nac
 zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker,
                                const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
-    each counts as a failed attempt and is retried at once (no backoff). */
+    each counts as a failed attempt and is ready again at once. */
 size_t zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
                                const char *error, zl_now_t now);
-/*  Fire due timers: lapsed leases fail (retry or DLQ), delays end (READY).
-    Returns how many fired. */
+/*  Fire due timers: lapsed leases fail (ready again, or DLQ), delays end
+    (READY). Returns how many fired. */
 size_t zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now);
 /*  Return the monotonic ms of the next timer, or -1 if none. */
 int64_t zl_jobs_next_timer (zl_jobs_t *self);
 /*  Return the live job with `id` (any state), or NULL. */
 zl_job_t *zl_jobs_find (zl_jobs_t *self, uint64_t id);
-/*  Put a DEAD job back as READY with a fresh attempt count. */
+/*  Read a job's stored record and state (state zeroed when it has none);
+    data lives in `arena`. */
+zl_store_rc_t zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *arena,
+                            zl_job_rec_t *rec, zl_state_rec_t *state);
+/*  Put a DEAD job back as READY with a fresh attempt count and history. */
 void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
 /*  Delete a DEAD job. */
 void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
+
+/*  Recovery, one stored job at a time (in id order), then restore_done to
+    rebuild the ready queues in their order and fail the attempts that were
+    running when the broker stopped. */
+void zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
+                      const zl_state_rec_t *state, zl_now_t now);
+void zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now);
+
+/*  True once a store write failed: the turn's batch cannot be committed. */
+bool zl_jobs_store_failed (zl_jobs_t *self);
 /*  The dead-letter queue (borrowed). */
 zl_dlq_t *zl_jobs_dlq (zl_jobs_t *self);
 /*  Number of live jobs. */
 size_t zl_jobs_count (zl_jobs_t *self);
-/*  Latency histograms: submit -> first start, submit -> ack (borrowed). */
+/*  Latency histograms: 0 submit -> first start, 1 submit -> ack (borrowed). */
 const struct zl_hist_s *zl_jobs_latency (zl_jobs_t *self, int which);
 
 /*  Full-jitter backoff: random in [0, min(cap, base * 2^attempt)] ms, or the

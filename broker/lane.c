@@ -82,6 +82,13 @@ zl_lanes_lookup (zl_lanes_t *self, const char *name)
 }
 
 zl_lane_t *
+zl_lanes_add (zl_lanes_t *self, const char *name)
+{
+    zl_lane_t *lane = zhashx_lookup (self->lane_by_name, name);
+    return lane ? lane : s_add_lane (self, &self->lane_defaults, name);
+}
+
+zl_lane_t *
 zl_lanes_at (zl_lanes_t *self, uint32_t index)
 {
     return index < self->n_lanes ? self->lanes[index] : NULL;

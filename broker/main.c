@@ -37,6 +37,7 @@ s_usage (FILE *out)
         "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
         "      --data DIR           data directory           [./zlane-data]\n"
         "      --durability MODE    fsync | none             [fsync]\n"
+        "      --map-size SIZE      the store's size limit   [4GiB]\n"
         "      --scheduler S        wfq | fifo               [wfq]\n"
         "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
         "      --auto-lanes         create undeclared lanes on first use\n"
@@ -68,7 +69,7 @@ main (int argc, char **argv)
     zl_broker_config_defaults (&cfg);
     char err[512];
 
-    enum { O_FRONTEND = 256, O_BACKEND, O_EVENTS, O_ADMIN, O_PORTS, O_DATA, O_DUR, O_SCHED,
+    enum { O_FRONTEND = 256, O_BACKEND, O_EVENTS, O_ADMIN, O_PORTS, O_DATA, O_DUR, O_MAP, O_SCHED,
            O_LANE, O_AUTO, O_MAXPAY, O_DEPTH, O_WINDOW, O_HB, O_LIVE, O_LEASE, O_ATTEMPTS,
            O_BBASE, O_BCAP, O_NOJIT, O_MAXRUN, O_ALERT, O_DEDUP, O_SET };
     static const struct option opts[] = {
@@ -76,6 +77,7 @@ main (int argc, char **argv)
         {"backend", required_argument, 0, O_BACKEND}, {"events", required_argument, 0, O_EVENTS},
         {"admin", required_argument, 0, O_ADMIN}, {"ports-file", required_argument, 0, O_PORTS},
         {"data", required_argument, 0, O_DATA},  {"durability", required_argument, 0, O_DUR},
+        {"map-size", required_argument, 0, O_MAP},
         {"scheduler", required_argument, 0, O_SCHED}, {"lane", required_argument, 0, O_LANE},
         {"auto-lanes", no_argument, 0, O_AUTO},  {"max-payload", required_argument, 0, O_MAXPAY},
         {"max-depth", required_argument, 0, O_DEPTH},
@@ -117,6 +119,7 @@ main (int argc, char **argv)
         case O_PORTS: key = "ports_file"; break;
         case O_DATA: key = "data"; break;
         case O_DUR: key = "durability"; break;
+        case O_MAP: key = "map_size"; break;
         case O_SCHED: key = "scheduler"; break;
         case O_AUTO: key = "auto_lanes"; optarg = "true"; break;
         case O_MAXPAY: key = "max_payload"; break;
@@ -194,10 +197,10 @@ main (int argc, char **argv)
         zl_broker_config_free (&cfg);
         return 1;
     }
-    zl_broker_run (broker, &s_stop);
-    zl_info ("broker", "stopping");
+    int rc = zl_broker_run (broker, &s_stop);
+    zl_info ("broker", rc == 0 ? "stopping" : "stopping after a store failure");
     zl_broker_destroy (&broker);
     zl_broker_config_free (&cfg);
     zsys_shutdown ();
-    return 0;
+    return rc == 0 ? 0 : 1;
 }

@@ -18,7 +18,6 @@ struct _zl_sched_t {
     zl_u64map_t *by_key;  // (lane, tenant) -> flow
     zl_flow_t **flows;
     size_t n_flows, cap_flows;
-    uint64_t next_seq;
 };
 
 zl_sched_t *
@@ -27,7 +26,6 @@ zl_sched_new (zl_sched_policy_t policy)
     zl_sched_t *self = ZL_NEW (zl_sched_t);
     self->policy = policy;
     self->by_key = zl_u64map_new ();
-    self->next_seq = 1;
     return self;
 }
 
@@ -187,7 +185,6 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
 {
     zl_flow_t *flow = job->flow;
     job->next = NULL;
-    job->seq = self->next_seq++;
     if (flow->tail)
         flow->tail->next = job;
     else

@@ -37,7 +37,8 @@ zl_sched_t *zl_sched_new (zl_sched_policy_t policy);
 void zl_sched_destroy (zl_sched_t **self_p);
 /*  Return the flow of `lane` x `tenant`, creating it. */
 zl_flow_t *zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant);
-/*  Append a READY job to its flow (job->flow must be set). */
+/*  Append a READY job to its flow (job->flow and job->seq must be set; seq
+    is the global arrival order FIFO uses). */
 void zl_sched_push (zl_sched_t *self, zl_job_t *job);
 /*  Remove and return the next job of `lane`, or NULL if none is ready. */
 zl_job_t *zl_sched_pop (zl_sched_t *self, zl_lane_t *lane);

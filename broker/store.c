@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 
 #define FULL_MARGIN (4u << 20)  // bytes kept free so acks and deletes always fit
+#define IDEM_SEP '\0'           // tenant IDEM_SEP key: a C string cannot hold it
 
 struct _zl_store_t {
     MDB_env *env;
@@ -24,7 +25,8 @@ struct _zl_store_t {
     zl_durability_t mode;
     uint64_t map_size;
     size_t page_size;
-    uint64_t last_append_id;  // jobs are appended in id order
+    uint64_t last_append_id;  // jobs are appended in id order; UINT64_MAX = unknown
+    bool batch_full;          // a write of the turn's batch ran out of room
     zl_arena_t *scratch;
     uint64_t commits, commit_us, commit_max_us;
     uint64_t used_pages;      // pages in use beyond the free list, last measured
@@ -48,6 +50,8 @@ s_rc (zl_store_t *self, int rc, const char *what)
     if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == MDB_TXN_FULL) {
         zl_warn ("store", "%s: store full (%s)", what, mdb_strerror (rc));
         self->room = false;
+        if (!self->sub)
+            self->batch_full = true;  // the batch is lost; its commit will say why
         return ZL_STORE_FULL;
     }
     zl_error ("store", "%s failed: %s", what, mdb_strerror (rc));
@@ -165,6 +169,7 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
     self->map_size = map_size;
     self->scratch = zl_arena_new (64 * 1024);
     self->room = true;
+    self->last_append_id = UINT64_MAX;  // read from the store at the first put
     int rc = mdb_env_create (&self->env);
     if (!rc)
         rc = mdb_env_set_maxdbs (self->env, 8);
@@ -221,6 +226,7 @@ zl_store_begin (zl_store_t *self)
     if (self->txn)
         return ZL_STORE_OK;
     zl_arena_reset (self->scratch);
+    self->batch_full = false;
     return s_rc (self, mdb_txn_begin (self->env, NULL, 0, &self->txn), "begin");
 }
 
@@ -283,6 +289,8 @@ zl_store_commit (zl_store_t *self)
     if (rc) {
         // the batch is gone; the append position must be re-read
         self->last_append_id = UINT64_MAX;
+        if (self->batch_full && rc == MDB_BAD_TXN)
+            rc = MDB_MAP_FULL;  // a put of this batch failed for want of room
         return s_rc (self, rc, "commit");
     }
     return ZL_STORE_OK;
@@ -320,13 +328,18 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
     MDB_val k = s_id (&id), v = {size, NULL};
     unsigned flags = MDB_RESERVE | (id > self->last_append_id ? MDB_APPEND : 0);
     int rc = mdb_put (s_txn (self), self->jobs, &k, &v, flags);
+    if (rc == MDB_KEYEXIST && (flags & MDB_APPEND)) {
+        // the append position was stale: put it in its place
+        self->last_append_id = UINT64_MAX;
+        rc = mdb_put (s_txn (self), self->jobs, &k, &v, MDB_RESERVE);
+    }
     if (rc)
         return s_rc (self, rc, "put job");
     zl_record_write (handle, v.mv_data);
     if (id > self->last_append_id)
         self->last_append_id = id;
     if (rec->idempotency_key && rec->idempotency_key[0]) {
-        // idem_log: id -> tenant \x1f key, pruned in id (= time) order
+        // idem_log: id -> tenant IDEM_SEP key, pruned in id (= time) order
         size_t tl = strlen (rec->tenant), kl = strlen (rec->idempotency_key);
         MDB_val lv = {tl + 1 + kl, NULL};
         rc = mdb_put (s_txn (self), self->idem_log, &k, &lv, MDB_RESERVE | MDB_APPEND);
@@ -335,7 +348,7 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
         if (rc)
             return s_rc (self, rc, "put idem log");
         memcpy (lv.mv_data, rec->tenant, tl);
-        ((char *) lv.mv_data)[tl] = '\x1f';
+        ((char *) lv.mv_data)[tl] = IDEM_SEP;
         memcpy ((char *) lv.mv_data + tl + 1, rec->idempotency_key, kl);
     }
     return ZL_STORE_OK;
@@ -373,7 +386,7 @@ s_idem_key (char *buf, size_t size, const char *tenant, const char *key, char **
     size_t tl = strlen (tenant), kl = strlen (key), n = tl + 1 + kl;
     char *p = n <= size ? buf : (*heap = zl_malloc (n));
     memcpy (p, tenant, tl);
-    p[tl] = '\x1f';
+    p[tl] = IDEM_SEP;
     memcpy (p + tl + 1, key, kl);
     MDB_val k = {n, p};
     return k;
@@ -495,12 +508,18 @@ zl_store_prune_idem (zl_store_t *self, int64_t before_ms, size_t max)
     int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST);
     while (rc == 0 && n < max) {
         MDB_val ik = {v.mv_size, v.mv_data}, iv;
+        uint64_t log_id;
+        memcpy (&log_id, k.mv_data, sizeof log_id);
         if (mdb_get (txn, self->idem, &ik, &iv) == 0) {
             zl_idem_rec_t rec;
-            if (zl_record_idem_decode (iv.mv_data, iv.mv_size, &rec) == 0 &&
-                rec.seen_at_ms >= before_ms)
+            bool decoded = zl_record_idem_decode (iv.mv_data, iv.mv_size, &rec) == 0;
+            // a key used again after it expired belongs to the newer job (a
+            // later log entry): this entry just goes
+            bool newer = decoded && rec.job_id != log_id;
+            if (decoded && !newer && rec.seen_at_ms >= before_ms)
                 break;  // the log is in time order: nothing older follows
-            mdb_del (txn, self->idem, &ik, NULL);
+            if (!newer)
+                mdb_del (txn, self->idem, &ik, NULL);
         }
         if (mdb_cursor_del (c, 0) != 0)
             break;
@@ -514,17 +533,23 @@ zl_store_prune_idem (zl_store_t *self, int64_t before_ms, size_t max)
 }
 
 // Pages still free to use: the map's unused tail plus the free list. Counting
-// the free list walks it, so it is done only when the tail runs low.
+// the free list walks it, so it is done only when the tail runs low. LMDB
+// opens no cursor on the free list inside a write transaction, so the walk
+// reads the last committed free list in a read transaction of its own (also
+// while the turn's batch is open: the environment is MDB_NOTLS).
 static uint64_t
-s_free_pages (zl_store_t *self, MDB_txn *txn)
+s_free_pages (zl_store_t *self)
 {
     MDB_envinfo info;
     mdb_env_info (self->env, &info);
     uint64_t total = self->map_size / self->page_size;
     uint64_t tail = total > info.me_last_pgno + 1 ? total - info.me_last_pgno - 1 : 0;
-    if (tail * self->page_size > 64 * (uint64_t) FULL_MARGIN || !txn)
+    if (tail * self->page_size > 64 * (uint64_t) FULL_MARGIN)
         return tail;
     uint64_t listed = 0;
+    MDB_txn *txn;
+    if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) != 0)
+        return tail;
     MDB_cursor *c;
     if (mdb_cursor_open (txn, 0 /* FREE_DBI */, &c) == 0) {
         MDB_val k, v;
@@ -533,6 +558,7 @@ s_free_pages (zl_store_t *self, MDB_txn *txn)
                 listed += *(const size_t *) v.mv_data;
         mdb_cursor_close (c);
     }
+    mdb_txn_abort (txn);
     return tail + listed;
 }
 
@@ -542,11 +568,7 @@ zl_store_has_room (zl_store_t *self, size_t bytes)
     int64_t now = zl_clock_mono_ms ();
     if (self->room && now < self->next_room_check_ms)
         return true;
-    reader_t r;
-    if (s_reader (self, &r) != 0)
-        return false;
-    uint64_t free_bytes = s_free_pages (self, r.txn) * self->page_size;
-    s_reader_done (&r);
+    uint64_t free_bytes = s_free_pages (self) * self->page_size;
     // disk space matters too: LMDB grows data.mdb as it fills the map
     struct statvfs vfs;
     if (statvfs (self->dir, &vfs) == 0) {
@@ -559,7 +581,9 @@ zl_store_has_room (zl_store_t *self, size_t bytes)
         if (disk < growth && disk < free_bytes)
             free_bytes = disk;
     }
-    bool ok = free_bytes > bytes + FULL_MARGIN;
+    // a small map keeps a quarter of itself in reserve
+    uint64_t margin = self->map_size / 4 < FULL_MARGIN ? self->map_size / 4 : FULL_MARGIN;
+    bool ok = free_bytes > bytes + margin;
     self->room = ok;
     // plenty of room: look again in a while, not on every Submit
     self->next_room_check_ms = now + (free_bytes > 64 * (uint64_t) FULL_MARGIN ? 1000 : 0);
@@ -650,7 +674,7 @@ zl_store_stats (zl_store_t *self, zl_store_stats_t *out)
     if (mdb_stat (r.txn, self->idem, &st) == 0)
         out->idem_keys = st.ms_entries;
     uint64_t total = self->map_size / self->page_size;
-    out->used_bytes = (total - s_free_pages (self, r.txn)) * self->page_size;
+    out->used_bytes = (total - s_free_pages (self)) * self->page_size;
     s_reader_done (&r);
     struct stat sb;
     char path[4096];

@@ -105,11 +105,11 @@ zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker)
 void
 zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 {
-    job->worker = worker;
-    job->wprev = NULL;
-    job->wnext = worker->jobs;
+    job->lease->worker = worker;
+    job->lprev = NULL;
+    job->lnext = worker->jobs;
     if (worker->jobs)
-        worker->jobs->wprev = job;
+        worker->jobs->lprev = job;
     worker->jobs = job;
     worker->in_flight++;
 }
@@ -117,14 +117,14 @@ zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 void
 zl_worker_release (zl_bworker_t *worker, zl_job_t *job)
 {
-    if (job->wprev)
-        job->wprev->wnext = job->wnext;
+    if (job->lprev)
+        job->lprev->lnext = job->lnext;
     else
-        worker->jobs = job->wnext;
-    if (job->wnext)
-        job->wnext->wprev = job->wprev;
-    job->wprev = job->wnext = NULL;
-    job->worker = NULL;
+        worker->jobs = job->lnext;
+    if (job->lnext)
+        job->lnext->lprev = job->lprev;
+    job->lprev = job->lnext = NULL;
+    job->lease->worker = NULL;
     worker->in_flight--;
 }
 

@@ -22,7 +22,7 @@ typedef struct zl_worker {
     uint32_t capacity;
     uint32_t in_flight;
     int64_t last_seen_ms;  // monotonic
-    zl_job_t *jobs;        // held jobs (job->wnext list)
+    zl_job_t *jobs;        // held jobs (job->lnext list)
     // per-turn outbox
     zl_job_t **out_jobs;
     uint32_t n_out, cap_out;
@@ -45,7 +45,8 @@ zl_bworker_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const c
                              int64_t now_ms);
 /*  Forget `worker` (its held jobs must have been released). */
 void zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker);
-/*  Link `job` into the worker's held list and count it in flight. */
+/*  Link `job` (which has its lease) into the worker's held list and count it
+    in flight. */
 void zl_worker_hold (zl_bworker_t *worker, zl_job_t *job);
 /*  Unlink `job` from its worker. */
 void zl_worker_release (zl_bworker_t *worker, zl_job_t *job);

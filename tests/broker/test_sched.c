@@ -30,6 +30,7 @@ typedef struct {
     zl_tenant_t *tenant[MAX_TENANTS];
     zl_flow_t *flow[MAX_TENANTS];
     uint64_t last_seq[MAX_TENANTS]; // FIFO check per tenant
+    uint64_t next_seq;              // the caller's ready order, as jobs.c keeps it
     zl_job_t *pool;
     size_t n_pool, used;
 } world_t;
@@ -74,6 +75,15 @@ s_world_destroy (world_t **w_p)
     *w_p = NULL;
 }
 
+// Push a job that (again) became ready: the caller gives it the next ready
+// sequence number, as jobs.c does (zl_jobs_take_id) before zl_sched_push.
+static void
+s_push (world_t *w, zl_job_t *job)
+{
+    job->seq = ++w->next_seq;
+    zl_sched_push (w->sched, job);
+}
+
 // Push a new job for tenant `t`.
 static zl_job_t *
 s_push_new (world_t *w, size_t t)
@@ -83,7 +93,7 @@ s_push_new (world_t *w, size_t t)
     job->id = w->used;
     job->flow = w->flow[t];
     job->state = ZL_JOB_READY;
-    zl_sched_push (w->sched, job);
+    s_push (w, job);
     return job;
 }
 
@@ -130,7 +140,7 @@ test_empty_and_flows (void **state)
     zl_job_t *j = &w->pool[w->used++];
     j->id = 99;
     j->flow = of;
-    zl_sched_push (w->sched, j);
+    s_push (w, j);
     assert_int_equal (of->ready, 1);
     assert_false (zl_sched_has_ready (w->sched, w->lane));
     assert_true (zl_sched_has_ready (w->sched, other));
@@ -176,6 +186,39 @@ test_fifo_global_arrival_order (void **state)
     s_world_destroy (&w);
 }
 
+// FIFO orders by the sequence the caller set (a retried or recovered job
+// carries its own), not by the order of the zl_sched_push calls.
+static void
+test_fifo_orders_by_caller_seq (void **state)
+{
+    (void)state;
+    uint32_t weights[2] = {1, 1};
+    world_t *w = s_world (ZL_SCHED_FIFO, weights, 2, 8);
+    static const struct {
+        size_t t;
+        uint64_t seq;
+    } in[] = {{0, 50}, {1, 20}, {0, 60}, {1, 70}, {1, 80}, {0, 75}};
+    zl_job_t *jobs[6];
+    for (size_t i = 0; i < 6; i++) {
+        jobs[i] = &w->pool[w->used++];
+        jobs[i]->id = i + 1;
+        jobs[i]->flow = w->flow[in[i].t];
+        jobs[i]->seq = in[i].seq;
+        zl_sched_push (w->sched, jobs[i]);
+    }
+    // heads 50 (t0) and 20 (t1): t1 first; then 50, 60 (t0), 70 (t1), 75 (t0), 80 (t1)
+    const size_t expect[6] = {1, 0, 2, 3, 5, 4};
+    for (size_t i = 0; i < 6; i++) {
+        zl_job_t *job = zl_sched_pop (w->sched, w->lane);
+        assert_non_null (job);
+        if (job != jobs[expect[i]])
+            fail_msg ("pop %zu: got job seq %llu, expected seq %llu", i,
+                      (unsigned long long)job->seq, (unsigned long long)in[expect[i]].seq);
+    }
+    assert_null (zl_sched_pop (w->sched, w->lane));
+    s_world_destroy (&w);
+}
+
 // ---------------------------------------------------------------- WFQ shares
 // Keep every tenant backlogged: pop, charge `cost[t]`, push the job back.
 static void
@@ -187,7 +230,7 @@ s_run_backlogged (world_t *w, const uint64_t *cost, size_t pops, uint64_t *count
         count[t]++;
         time[t] += cost[t];
         zl_sched_charge (w->sched, job, cost[t]);
-        zl_sched_push (w->sched, job);
+        s_push (w, job);
     }
 }
 
@@ -265,7 +308,7 @@ test_wfq_late_charges_with_weights (void **state)
         size_t t = slot_t[s];
         time[t] += cost[t];
         zl_sched_charge (w->sched, slot[s], cost[t]);
-        zl_sched_push (w->sched, slot[s]);
+        s_push (w, slot[s]);
         slot_t[s] = s_pop (w, &slot[s]);
     }
     // worker time by weight: 1 : 1 : 2
@@ -301,18 +344,18 @@ test_wfq_charge_corrects_the_estimate (void **state)
     do {
         t = s_pop (w, &job);
         zl_sched_charge (w->sched, job, 1000);
-        zl_sched_push (w->sched, job);
+        s_push (w, job);
     } while (t != 0);
     t = s_pop (w, &job);
     assert_int_equal (t, 1);
     zl_sched_charge (w->sched, job, 100000);
-    zl_sched_push (w->sched, job);
+    s_push (w, job);
     // tenant 0 now gets about 100 jobs (100 ms of its own) before tenant 1 again
     int zeros = 0;
     while ((t = s_pop (w, &job)) == 0) {
         zeros++;
         zl_sched_charge (w->sched, job, 1000);
-        zl_sched_push (w->sched, job);
+        s_push (w, job);
         assert_true (zeros < 200);
     }
     if (zeros < 95 || zeros > 105)
@@ -350,7 +393,7 @@ test_wfq_idle_tenant_gets_no_burst (void **state)
         longest_run = run > longest_run ? run : longest_run;
         zl_sched_charge (w->sched, job, cost[t]);
         if (t != 2)
-            zl_sched_push (w->sched, job); // the others stay backlogged
+            s_push (w, job); // the others stay backlogged
         if (i == 29)
             assert_true (picks[2] <= 10 + 2); // no burst in the first picks
     }
@@ -410,6 +453,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_empty_and_flows),
         cmocka_unit_test (test_fifo_global_arrival_order),
+        cmocka_unit_test (test_fifo_orders_by_caller_seq),
         cmocka_unit_test (test_wfq_weights_1_2_4),
         cmocka_unit_test (test_wfq_charges_worker_time_not_job_count),
         cmocka_unit_test (test_wfq_late_charges_with_weights),

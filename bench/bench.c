@@ -1,0 +1,492 @@
+/*  zlane-bench: throughput, latency and memory benchmarks on real processes.
+
+    zlane-bench throughput [--jobs N] [--producers P] [--workers W]
+                           [--payload BYTES] [--durability fsync|none]
+        starts a broker and W worker processes (no-op handler, ack after the
+        "work"), submits N jobs from P producer threads as fast as credit
+        allows, and reports jobs/s from the first submit to the last ack.
+    zlane-bench memory [--jobs N] [--payload BYTES] [--durability MODE]
+        starts a broker with no workers, queues N jobs and reports the
+        broker's resident memory per queued job.
+    zlane-bench worker --broker EP [--prefetch N]     (used by throughput)
+
+    Every process it starts is killed at exit, by PID. */
+#include "clock.h"
+#include "codec.h"
+#include "wire.h"
+#include "zlane_producer.h"
+#include "zlane_worker.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_PROCS 64
+
+static pid_t s_pids[MAX_PROCS];
+static int s_n_pids;
+static char s_bindir[PATH_MAX];
+static char s_tmp[PATH_MAX];
+
+static void
+s_cleanup (void)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            waitpid (s_pids[i], NULL, 0);
+    s_n_pids = 0;
+    if (s_tmp[0]) {
+        char cmd[PATH_MAX + 16];
+        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+        if (system (cmd) != 0)
+            fprintf (stderr, "zlane-bench: could not remove %s\n", s_tmp);
+        s_tmp[0] = '\0';
+    }
+}
+
+static void
+s_on_signal (int sig)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    _exit (128 + sig);
+}
+
+static pid_t
+s_spawn (char *const argv[], const char *log)
+{
+    pid_t pid = fork ();
+    if (pid == 0) {
+        FILE *f = freopen (log, "a", stderr);
+        (void) f;
+        execv (argv[0], argv);
+        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
+    if (pid > 0 && s_n_pids < MAX_PROCS)
+        s_pids[s_n_pids++] = pid;
+    return pid;
+}
+
+static void
+s_die (const char *msg)
+{
+    fprintf (stderr, "zlane-bench: %s\n", msg);
+    s_cleanup ();
+    exit (1);
+}
+
+// ---------------------------------------------------------------- broker
+typedef struct {
+    pid_t pid;
+    char frontend[256], backend[256], admin[256];
+    zsock_t *admin_sock;
+    zl_codec_t *codec;
+} broker_t;
+
+static void
+s_broker_start (broker_t *b, const char *durability, const char *extra)
+{
+    char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 16];
+    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
+    snprintf (data, sizeof data, "%s/data", s_tmp);
+    snprintf (ports, sizeof ports, "%s/ports", s_tmp);
+    snprintf (log, sizeof log, "%s/broker.log", s_tmp);
+    char *argv[40] = {bin, "--lane", "bench", "--durability", (char *) durability, "--data", data,
+                      "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*",
+                      "--events", "tcp://127.0.0.1:*", "--admin", "tcp://127.0.0.1:*",
+                      "--ports-file", ports, "--max-depth", "2000000", "--producer-window",
+                      "50000", NULL};
+    int argc = 21;
+    if (extra)
+        argv[argc++] = (char *) extra;
+    argv[argc] = NULL;
+    // ZLANE_BENCH_PERF=FILE records the broker with perf (for profiling)
+    const char *perf = getenv ("ZLANE_BENCH_PERF");
+    if (perf && *perf) {
+        memmove (argv + 6, argv, (size_t) (argc + 1) * sizeof (char *));
+        argv[0] = "/usr/bin/perf";
+        argv[1] = "record";
+        argv[2] = "-g";
+        argv[3] = "-o";
+        argv[4] = (char *) perf;
+        argv[5] = "--";
+    }
+    b->pid = s_spawn (argv, log);
+    int64_t deadline = zl_clock_mono_ms () + 10000;
+    FILE *f = NULL;
+    while (!(f = fopen (ports, "r"))) {
+        if (zl_clock_mono_ms () > deadline || waitpid (b->pid, NULL, WNOHANG) == b->pid)
+            s_die ("the broker did not start (see its log)");
+        usleep (10000);
+    }
+    char line[300];
+    while (fgets (line, sizeof line, f)) {
+        line[strcspn (line, "\n")] = '\0';
+        if (!strncmp (line, "frontend=", 9))
+            snprintf (b->frontend, sizeof b->frontend, "%s", line + 9);
+        else if (!strncmp (line, "backend=", 8))
+            snprintf (b->backend, sizeof b->backend, "%s", line + 8);
+        else if (!strncmp (line, "admin=", 6))
+            snprintf (b->admin, sizeof b->admin, "%s", line + 6);
+    }
+    fclose (f);
+    b->admin_sock = zsock_new_dealer (b->admin);
+    b->codec = zl_codec_new ();
+}
+
+// Fetch the broker's stats; returns 0 and fills `out` (borrowed until the
+// next call).
+static int
+s_stats (broker_t *b, zl_stats_t **out)
+{
+    static zl_msg_t reply;
+    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
+    req.u.admin_request.op = ZL_ADMIN_STATS;
+    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
+    req.u.admin_request.lane = "";
+    void *s = zsock_resolve (b->admin_sock);
+    zl_wire_send (s, b->codec, &req, 0);
+    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (&item, 1, 5000) <= 0)
+        return -1;
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    zmq_msg_recv (&frame, s, 0);
+    int rc = zl_codec_decode (b->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &reply);
+    zmq_msg_close (&frame);
+    if (rc != ZL_DECODE_OK || reply.kind != ZL_MSG_ADMIN_REPLY)
+        return -1;
+    *out = &reply.u.admin_reply.stats;
+    return 0;
+}
+
+static uint64_t
+s_counter (zl_stats_t *st, const char *name)
+{
+    for (size_t i = 0; i < st->n_counters; i++)
+        if (!strcmp (st->counters[i].name, name))
+            return st->counters[i].value;
+    return 0;
+}
+
+static void
+s_wait_counter (broker_t *b, const char *name, uint64_t want, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
+    for (;;) {
+        zl_stats_t *st;
+        if (s_stats (b, &st) == 0 && s_counter (st, name) >= want)
+            return;
+        if (zl_clock_mono_ms () > deadline) {
+            char msg[128];
+            snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRIu64, name, want);
+            s_die (msg);
+        }
+        usleep (5000);
+    }
+}
+
+// Resident memory of `pid` in bytes: total, anonymous, file-backed.
+static void
+s_rss (pid_t pid, uint64_t *rss, uint64_t *anon, uint64_t *file)
+{
+    char path[64], line[256];
+    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
+    FILE *f = fopen (path, "r");
+    *rss = *anon = *file = 0;
+    if (!f)
+        return;
+    while (fgets (line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf (line, "VmRSS: %llu kB", &kb) == 1)
+            *rss = kb * 1024;
+        else if (sscanf (line, "RssAnon: %llu kB", &kb) == 1)
+            *anon = kb * 1024;
+        else if (sscanf (line, "RssFile: %llu kB", &kb) == 1)
+            *file = kb * 1024;
+    }
+    fclose (f);
+}
+
+static double
+s_cpu_seconds (pid_t pid)
+{
+    char path[64];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *f = fopen (path, "r");
+    if (!f)
+        return 0;
+    unsigned long utime = 0, stime = 0;
+    int rc = fscanf (f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+                     &stime);
+    fclose (f);
+    return rc == 2 ? (double) (utime + stime) / (double) sysconf (_SC_CLK_TCK) : 0;
+}
+
+// ---------------------------------------------------------------- producers
+typedef struct {
+    const char *endpoint;
+    uint64_t jobs;
+    size_t payload;
+    uint64_t accepted, rejected;
+} producer_arg_t;
+
+static void
+s_on_result (const zl_producer_result_t *r, void *arg)
+{
+    producer_arg_t *p = arg;
+    if (r->status == ZL_PRODUCER_ACCEPTED)
+        p->accepted++;
+    else
+        p->rejected++;
+}
+
+static void *
+s_producer (void *arg)
+{
+    producer_arg_t *p = arg;
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = p->endpoint;
+    opts.client = "bench";
+    opts.deadline_ms = 120000;
+    opts.on_result = s_on_result;
+    opts.on_result_arg = p;
+    zl_producer_t *prod = zl_producer_new (&opts);
+    char *payload = malloc (p->payload + 1);
+    memset (payload, 'x', p->payload);
+    zl_producer_job_t job = {.tenant = "t", .lane = "bench", .payload = payload,
+                             .payload_len = p->payload};
+    enum { BATCH = 256 };
+    zl_producer_job_t jobs[BATCH];
+    for (int i = 0; i < BATCH; i++)
+        jobs[i] = job;
+    uint64_t done = 0;
+    while (done < p->jobs) {
+        size_t n = p->jobs - done > BATCH ? BATCH : (size_t) (p->jobs - done);
+        int rc = zl_producer_submit_batch (prod, jobs, n, NULL);
+        if (rc > 0)
+            done += (uint64_t) rc;
+        else if (rc < 0 && errno != EAGAIN && errno != EINTR)
+            break;
+        zl_producer_poll (prod, 0);
+    }
+    zl_producer_wait (prod, 120000);
+    zl_producer_destroy (&prod);
+    free (payload);
+    return NULL;
+}
+
+// ---------------------------------------------------------------- worker
+static void
+s_noop (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
+{
+    (void) job;
+    (void) arg;
+    result->outcome = ZL_WORKER_ACK;
+}
+
+static zl_worker_t *s_worker;
+
+static void
+s_stop_worker (int sig)
+{
+    (void) sig;
+    if (s_worker)
+        zl_worker_stop (s_worker);
+}
+
+static int
+s_cmd_worker (int argc, char **argv)
+{
+    const char *endpoint = NULL;
+    uint32_t prefetch = 1024;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp (argv[i], "--broker") && i + 1 < argc)
+            endpoint = argv[++i];
+        else if (!strcmp (argv[i], "--prefetch") && i + 1 < argc)
+            prefetch = (uint32_t) atoi (argv[++i]);
+    }
+    if (!endpoint)
+        s_die ("worker: --broker EP is required");
+    const char *lanes[] = {"bench"};
+    zl_worker_opts_t opts;
+    zl_worker_opts_defaults (&opts);
+    opts.endpoint = endpoint;
+    opts.lanes = lanes;
+    opts.n_lanes = 1;
+    opts.concurrency = 1;
+    opts.prefetch = prefetch;
+    opts.handler = s_noop;
+    s_worker = zl_worker_new (&opts);
+    if (!s_worker)
+        s_die ("worker: bad options");
+    signal (SIGTERM, s_stop_worker);
+    signal (SIGINT, s_stop_worker);
+    int rc = zl_worker_run (s_worker);
+    zl_worker_destroy (&s_worker);
+    return rc == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- modes
+typedef struct {
+    uint64_t jobs;
+    int producers, workers;
+    size_t payload;
+    const char *durability;
+    uint32_t prefetch;
+} opts_t;
+
+static void
+s_setup (void)
+{
+    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-bench.XXXXXX");
+    if (!mkdtemp (s_tmp))
+        s_die ("cannot make a temp dir");
+    atexit (s_cleanup);
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+}
+
+static int
+s_cmd_throughput (const opts_t *o)
+{
+    s_setup ();
+    broker_t b;
+    s_broker_start (&b, o->durability, NULL);
+    char bin[PATH_MAX + 32], log[PATH_MAX + 32], pf[16];
+    snprintf (bin, sizeof bin, "%s/zlane-bench", s_bindir);
+    snprintf (pf, sizeof pf, "%u", o->prefetch);
+    for (int w = 0; w < o->workers; w++) {
+        snprintf (log, sizeof log, "%s/worker%d.log", s_tmp, w);
+        char *argv[] = {bin, "worker", "--broker", b.backend, "--prefetch", pf, NULL};
+        s_spawn (argv, log);
+    }
+    s_wait_counter (&b, "workers_ready", (uint64_t) o->workers, 10000);
+    producer_arg_t *args = calloc ((size_t) o->producers, sizeof *args);
+    pthread_t *threads = calloc ((size_t) o->producers, sizeof *threads);
+    double cpu0 = s_cpu_seconds (b.pid);
+    int64_t t0 = zl_clock_mono_us ();
+    for (int p = 0; p < o->producers; p++) {
+        args[p] = (producer_arg_t) {b.frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
+        if (p == 0)
+            args[p].jobs += o->jobs % (uint64_t) o->producers;
+        pthread_create (&threads[p], NULL, s_producer, &args[p]);
+    }
+    s_wait_counter (&b, "jobs_acked", o->jobs, 600000);
+    int64_t t1 = zl_clock_mono_us ();
+    double cpu1 = s_cpu_seconds (b.pid);
+    for (int p = 0; p < o->producers; p++)
+        pthread_join (threads[p], NULL);
+    uint64_t rejected = 0;
+    for (int p = 0; p < o->producers; p++)
+        rejected += args[p].rejected;
+    zl_stats_t *st;
+    uint64_t p50 = 0, p99 = 0, commits = 0, commit_avg = 0;
+    if (s_stats (&b, &st) == 0) {
+        for (size_t i = 0; i < st->n_latencies; i++)
+            if (!strcmp (st->latencies[i].name, "submit_to_ack")) {
+                p50 = st->latencies[i].p50_us;
+                p99 = st->latencies[i].p99_us;
+            }
+        commits = s_counter (st, "store_commits");
+        commit_avg = s_counter (st, "store_commit_avg_us");
+    }
+    double secs = (double) (t1 - t0) / 1e6;
+    printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu: "
+            "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, broker cpu %.2f s, "
+            "%" PRIu64 " commits (avg %" PRIu64 " us), rejected %" PRIu64 "\n",
+            o->durability, o->jobs, o->producers, o->workers, o->payload, secs,
+            (double) o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, commits, commit_avg,
+            rejected);
+    free (args);
+    free (threads);
+    return 0;
+}
+
+static int
+s_cmd_memory (const opts_t *o)
+{
+    s_setup ();
+    broker_t b;
+    s_broker_start (&b, o->durability, NULL);
+    uint64_t rss0, anon0, file0, rss1, anon1, file1;
+    zl_stats_t *st;
+    s_stats (&b, &st);
+    s_rss (b.pid, &rss0, &anon0, &file0);
+    producer_arg_t arg = {b.frontend, o->jobs, o->payload, 0, 0};
+    int64_t t0 = zl_clock_mono_us ();
+    s_producer (&arg);
+    s_wait_counter (&b, "jobs_accepted", o->jobs, 600000);
+    double secs = (double) (zl_clock_mono_us () - t0) / 1e6;
+    s_rss (b.pid, &rss1, &anon1, &file1);
+    printf ("memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s (%.0f jobs/s); "
+            "broker RSS %.1f MiB -> %.1f MiB = %.0f bytes/job (anon %.0f, file %.0f)\n",
+            o->durability, o->jobs, o->payload, secs, (double) o->jobs / secs,
+            rss0 / 1048576.0, rss1 / 1048576.0, (double) (rss1 - rss0) / (double) o->jobs,
+            (double) (anon1 - anon0) / (double) o->jobs,
+            (double) (file1 - file0) / (double) o->jobs);
+    return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr (self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf (s_bindir, sizeof s_bindir, "%s", self);
+    }
+    zsys_handler_set (NULL);
+    if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
+        printf ("usage: zlane-bench throughput|memory [--jobs N] [--producers P] [--workers W]\n"
+                "                   [--payload BYTES] [--durability fsync|none] [--prefetch N]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp (argv[1], "worker"))
+        return s_cmd_worker (argc - 2, argv + 2);
+    opts_t o = {100000, 1, 2, 100, "fsync", 1024};
+    for (int i = 2; i < argc; i++) {
+        if (i + 1 >= argc)
+            s_die ("every option takes a value");
+        if (!strcmp (argv[i], "--jobs"))
+            o.jobs = strtoull (argv[++i], NULL, 10);
+        else if (!strcmp (argv[i], "--producers"))
+            o.producers = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--workers"))
+            o.workers = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--payload"))
+            o.payload = (size_t) atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--durability"))
+            o.durability = argv[++i];
+        else if (!strcmp (argv[i], "--prefetch"))
+            o.prefetch = (uint32_t) atoi (argv[++i]);
+        else
+            s_die ("unknown option");
+    }
+    if (o.jobs == 0 || o.producers < 1 || o.workers < 0)
+        s_die ("bad numbers");
+    if (!strcmp (argv[1], "throughput"))
+        return s_cmd_throughput (&o);
+    if (!strcmp (argv[1], "memory"))
+        return s_cmd_memory (&o);
+    s_die ("unknown mode (throughput, memory, worker)");
+    return 2;
+}

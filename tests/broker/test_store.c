@@ -1,0 +1,1498 @@
+/*  test_store: the durable job store (broker/store.c, common/record.c) on a
+    real LMDB environment in a fresh temp directory per test. Records round
+    trip; nested batches undo only their own writes; what a batch did not
+    commit is gone after a restart (also after a crash: a child process that
+    exits without closing), what it committed survives in both durability
+    modes; recovery through zl_jobs rebuilds the same ready queues, timers,
+    dead-letter queue and id counter, and fails the attempts that were running;
+    idempotency keys hit, miss and expire in time order; foreign or damaged
+    directories are refused with a reason; a full map is reported, never a
+    crash; job ids append and still accept a smaller id. */
+#define _GNU_SOURCE // nftw, mkdtemp
+#include "arena.h"
+#include "config.h"
+#include "dlq.h"
+#include "job.h"
+#include "jobs.h"
+#include "lane.h"
+#include "log.h"
+#include "record.h"
+#include "rng.h"
+#include "sched.h"
+#include "store.h"
+#include "timers.h"
+#include "workers.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAP_SIZE (64ull << 20)
+#define MAX_JOBS 64
+
+#define MONO_BASE_MS 5000000LL
+#define MONO_BASE2_MS 9000000LL // the restarted broker's monotonic clock
+#define WALL_BASE_MS 1700000000000LL
+
+// ---------------------------------------------------------------- temp dirs
+static int
+s_rm_entry (const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove (path);
+}
+
+typedef struct {
+    char dir[1024];
+    zl_arena_t *arena;
+} fx_t;
+
+static int
+s_setup (void **state)
+{
+    zl_log_set_level (ZL_LOG_ERROR);
+    fx_t *fx = calloc (1, sizeof *fx);
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (fx->dir, sizeof fx->dir, "%s/zlane-test-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null (mkdtemp (fx->dir));
+    fx->arena = zl_arena_new (64 * 1024);
+    *state = fx;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fx_t *fx = *state;
+    nftw (fx->dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    zl_arena_destroy (&fx->arena);
+    free (fx);
+    return 0;
+}
+
+static zl_store_t *
+s_open_mode (const char *dir, zl_durability_t mode, uint64_t map_size)
+{
+    char err[512] = "";
+    zl_store_t *store = zl_store_open (dir, mode, map_size, err, sizeof err);
+    if (!store)
+        fail_msg ("zl_store_open %s: %s", dir, err);
+    return store;
+}
+
+static zl_store_t *
+s_open (const char *dir)
+{
+    return s_open_mode (dir, ZL_DURABILITY_NONE, MAP_SIZE);
+}
+
+static void
+s_path (char *out, size_t size, const char *dir, const char *name)
+{
+    snprintf (out, size, "%s/%s", dir, name);
+}
+
+static void
+s_write_file (const char *path, const void *data, size_t len)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    assert_true (fd >= 0);
+    assert_int_equal (write (fd, data, len), (ssize_t)len);
+    close (fd);
+}
+
+// ---------------------------------------------------------------- records
+static const uint8_t PAYLOAD[] = {0x00, 0xff, 'z', 0x00, 0x80, 0x7f, '\n', 0x00};
+
+static zl_job_rec_t
+s_job_rec (const char *tenant, const char *lane, const char *key)
+{
+    static zl_header_t headers[3] = {{"trace", "abc"}, {"empty", ""}, {"utf8", "h\xc3\xa9llo"}};
+    zl_job_rec_t rec = {.tenant = tenant,
+                        .lane = lane,
+                        .payload = {PAYLOAD, sizeof PAYLOAD},
+                        .idempotency_key = key,
+                        .n_headers = 3,
+                        .headers = headers,
+                        .max_attempts = 7,
+                        .lease_ms = 30000,
+                        .max_run_ms = 600000,
+                        .enqueued_at_ms = WALL_BASE_MS + 17};
+    return rec;
+}
+
+static void
+s_assert_job_rec (const zl_job_rec_t *got, const zl_job_rec_t *want)
+{
+    assert_string_equal (got->tenant, want->tenant);
+    assert_string_equal (got->lane, want->lane);
+    assert_int_equal (got->payload.len, want->payload.len);
+    if (want->payload.len)
+        assert_memory_equal (got->payload.data, want->payload.data, want->payload.len);
+    assert_string_equal (got->idempotency_key, want->idempotency_key);
+    assert_int_equal (got->n_headers, want->n_headers);
+    for (size_t i = 0; i < want->n_headers; i++) {
+        assert_string_equal (got->headers[i].key, want->headers[i].key);
+        assert_string_equal (got->headers[i].value, want->headers[i].value);
+    }
+    assert_int_equal (got->max_attempts, want->max_attempts);
+    assert_int_equal (got->lease_ms, want->lease_ms);
+    assert_int_equal (got->max_run_ms, want->max_run_ms);
+    assert_int_equal (got->enqueued_at_ms, want->enqueued_at_ms);
+}
+
+static zl_state_rec_t
+s_state_rec (void)
+{
+    static zl_attempt_t history[3] = {
+        {1, "w1", WALL_BASE_MS + 10, WALL_BASE_MS + 20, ZL_OUTCOME_TRANSIENT, "timeout"},
+        {2, "worker-two", WALL_BASE_MS + 30, WALL_BASE_MS + 1030, ZL_OUTCOME_LEASE_EXPIRED,
+         "lease of 1000 ms lapsed"},
+        {3, "", WALL_BASE_MS + 2000, WALL_BASE_MS + 2000, ZL_OUTCOME_BROKER_RESTART, ""}};
+    zl_state_rec_t st = {.state = ZL_JOB_LEASED,
+                         .attempt = 4,
+                         .ready_seq = UINT64_MAX - 3,
+                         .due_at_ms = WALL_BASE_MS + 99999,
+                         .dead_at_ms = -5, // negative survives
+                         .n_history = 3,
+                         .history = history,
+                         .leased_to = "w1",
+                         .started_at_ms = WALL_BASE_MS + 3000};
+    return st;
+}
+
+static void
+s_assert_state_rec (const zl_state_rec_t *got, const zl_state_rec_t *want)
+{
+    assert_int_equal (got->state, want->state);
+    assert_int_equal (got->attempt, want->attempt);
+    assert_int_equal (got->ready_seq, want->ready_seq);
+    assert_int_equal (got->due_at_ms, want->due_at_ms);
+    assert_int_equal (got->dead_at_ms, want->dead_at_ms);
+    assert_int_equal (got->n_history, want->n_history);
+    for (size_t i = 0; i < want->n_history; i++) {
+        assert_int_equal (got->history[i].attempt, want->history[i].attempt);
+        assert_string_equal (got->history[i].worker, want->history[i].worker);
+        assert_int_equal (got->history[i].started_at_ms, want->history[i].started_at_ms);
+        assert_int_equal (got->history[i].ended_at_ms, want->history[i].ended_at_ms);
+        assert_int_equal (got->history[i].outcome, want->history[i].outcome);
+        assert_string_equal (got->history[i].error, want->history[i].error);
+    }
+    assert_string_equal (got->leased_to, want->leased_to);
+    assert_int_equal (got->started_at_ms, want->started_at_ms);
+}
+
+// The codec alone: prepare/write/decode, and bytes that are no record.
+static void
+test_record_codec (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_rec_t job = s_job_rec ("acme", "work", "key-1");
+    void *h;
+    size_t n = zl_record_job_prepare (fx->arena, &job, &h);
+    assert_true (n > sizeof PAYLOAD);
+    uint8_t *buf = malloc (n);
+    assert_int_equal (zl_record_write (h, buf), n);
+    zl_job_rec_t got;
+    assert_int_equal (zl_record_job_decode (fx->arena, buf, n, &got), 0);
+    s_assert_job_rec (&got, &job);
+    free (buf);
+
+    zl_state_rec_t st = s_state_rec ();
+    n = zl_record_state_prepare (fx->arena, &st, &h);
+    buf = malloc (n);
+    assert_int_equal (zl_record_write (h, buf), n);
+    zl_state_rec_t sgot;
+    assert_int_equal (zl_record_state_decode (fx->arena, buf, n, &sgot), 0);
+    s_assert_state_rec (&sgot, &st);
+    free (buf);
+
+    // an empty state (no history, no strings) round trips too
+    zl_state_rec_t empty = {.state = ZL_JOB_READY};
+    n = zl_record_state_prepare (fx->arena, &empty, &h);
+    buf = malloc (n ? n : 1);
+    assert_int_equal (zl_record_write (h, buf), n);
+    assert_int_equal (zl_record_state_decode (fx->arena, buf, n, &sgot), 0);
+    assert_int_equal (sgot.state, ZL_JOB_READY);
+    assert_int_equal (sgot.n_history, 0);
+    assert_string_equal (sgot.leased_to, "");
+    free (buf);
+
+    zl_idem_rec_t idem = {UINT64_MAX - 1, -123456789012345LL}, igot;
+    uint8_t ib[32];
+    size_t in = zl_record_idem_encode (&idem, ib);
+    assert_true (in > 0 && in <= sizeof ib);
+    assert_int_equal (zl_record_idem_decode (ib, in, &igot), 0);
+    assert_int_equal (igot.job_id, idem.job_id);
+    assert_int_equal (igot.seen_at_ms, idem.seen_at_ms);
+
+    // not a record: a truncated length, a bad wire type
+    static const uint8_t bad1[] = {0x0a, 0x7f, 'a'};        // string of 127 bytes, 1 given
+    static const uint8_t bad2[] = {0x0f, 0xff, 0xff, 0xff}; // wire type 7
+    assert_int_equal (zl_record_job_decode (fx->arena, bad1, sizeof bad1, &got), -1);
+    assert_int_equal (zl_record_job_decode (fx->arena, bad2, sizeof bad2, &got), -1);
+    assert_int_equal (zl_record_state_decode (fx->arena, bad2, sizeof bad2, &sgot), -1);
+    assert_int_equal (zl_record_idem_decode (bad2, sizeof bad2, &igot), -1);
+}
+
+static void
+test_store_round_trip (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "order-9");
+    zl_job_rec_t bare = {.tenant = "t", .lane = "l", .idempotency_key = ""};
+    zl_state_rec_t st = s_state_rec ();
+    zl_idem_rec_t idem = {42, WALL_BASE_MS + 17};
+    assert_false (zl_store_in_batch (store));
+    zl_store_sub_abort (store); // nothing open: nothing to undo, no crash
+    assert_false (zl_store_in_batch (store));
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_in_batch (store));
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK); // already open: the same batch
+    assert_int_equal (zl_store_put_job (store, 42, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 43, &bare), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_state (store, 42, &st), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_idem (store, "acme", "order-9", &idem), ZL_STORE_OK);
+    // reads inside the batch see its writes
+    zl_job_rec_t got;
+    zl_state_rec_t sgot;
+    zl_idem_rec_t igot;
+    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    s_assert_job_rec (&got, &job);
+    assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
+    s_assert_state_rec (&sgot, &st);
+    assert_int_equal (zl_store_get_idem (store, "acme", "order-9", &igot), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (zl_store_in_batch (store));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK); // nothing open: no-op
+
+    // outside any batch, after the commit; decoded data outlives the read
+    zl_arena_reset (fx->arena);
+    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
+    s_assert_job_rec (&got, &job);
+    s_assert_state_rec (&sgot, &st);
+    assert_int_equal (zl_store_get_job (store, 43, fx->arena, &got), ZL_STORE_OK);
+    s_assert_job_rec (&got, &bare);
+    assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 44, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_idem (store, "acme", "order-9", &igot), ZL_STORE_OK);
+    assert_int_equal (igot.job_id, 42);
+    assert_int_equal (igot.seen_at_ms, WALL_BASE_MS + 17);
+
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.jobs, 2);
+    assert_int_equal (ss.states, 1);
+    assert_int_equal (ss.idem_keys, 1);
+    assert_int_equal (ss.commits, 1);
+    assert_int_equal (ss.map_size, MAP_SIZE);
+    assert_true (ss.used_bytes > 0 && ss.used_bytes < MAP_SIZE);
+    assert_true (ss.file_bytes > 0);
+
+    // a state record is replaced; delete takes the job and its state
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    zl_state_rec_t st2 = {.state = ZL_JOB_DEAD, .attempt = 4, .dead_at_ms = 77, .leased_to = ""};
+    assert_int_equal (zl_store_put_state (store, 42, &st2), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
+    s_assert_state_rec (&sgot, &st2);
+    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK); // gone already: fine
+    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // the idempotency key outlives the job (the dedup window is longer)
+    assert_int_equal (zl_store_get_idem (store, "acme", "order-9", &igot), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.jobs, 1);
+    assert_int_equal (ss.states, 0);
+    assert_int_equal (ss.commits, 2);
+    zl_store_close (&store);
+    assert_null (store);
+    zl_store_close (&store); // NULL-safe
+}
+
+// ---------------------------------------------------------------- recovery of ids
+typedef struct {
+    uint64_t id[4096];
+    bool has_state[4096];
+    uint32_t state[4096];
+    size_t n;
+    uint64_t next_id;
+} ids_t;
+
+static void
+s_collect (void *ctx, uint64_t id, const zl_job_rec_t *job, const zl_state_rec_t *state)
+{
+    ids_t *ids = ctx;
+    assert_non_null (job);
+    assert_true (ids->n < 4096);
+    ids->has_state[ids->n] = state != NULL;
+    ids->state[ids->n] = state ? state->state : 0;
+    ids->id[ids->n++] = id;
+}
+
+// Every stored job id in the order recovery gives them.
+static ids_t
+s_recover_ids (zl_store_t *store)
+{
+    static ids_t ids;
+    memset (&ids, 0, sizeof ids);
+    char err[512] = "";
+    if (zl_store_recover (store, s_collect, &ids, &ids.next_id, err, sizeof err) != 0)
+        fail_msg ("zl_store_recover: %s", err);
+    for (size_t i = 1; i < ids.n; i++)
+        assert_true (ids.id[i] > ids.id[i - 1]);
+    return ids;
+}
+
+// ---------------------------------------------------------------- batches
+static void
+test_nested_batch_abort_and_commit (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "");
+    zl_job_rec_t keyed = s_job_rec ("acme", "work", "dup-key");
+    zl_state_rec_t st = {.state = ZL_JOB_DELAYED, .due_at_ms = 5, .leased_to = ""};
+    zl_idem_rec_t idem = {2, 100};
+    zl_job_rec_t got;
+    zl_state_rec_t sgot;
+    zl_idem_rec_t igot;
+    // the turn's batch, then a Submit's nested batch that is refused
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 2, &keyed), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_state (store, 2, &st), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 3, &job), ZL_STORE_OK);
+    // the nested batch sees its own writes and the turn's
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
+    zl_store_sub_abort (store);
+    assert_true (zl_store_in_batch (store));
+    // only the nested writes went
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_NOT_FOUND);
+    // the next Submit's nested batch is accepted: its writes join the turn
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 4, &keyed), ZL_STORE_OK);
+    idem.job_id = 4;
+    assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
+    assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
+    assert_true (zl_store_in_batch (store));
+    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    // a nested batch left open at commit is dropped, the rest committed
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 5, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+
+    store = s_open (fx->dir);
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    s_assert_job_rec (&got, &keyed);
+    assert_int_equal (zl_store_get_job (store, 5, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
+    assert_int_equal (igot.job_id, 4);
+    zl_store_close (&store);
+}
+
+static void
+test_uncommitted_batch_is_gone_after_reopen (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "k");
+    zl_idem_rec_t idem = {1, 1};
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_set_next_id (store, 2), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // a turn that never commits: nothing of it was acknowledged
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 2, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_idem (store, "acme", "k", &idem), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
+    assert_int_equal (zl_store_set_next_id (store, 100), ZL_STORE_OK);
+    zl_store_close (&store); // aborts the open batch
+
+    store = s_open (fx->dir);
+    zl_job_rec_t got;
+    zl_idem_rec_t igot;
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
+    ids_t ids = s_recover_ids (store);
+    assert_int_equal (ids.n, 1);
+    assert_int_equal (ids.id[0], 1);
+    assert_int_equal (ids.next_id, 2); // the stored counter, not the uncommitted 100
+    zl_store_close (&store);
+}
+
+// ---------------------------------------------------------------- durability
+// What a batch committed is there after a clean close and after a crash (a
+// child process that commits, then dies inside the next batch without
+// closing), in both durability modes; the dying batch leaves nothing.
+static void
+s_child_commit_then_die (const char *dir, zl_durability_t mode)
+{
+    char err[512] = "";
+    zl_store_t *store = zl_store_open (dir, mode, MAP_SIZE, err, sizeof err);
+    if (!store)
+        _exit (10);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "crash-key");
+    zl_idem_rec_t idem = {11, 5};
+    if (zl_store_begin (store) || zl_store_put_job (store, 11, &job) ||
+        zl_store_put_idem (store, "acme", "crash-key", &idem) || zl_store_set_next_id (store, 12) ||
+        zl_store_commit (store))
+        _exit (11);
+    // acknowledged up to here; the next turn never commits
+    if (zl_store_begin (store) || zl_store_put_job (store, 12, &job) ||
+        zl_store_del_job (store, 11))
+        _exit (12);
+    _exit (0); // no close, no commit: a crash
+}
+
+static void
+test_committed_data_survives_in_both_modes (void **state)
+{
+    fx_t *fx = *state;
+    zl_durability_t modes[2] = {ZL_DURABILITY_FSYNC, ZL_DURABILITY_NONE};
+    for (int m = 0; m < 2; m++) {
+        char dir[1100];
+        snprintf (dir, sizeof dir, "%s/mode-%d", fx->dir, m);
+        // clean close
+        zl_store_t *store = s_open_mode (dir, modes[m], MAP_SIZE);
+        zl_job_rec_t job = s_job_rec ("acme", "work", "");
+        zl_state_rec_t st = s_state_rec ();
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (uint64_t id = 1; id <= 10; id++)
+            assert_int_equal (zl_store_put_job (store, id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_put_state (store, 5, &st), ZL_STORE_OK);
+        assert_int_equal (zl_store_set_next_id (store, 11), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_store_stats_t ss;
+        zl_store_stats (store, &ss);
+        assert_int_equal (ss.commits, 1);
+        zl_store_close (&store);
+        store = s_open_mode (dir, modes[m], MAP_SIZE);
+        ids_t ids = s_recover_ids (store);
+        assert_int_equal (ids.n, 10);
+        assert_int_equal (ids.next_id, 11);
+        assert_true (ids.has_state[4]);
+        assert_int_equal (ids.state[4], ZL_JOB_LEASED);
+        assert_false (ids.has_state[3]);
+        zl_store_rc_t rc;
+        zl_state_rec_t sgot;
+        rc = zl_store_get_state (store, 5, fx->arena, &sgot);
+        assert_int_equal (rc, ZL_STORE_OK);
+        s_assert_state_rec (&sgot, &st);
+        zl_store_close (&store);
+
+        // crash
+        char cdir[1100];
+        snprintf (cdir, sizeof cdir, "%s/crash-%d", fx->dir, m);
+        pid_t pid = fork ();
+        assert_true (pid >= 0);
+        if (pid == 0)
+            s_child_commit_then_die (cdir, modes[m]);
+        int status = 0;
+        assert_int_equal (waitpid (pid, &status, 0), pid);
+        assert_true (WIFEXITED (status));
+        assert_int_equal (WEXITSTATUS (status), 0);
+        store = s_open_mode (cdir, modes[m], MAP_SIZE);
+        zl_job_rec_t got;
+        zl_idem_rec_t igot;
+        assert_int_equal (zl_store_get_job (store, 11, fx->arena, &got), ZL_STORE_OK);
+        zl_job_rec_t want = s_job_rec ("acme", "work", "crash-key");
+        s_assert_job_rec (&got, &want);
+        assert_int_equal (zl_store_get_job (store, 12, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_idem (store, "acme", "crash-key", &igot), ZL_STORE_OK);
+        assert_int_equal (igot.job_id, 11);
+        ids = s_recover_ids (store);
+        assert_int_equal (ids.n, 1);
+        assert_int_equal (ids.next_id, 12);
+        zl_store_close (&store);
+    }
+}
+
+// ---------------------------------------------------------------- recovery
+// A broker's job side without sockets: lanes, scheduler (FIFO, so pop order
+// is the stored ready order), timers, workers, jobs and the store.
+typedef struct {
+    zl_broker_config_t cfg;
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_timers_t *timers;
+    zl_rng_t rng;
+    zl_workers_t *workers;
+    zl_store_t *store;
+    zl_jobs_t *jobs;
+    zl_lane_t *work, *mail, *bulk;
+    zl_bworker_t *w1, *w2, *w3;
+    zl_now_t now; // the clock this life of the broker reads
+    uint64_t next_lease;
+    size_t restored;
+} world_t;
+
+static zl_now_t
+s_clock (int64_t mono_base, int64_t ms)
+{
+    zl_now_t now = {.mono_ms = mono_base + ms,
+                    .mono_us = (mono_base + ms) * 1000,
+                    .wall_ms = WALL_BASE_MS + ms};
+    return now;
+}
+
+static zl_bworker_t *
+s_add_worker (world_t *w, const char *name)
+{
+    zl_peer_t peer;
+    memset (&peer, 0, sizeof peer);
+    peer.len = (uint8_t)strlen (name);
+    memcpy (peer.data, name, peer.len);
+    zl_lane_t *lanes[3] = {w->work, w->mail, w->bulk};
+    return zl_workers_add (w->workers, &peer, name, lanes, 3, 100, w->now.mono_ms);
+}
+
+static world_t *
+s_world_new (const char *dir, zl_now_t now)
+{
+    world_t *w = calloc (1, sizeof *w);
+    w->now = now;
+    zl_broker_config_defaults (&w->cfg);
+    zl_lane_config_t *lc = zl_broker_config_lane (&w->cfg, "work");
+    lc->lease_ms = 60000;
+    lc->max_attempts = 3;
+    lc->backoff_base_ms = 0; // a transient failure is ready again at once
+    lc->jitter = false;
+    lc = zl_broker_config_lane (&w->cfg, "mail");
+    lc->lease_ms = 60000;
+    lc->max_attempts = 2;
+    lc->backoff_base_ms = 0;
+    lc->jitter = false;
+    lc = zl_broker_config_lane (&w->cfg, "bulk");
+    lc->lease_ms = 60000;
+    lc->max_attempts = 1;
+    w->lanes = zl_lanes_new (&w->cfg);
+    w->work = zl_lanes_lookup (w->lanes, "work");
+    w->mail = zl_lanes_lookup (w->lanes, "mail");
+    w->bulk = zl_lanes_lookup (w->lanes, "bulk");
+    w->sched = zl_sched_new (ZL_SCHED_FIFO);
+    w->timers = zl_timers_new ();
+    zl_rng_seed (&w->rng, 3);
+    w->workers = zl_workers_new ();
+    w->store = s_open (dir);
+    w->jobs = zl_jobs_new (w->sched, w->timers, &w->rng, w->store);
+    w->w1 = s_add_worker (w, "w1");
+    w->w2 = s_add_worker (w, "w2");
+    w->w3 = s_add_worker (w, "w3");
+    w->next_lease = 1000;
+    return w;
+}
+
+static void
+s_world_destroy (world_t **w_p)
+{
+    world_t *w = *w_p;
+    zl_jobs_destroy (&w->jobs);
+    zl_workers_destroy (&w->workers);
+    zl_timers_destroy (&w->timers);
+    zl_sched_destroy (&w->sched);
+    zl_lanes_destroy (&w->lanes);
+    zl_broker_config_free (&w->cfg);
+    zl_store_close (&w->store);
+    free (w);
+    *w_p = NULL;
+}
+
+// Commit the turn as the broker does (the id counter with it).
+static void
+s_world_commit (world_t *w)
+{
+    assert_false (zl_jobs_store_failed (w->jobs));
+    assert_int_equal (zl_store_begin (w->store), ZL_STORE_OK);
+    assert_int_equal (zl_store_set_next_id (w->store, zl_jobs_next_id (w->jobs)), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (w->store), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (w->store), ZL_STORE_OK);
+}
+
+static zl_job_t *
+s_w_accept (world_t *w, zl_lane_t *lane, const char *tenant, uint32_t delay_ms,
+            uint32_t max_attempts, const char *key, int64_t t)
+{
+    w->now = s_clock (MONO_BASE_MS, t);
+    zl_job_spec_t spec = {.tenant = tenant,
+                          .lane = lane->name,
+                          .payload = {(const uint8_t *)tenant, strlen (tenant)},
+                          .idempotency_key = key,
+                          .delay_ms = delay_ms,
+                          .max_attempts = max_attempts};
+    uint64_t id = zl_jobs_take_id (w->jobs);
+    assert_int_equal (zl_store_sub_begin (w->store), ZL_STORE_OK);
+    assert_int_equal (zl_jobs_stage (w->jobs, id, &spec, &lane->cfg, w->now), ZL_STORE_OK);
+    assert_int_equal (zl_store_sub_commit (w->store), ZL_STORE_OK);
+    zl_flow_t *flow = zl_sched_flow (w->sched, lane, zl_lanes_tenant (w->lanes, tenant));
+    return zl_jobs_accept (w->jobs, id, &spec, flow, w->now);
+}
+
+static zl_job_t *
+s_w_lease (world_t *w, zl_lane_t *lane, zl_job_t *expect, zl_bworker_t *worker, int64_t t)
+{
+    w->now = s_clock (MONO_BASE_MS, t);
+    zl_job_t *job = zl_sched_pop (w->sched, lane);
+    assert_non_null (job);
+    if (expect)
+        assert_ptr_equal (job, expect);
+    zl_jobs_lease (w->jobs, job, worker, w->next_lease++, w->now);
+    return job;
+}
+
+static void
+s_w_nack (world_t *w, zl_job_t *job, zl_fail_class_t cls, uint32_t retry_after_ms, int64_t t)
+{
+    w->now = s_clock (MONO_BASE_MS, t);
+    zl_nack_item_t nack = {.job_id = job->id,
+                           .lease = job->lease->token,
+                           .cls = cls,
+                           .error = "failed",
+                           .retry_after_ms = retry_after_ms};
+    assert_int_equal (zl_jobs_nack (w->jobs, job->lease->worker, &nack, w->now), ZL_SETTLE_OK);
+}
+
+static void
+s_w_ack (world_t *w, zl_job_t *job, int64_t t)
+{
+    w->now = s_clock (MONO_BASE_MS, t);
+    zl_ack_item_t ack = {.job_id = job->id, .lease = job->lease->token};
+    assert_int_equal (zl_jobs_ack (w->jobs, job->lease->worker, &ack, w->now), ZL_SETTLE_OK);
+}
+
+static void
+s_restore_one (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *state)
+{
+    world_t *w = ctx;
+    zl_lane_t *lane = zl_lanes_lookup (w->lanes, rec->lane);
+    assert_non_null (lane);
+    zl_flow_t *flow = zl_sched_flow (w->sched, lane, zl_lanes_tenant (w->lanes, rec->tenant));
+    zl_jobs_restore (w->jobs, id, flow, rec, state, w->now);
+    w->restored++;
+}
+
+// Restart: a fresh job table rebuilt from the store at `now`.
+static world_t *
+s_world_recover (const char *dir, zl_now_t now)
+{
+    world_t *w = s_world_new (dir, now);
+    uint64_t next_id = 0;
+    char err[512] = "";
+    assert_int_equal (zl_store_begin (w->store), ZL_STORE_OK);
+    if (zl_store_recover (w->store, s_restore_one, w, &next_id, err, sizeof err) != 0)
+        fail_msg ("recover: %s", err);
+    zl_jobs_restore_done (w->jobs, next_id, now);
+    s_world_commit (w);
+    return w;
+}
+
+typedef struct {
+    uint64_t ready[2][MAX_JOBS]; // per lane (work, mail), in pop order
+    uint64_t seq[2][MAX_JOBS];
+    size_t n_ready[2];
+    uint64_t dead[MAX_JOBS]; // DLQ order
+    size_t n_dead;
+    uint64_t next_id;
+} snap_t;
+
+// What a restart must reproduce; pops every ready job (call it last).
+static void
+s_snapshot (world_t *w, snap_t *s)
+{
+    memset (s, 0, sizeof *s);
+    zl_dlq_t *dlq = zl_jobs_dlq (w->jobs);
+    for (zl_job_t *j = zl_dlq_first (dlq); j; j = zl_dlq_next (dlq, j))
+        s->dead[s->n_dead++] = j->id;
+    zl_lane_t *lanes[2] = {w->work, w->mail};
+    for (int l = 0; l < 2; l++) {
+        zl_job_t *j;
+        while ((j = zl_sched_pop (w->sched, lanes[l]))) {
+            assert_true (s->n_ready[l] < MAX_JOBS);
+            s->seq[l][s->n_ready[l]] = j->seq;
+            s->ready[l][s->n_ready[l]++] = j->id;
+        }
+    }
+    s->next_id = zl_jobs_next_id (w->jobs);
+}
+
+static void
+s_assert_same_ids (const char *what, const uint64_t *got, size_t n_got, const uint64_t *want,
+                   size_t n_want)
+{
+    bool same = n_got == n_want;
+    for (size_t i = 0; same && i < n_got; i++)
+        same = got[i] == want[i];
+    if (same)
+        return;
+    char gs[1024] = "", ws[1024] = "";
+    for (size_t i = 0; i < n_got; i++)
+        snprintf (gs + strlen (gs), sizeof gs - strlen (gs), " %llu", (unsigned long long)got[i]);
+    for (size_t i = 0; i < n_want; i++)
+        snprintf (ws + strlen (ws), sizeof ws - strlen (ws), " %llu", (unsigned long long)want[i]);
+    fail_msg ("%s: got [%s ] want [%s ]", what, gs, ws);
+}
+
+// The stored state of `id` in world `w` (in the arena).
+static zl_state_rec_t
+s_w_state (world_t *w, uint64_t id, zl_arena_t *arena)
+{
+    zl_job_t *job = zl_jobs_find (w->jobs, id);
+    assert_non_null (job);
+    zl_state_rec_t st;
+    assert_int_equal (zl_jobs_load (w->jobs, job, arena, NULL, &st), ZL_STORE_OK);
+    return st;
+}
+
+static void
+test_recovery_rebuilds_queues_timers_dlq_and_ids (void **state)
+{
+    fx_t *fx = *state;
+    world_t *w = s_world_new (fx->dir, s_clock (MONO_BASE_MS, 0));
+    assert_int_equal (zl_store_begin (w->store), ZL_STORE_OK);
+    // ---- the first life of the broker
+    zl_job_t *a1 = s_w_accept (w, w->work, "acme", 0, 0, "ka1", 0);
+    zl_job_t *a2 = s_w_accept (w, w->work, "acme", 0, 0, "", 0);
+    zl_job_t *a3 = s_w_accept (w, w->work, "acme", 0, 0, "", 0);
+    zl_job_t *a4 = s_w_accept (w, w->work, "acme", 0, 0, "", 0);
+    zl_job_t *b1 = s_w_accept (w, w->work, "globex", 0, 0, "", 0);
+    zl_job_t *b2 = s_w_accept (w, w->work, "globex", 0, 0, "", 0);
+    zl_job_t *m1 = s_w_accept (w, w->mail, "acme", 0, 0, "", 0);
+    zl_job_t *m2 = s_w_accept (w, w->mail, "acme", 0, 0, "km2", 0);
+    zl_job_t *m3 = s_w_accept (w, w->mail, "acme", 0, 1, "", 0); // one attempt only
+    zl_job_t *d1 = s_w_accept (w, w->work, "acme", 20000, 0, "", 0);
+    zl_job_t *d2 = s_w_accept (w, w->work, "globex", 5000, 0, "", 0);
+    zl_job_t *d3 = s_w_accept (w, w->mail, "acme", 300, 0, "", 0);
+    zl_job_t *e1 = s_w_accept (w, w->work, "globex", 0, 0, "", 0);
+    zl_job_t *k1 = s_w_accept (w, w->mail, "globex", 0, 0, "", 0);
+    uint64_t a2_id = a2->id, m3_id = m3->id, d1_id = d1->id, d2_id = d2->id, b2_id = b2->id;
+    uint64_t e1_id = e1->id;
+    s_world_commit (w);
+    // a1 fails once: ready again, behind everything accepted so far
+    s_w_lease (w, w->work, a1, w->w1, 10);
+    s_w_nack (w, a1, ZL_FAIL_TRANSIENT, 0, 20);
+    assert_int_equal (a1->state, ZL_JOB_READY);
+    s_w_lease (w, w->work, a2, w->w1, 30); // still running at the crash
+    s_w_lease (w, w->work, a3, w->w2, 31);
+    s_w_nack (w, a3, ZL_FAIL_PERMANENT, 0, 40);
+    s_w_lease (w, w->work, a4, w->w1, 41);
+    s_w_ack (w, a4, 50);
+    s_world_commit (w);
+    s_w_lease (w, w->mail, m1, w->w1, 51);
+    s_w_nack (w, m1, ZL_FAIL_PERMANENT, 0, 60); // DLQ 1st
+    s_w_lease (w, w->mail, m2, w->w2, 61);
+    s_w_nack (w, m2, ZL_FAIL_TRANSIENT, 0, 70);
+    s_w_lease (w, w->mail, m3, w->w2, 71); // its only attempt, running at the crash
+    s_w_lease (w, w->work, b1, w->w2, 72);
+    s_w_nack (w, b1, ZL_FAIL_PERMANENT, 0, 80); // DLQ 2nd
+    s_w_lease (w, w->work, b2, w->w1, 81);
+    s_w_nack (w, b2, ZL_FAIL_THROTTLED, 100000, 85); // delayed past the restart
+    s_w_lease (w, w->work, e1, w->w2, 86);
+    s_w_nack (w, e1, ZL_FAIL_PERMANENT, 0, 100);
+    zl_jobs_purge (w->jobs, e1);
+    w->now = s_clock (MONO_BASE_MS, 110);
+    zl_jobs_redrive (w->jobs, a3, w->now); // back at the end of its queue
+    s_world_commit (w);
+    assert_int_equal (zl_jobs_fire_timers (w->jobs, s_clock (MONO_BASE_MS, 300)), 1); // d3
+    assert_int_equal (d3->state, ZL_JOB_READY);
+    // two jobs die in the same millisecond, not in id order: the worker
+    // releases its jobs last-leased first
+    zl_job_t *f1 = s_w_accept (w, w->bulk, "acme", 0, 0, "", 400);
+    zl_job_t *f2 = s_w_accept (w, w->bulk, "acme", 0, 0, "", 400);
+    uint64_t f1_id = f1->id, f2_id = f2->id;
+    s_w_lease (w, w->bulk, f1, w->w3, 401);
+    s_w_lease (w, w->bulk, f2, w->w3, 401);
+    w->now = s_clock (MONO_BASE_MS, 500);
+    assert_int_equal (
+        zl_jobs_release_worker (w->jobs, w->w3, ZL_OUTCOME_WORKER_DEAD, "gone", w->now), 2);
+    // the job with the highest id is acked: only the stored counter knows it
+    zl_job_t *x1 = s_w_accept (w, w->bulk, "globex", 0, 0, "", 600);
+    uint64_t x1_id = x1->id;
+    s_w_lease (w, w->bulk, x1, w->w1, 601);
+    s_w_ack (w, x1, 602);
+    s_world_commit (w);
+    // a batch in flight at the crash is lost
+    zl_job_t *lost = s_w_accept (w, w->work, "acme", 0, 0, "", 700);
+    uint64_t lost_id = lost->id;
+    zl_job_t *k1_leased = s_w_lease (w, w->mail, NULL, w->w1, 701);
+    (void)k1_leased;
+
+    // what the restart must reproduce (ready order, DLQ order, the counter)
+    size_t live = zl_jobs_count (w->jobs) - 1; // `lost` never committed
+    uint64_t a1_id = a1->id, a3_id = a3->id, m2_id = m2->id, d3_id = d3->id, k1_id = k1->id;
+    snap_t before;
+    s_snapshot (w, &before);
+    assert_ptr_equal (k1_leased, k1);
+    // retried, redriven and delayed-then-ready jobs queue behind the others
+    s_assert_same_ids ("work lane before", before.ready[0], before.n_ready[0],
+                       (uint64_t[]){a1_id, a3_id, lost_id}, 3);
+    s_assert_same_ids ("mail lane before", before.ready[1], before.n_ready[1],
+                       (uint64_t[]){m2_id, d3_id}, 2);
+    s_assert_same_ids ("DLQ before", before.dead, before.n_dead,
+                       (uint64_t[]){m1->id, b1->id, f2_id, f1_id}, 4);
+    assert_int_equal (before.next_id, lost_id + 1);
+    s_world_destroy (&w);
+
+    // ---- restart 10 s of wall time later, on another monotonic clock
+    zl_now_t now2 = s_clock (MONO_BASE2_MS, 10000);
+    w = s_world_recover (fx->dir, now2);
+    assert_int_equal (w->restored, live);
+    assert_int_equal (zl_jobs_count (w->jobs), live);
+    assert_null (zl_jobs_find (w->jobs, lost_id));
+    assert_null (zl_jobs_find (w->jobs, e1_id));
+    assert_null (zl_jobs_find (w->jobs, x1_id));
+    // the id counter continues above every id and sequence used
+    assert_int_equal (zl_jobs_next_id (w->jobs), lost_id); // the committed counter
+    assert_true (zl_jobs_next_id (w->jobs) > x1_id);
+    // the running attempt of a2 failed with the restart; it is ready, at its id
+    zl_job_t *r = zl_jobs_find (w->jobs, a2_id);
+    assert_int_equal (r->state, ZL_JOB_READY);
+    assert_int_equal (r->attempt, 1);
+    assert_int_equal (r->seq, a2_id);
+    zl_state_rec_t st = s_w_state (w, a2_id, fx->arena);
+    assert_int_equal (st.state, ZL_JOB_READY);
+    assert_int_equal (st.n_history, 1);
+    assert_int_equal (st.history[0].attempt, 1);
+    assert_int_equal (st.history[0].outcome, ZL_OUTCOME_BROKER_RESTART);
+    assert_string_equal (st.history[0].worker, "w1");
+    assert_int_equal (st.history[0].started_at_ms, WALL_BASE_MS + 30);
+    assert_int_equal (st.history[0].ended_at_ms, now2.wall_ms);
+    // m3 had used its only attempt: dead-lettered, last in the DLQ
+    r = zl_jobs_find (w->jobs, m3_id);
+    assert_int_equal (r->state, ZL_JOB_DEAD);
+    assert_int_equal (r->dead_at_ms, now2.wall_ms);
+    st = s_w_state (w, m3_id, fx->arena);
+    assert_int_equal (st.state, ZL_JOB_DEAD);
+    assert_int_equal (st.n_history, 1);
+    assert_int_equal (st.history[0].outcome, ZL_OUTCOME_BROKER_RESTART);
+    zl_flow_t *mail_acme = zl_sched_flow (w->sched, w->mail, zl_lanes_tenant (w->lanes, "acme"));
+    assert_int_equal (mail_acme->dlq, 2);
+    assert_int_equal (mail_acme->dead_lettered, 1);
+    // k1's lease was never committed: plain ready, no attempt
+    r = zl_jobs_find (w->jobs, k1_id);
+    assert_int_equal (r->state, ZL_JOB_READY);
+    assert_int_equal (r->attempt, 0);
+    // delayed jobs keep their wall-clock due times; one fell due while down
+    zl_job_t *rd1 = zl_jobs_find (w->jobs, d1_id), *rd2 = zl_jobs_find (w->jobs, d2_id);
+    zl_job_t *rb2 = zl_jobs_find (w->jobs, b2_id);
+    assert_int_equal (rd1->state, ZL_JOB_DELAYED);
+    assert_int_equal (rd1->due_ms, now2.mono_ms + (20000 - 10000));
+    assert_int_equal (rd2->state, ZL_JOB_DELAYED);
+    assert_int_equal (rd2->due_ms, now2.mono_ms);
+    assert_int_equal (rb2->state, ZL_JOB_DELAYED);
+    assert_int_equal (rb2->due_ms, now2.mono_ms + (85 + 100000 - 10000));
+    assert_int_equal (rb2->attempt, 1);
+    st = s_w_state (w, b2_id, fx->arena);
+    assert_int_equal (st.n_history, 1);
+    assert_int_equal (st.history[0].outcome, ZL_OUTCOME_THROTTLED);
+    assert_int_equal (zl_timers_size (w->timers), 3);
+    assert_int_equal (zl_jobs_next_timer (w->jobs), now2.mono_ms);
+    // gauges: depth counts ready + delayed (nothing is leased after a restart)
+    size_t nf;
+    zl_flow_t **flows = zl_sched_flows (w->sched, &nf);
+    uint64_t ready = 0, delayed = 0, dead = 0, in_flight = 0;
+    for (size_t i = 0; i < nf; i++) {
+        ready += flows[i]->ready;
+        delayed += flows[i]->delayed;
+        dead += flows[i]->dlq;
+        in_flight += flows[i]->in_flight;
+    }
+    assert_int_equal (delayed, 3);
+    assert_int_equal (dead, 5);
+    assert_int_equal (in_flight, 0);
+    assert_int_equal (ready + delayed + dead, live);
+    assert_int_equal (w->work->depth + w->mail->depth, ready + delayed);
+    assert_int_equal (w->w1->in_flight, 0);
+
+    // the timers fire on the new clock: d2 is due at once, d1 in 10 s
+    assert_int_equal (zl_jobs_fire_timers (w->jobs, now2), 1);
+    assert_int_equal (rd2->state, ZL_JOB_READY);
+    assert_int_equal (zl_jobs_fire_timers (w->jobs, s_clock (MONO_BASE2_MS, 19999)), 0);
+    uint64_t d2_seq = rd2->seq;
+    assert_true (d2_seq >= lost_id);
+    s_world_commit (w);
+
+    // the same queues in the same order: the ready jobs as they were, a2
+    // back at its id (it was first in line when it was leased), k1 (its lease
+    // never committed) at its id, d2 behind everything (ready last)
+    snap_t after;
+    s_snapshot (w, &after);
+    s_assert_same_ids ("work lane after restart", after.ready[0], after.n_ready[0],
+                       (uint64_t[]){a2_id, a1_id, a3_id, d2_id}, 4);
+    s_assert_same_ids ("mail lane after restart", after.ready[1], after.n_ready[1],
+                       (uint64_t[]){k1_id, m2_id, d3_id}, 3);
+    s_assert_same_ids (
+        "DLQ after restart", after.dead, after.n_dead,
+        (uint64_t[]){before.dead[0], before.dead[1], before.dead[2], before.dead[3], m3_id}, 5);
+    // a new job gets an id above everything
+    uint64_t fresh = zl_jobs_take_id (w->jobs);
+    assert_true (fresh > d2_seq);
+    s_world_destroy (&w);
+
+    // ---- a second restart changes nothing: no second BROKER_RESTART entry
+    zl_now_t now3 = s_clock (MONO_BASE_MS, 11000);
+    w = s_world_recover (fx->dir, now3);
+    assert_int_equal (zl_jobs_count (w->jobs), live);
+    st = s_w_state (w, a2_id, fx->arena);
+    assert_int_equal (st.n_history, 1);
+    assert_int_equal (zl_jobs_find (w->jobs, a2_id)->attempt, 1);
+    assert_int_equal (zl_jobs_find (w->jobs, m3_id)->dead_at_ms, now2.wall_ms);
+    assert_int_equal (zl_jobs_find (w->jobs, d1_id)->due_ms, now3.mono_ms + (20000 - 11000));
+    snap_t again;
+    s_snapshot (w, &again);
+    s_assert_same_ids ("work lane, 2nd restart", again.ready[0], again.n_ready[0], after.ready[0],
+                       after.n_ready[0]);
+    s_assert_same_ids ("mail lane, 2nd restart", again.ready[1], again.n_ready[1], after.ready[1],
+                       after.n_ready[1]);
+    s_assert_same_ids ("DLQ, 2nd restart", again.dead, again.n_dead, after.dead, after.n_dead);
+    assert_true (again.next_id >= after.next_id);
+    s_world_destroy (&w);
+}
+
+// A first start: nothing to restore, the counter starts at 1.
+static void
+test_recovery_of_an_empty_store (void **state)
+{
+    fx_t *fx = *state;
+    world_t *w = s_world_recover (fx->dir, s_clock (MONO_BASE_MS, 0));
+    assert_int_equal (w->restored, 0);
+    assert_int_equal (zl_jobs_count (w->jobs), 0);
+    assert_int_equal (zl_jobs_next_id (w->jobs), 1);
+    assert_int_equal (zl_dlq_depth (zl_jobs_dlq (w->jobs)), 0);
+    assert_int_equal (zl_jobs_next_timer (w->jobs), -1);
+    s_world_destroy (&w);
+}
+
+// ---------------------------------------------------------------- idempotency
+// A job with a key, as zl_jobs_stage writes it: the record (which logs the
+// key for expiry) and the key itself.
+static void
+s_put_keyed (zl_store_t *store, uint64_t id, const char *tenant, const char *key, int64_t seen)
+{
+    zl_job_rec_t rec = {.tenant = tenant, .lane = "work", .idempotency_key = key};
+    zl_idem_rec_t idem = {id, seen};
+    assert_int_equal (zl_store_put_job (store, id, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_idem (store, tenant, key, &idem), ZL_STORE_OK);
+}
+
+static bool
+s_has_key (zl_store_t *store, const char *tenant, const char *key, uint64_t *job_id)
+{
+    zl_idem_rec_t rec;
+    zl_store_rc_t rc = zl_store_get_idem (store, tenant, key, &rec);
+    assert_true (rc == ZL_STORE_OK || rc == ZL_STORE_NOT_FOUND);
+    if (rc == ZL_STORE_OK && job_id)
+        *job_id = rec.job_id;
+    return rc == ZL_STORE_OK;
+}
+
+static void
+test_idempotency_hit_miss_and_expiry (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_keyed (store, 1, "acme", "k1", 1000);
+    s_put_keyed (store, 2, "acme", "k2", 2000);
+    s_put_keyed (store, 3, "globex", "k1", 3000);
+    s_put_keyed (store, 4, "acme", "k4", 4000);
+    // the longest tenant (128) and key (256) the broker accepts
+    char long_tenant[129], long_key[257];
+    memset (long_tenant, 't', sizeof long_tenant - 1);
+    long_tenant[sizeof long_tenant - 1] = '\0';
+    memset (long_key, 'q', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    s_put_keyed (store, 5, long_tenant, long_key, 5000);
+    // the tenant/key boundary is unambiguous
+    s_put_keyed (store, 6,
+                 "a\x1f"
+                 "b",
+                 "c", 6000);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+
+    uint64_t id = 0;
+    assert_true (s_has_key (store, "acme", "k1", &id));
+    assert_int_equal (id, 1);
+    assert_true (s_has_key (store, "globex", "k1", &id));
+    assert_int_equal (id, 3);
+    assert_true (s_has_key (store, long_tenant, long_key, &id));
+    assert_int_equal (id, 5);
+    assert_false (s_has_key (store, "acme", long_key, NULL));
+    // misses: another tenant, another key, a prefix, a longer key
+    assert_false (s_has_key (store, "globex", "k2", NULL));
+    assert_false (s_has_key (store, "acme", "k3", NULL));
+    assert_false (s_has_key (store, "acme", "k", NULL));
+    assert_false (s_has_key (store, "acme", "k1x", NULL));
+    assert_false (s_has_key (store, "acm", "ek1", NULL));
+    assert_false (s_has_key (store, "a",
+                             "b\x1f"
+                             "c",
+                             NULL));
+    assert_true (s_has_key (store,
+                            "a\x1f"
+                            "b",
+                            "c", &id));
+    assert_int_equal (id, 6);
+
+    // outside a batch pruning does nothing
+    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 0);
+    // expiry in time order: what was seen before the cut goes, the rest stays
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_prune_idem (store, 2500, 1), 1); // bounded work per call
+    assert_false (s_has_key (store, "acme", "k1", NULL));
+    assert_true (s_has_key (store, "acme", "k2", NULL));
+    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 1);
+    assert_false (s_has_key (store, "acme", "k2", NULL));
+    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 0);
+    assert_true (s_has_key (store, "globex", "k1", NULL));
+    assert_true (s_has_key (store, "acme", "k4", NULL));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // the keys outlive their jobs; pruning does not touch the jobs
+    zl_job_rec_t rec;
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
+    assert_int_equal (zl_store_prune_idem (store, 4500, 100), 2); // globex/k1, acme/k4
+    assert_false (s_has_key (store, "globex", "k1", NULL));
+    assert_false (s_has_key (store, "acme", "k4", NULL));
+    assert_true (s_has_key (store, long_tenant, long_key, NULL));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 2);
+    zl_store_close (&store);
+}
+
+// A key used again after it expired points at the newer job; the older
+// job's log entry must not stop the pruning of the keys behind it.
+static void
+test_idempotency_key_reused_after_expiry (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_keyed (store, 10, "acme", "K", 1000);
+    s_put_keyed (store, 11, "acme", "other", 1100);
+    s_put_keyed (store, 20, "acme", "K", 5000); // the same key, a new job
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    uint64_t id = 0;
+    assert_true (s_has_key (store, "acme", "K", &id));
+    assert_int_equal (id, 20);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    zl_store_prune_idem (store, 3000, 100);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // "other" expired and went; K (seen again at 5000) stays, for job 20
+    assert_false (s_has_key (store, "acme", "other", NULL));
+    assert_true (s_has_key (store, "acme", "K", &id));
+    assert_int_equal (id, 20);
+    // and it expires in its turn
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    zl_store_prune_idem (store, 6000, 100);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (s_has_key (store, "acme", "K", NULL));
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 0);
+    zl_store_close (&store);
+}
+
+// Thousands of keys over many pages: the pruning cursor walks them all.
+static void
+test_idempotency_prune_many (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    enum { N = 5000 };
+    char key[32];
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = 1; i <= N; i++) {
+        snprintf (key, sizeof key, "key-%06llu", (unsigned long long)i);
+        s_put_keyed (store, i, i % 2 ? "acme" : "globex", key, (int64_t)i * 10);
+    }
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // prune in several bounded calls, each in its own turn
+    size_t pruned = 0, n;
+    do {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        n = zl_store_prune_idem (store, (int64_t)(N / 2) * 10 + 5, 700);
+        pruned += n;
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    } while (n > 0);
+    assert_int_equal (pruned, N / 2);
+    for (uint64_t i = 1; i <= N; i++) {
+        snprintf (key, sizeof key, "key-%06llu", (unsigned long long)i);
+        bool has = s_has_key (store, i % 2 ? "acme" : "globex", key, NULL);
+        if (has != (i > N / 2))
+            fail_msg ("key %llu: %s after pruning", (unsigned long long)i, has ? "kept" : "pruned");
+    }
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, N / 2);
+    zl_store_close (&store);
+}
+
+// ---------------------------------------------------------------- foreign data
+static void
+s_assert_refused (const char *dir, const char *expect_in_err)
+{
+    char err[512] = "";
+    zl_store_t *store = zl_store_open (dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
+    if (store) {
+        zl_store_close (&store);
+        fail_msg ("%s was opened as a store", dir);
+    }
+    assert_true (strlen (err) > 0);
+    if (!strstr (err, expect_in_err))
+        fail_msg ("the reason '%s' does not say '%s'", err, expect_in_err);
+}
+
+static void
+test_foreign_and_damaged_directories (void **state)
+{
+    fx_t *fx = *state;
+    char dir[1100], path[1100];
+    // a directory holding something else
+    snprintf (dir, sizeof dir, "%s/other", fx->dir);
+    assert_int_equal (mkdir (dir, 0750), 0);
+    s_path (path, sizeof path, dir, "notes.txt");
+    s_write_file (path, "hello", 5);
+    s_assert_refused (dir, "notes.txt");
+    // the file is left alone
+    struct stat sb;
+    assert_int_equal (stat (path, &sb), 0);
+    assert_int_equal (sb.st_size, 5);
+
+    // a data.mdb full of garbage, large and small
+    size_t sizes[3] = {64 * 1024, 100, 4096 * 3};
+    for (int k = 0; k < 3; k++) {
+        snprintf (dir, sizeof dir, "%s/garbage-%d", fx->dir, k);
+        assert_int_equal (mkdir (dir, 0750), 0);
+        uint8_t *junk = malloc (sizes[k]);
+        zl_rng_t rng;
+        zl_rng_seed (&rng, 99 + k);
+        for (size_t i = 0; i < sizes[k]; i++)
+            junk[i] = (uint8_t)(k == 2 ? 'x' : zl_rng_next (&rng));
+        s_path (path, sizeof path, dir, "data.mdb");
+        s_write_file (path, junk, sizes[k]);
+        free (junk);
+        s_assert_refused (dir, "data.mdb");
+    }
+
+    // an LMDB store that zlane did not make (no format key)
+    snprintf (dir, sizeof dir, "%s/foreign-lmdb", fx->dir);
+    assert_int_equal (mkdir (dir, 0750), 0);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, NULL, 0, &dbi), 0);
+    MDB_val k = {5, "hello"}, v = {5, "world"};
+    assert_int_equal (mdb_put (txn, dbi, &k, &v, 0), 0);
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+    s_assert_refused (dir, "did not make");
+    // untouched: the foreign key is still the only thing in it
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, NULL, 0, &dbi), 0);
+    MDB_stat st;
+    assert_int_equal (mdb_stat (txn, dbi, &st), 0);
+    assert_int_equal (st.ms_entries, 1);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+
+    // a zlane store of another format version
+    snprintf (dir, sizeof dir, "%s/future", fx->dir);
+    zl_store_t *store = s_open (dir);
+    zl_store_close (&store);
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
+    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "meta", 0, &dbi), 0);
+    MDB_val fk = {6, "format"}, fv = {13, "zlane-store-9"};
+    assert_int_equal (mdb_put (txn, dbi, &fk, &fv, 0), 0);
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+    s_assert_refused (dir, "zlane-store-9");
+
+    // an empty directory, and one that does not exist yet, are fine
+    snprintf (dir, sizeof dir, "%s/fresh", fx->dir);
+    store = s_open (dir);
+    zl_store_close (&store);
+    store = s_open (dir); // and it opens again
+    zl_store_close (&store);
+    // a path that cannot be a directory
+    s_path (path, sizeof path, fx->dir, "other/notes.txt/sub");
+    s_assert_refused (path, "notes.txt");
+}
+
+// A stored record that does not decode: recovery stops and says which.
+static void
+test_damaged_record_stops_recovery (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "");
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t id = 1; id <= 3; id++)
+        assert_int_equal (zl_store_put_job (store, id, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
+    assert_int_equal (mdb_env_open (env, fx->dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "jobs", MDB_INTEGERKEY, &dbi), 0);
+    uint64_t id = 2;
+    uint8_t junk[] = {0x0f, 0xff, 0xff, 0xff, 0xff};
+    MDB_val k = {sizeof id, &id}, v = {sizeof junk, junk};
+    assert_int_equal (mdb_put (txn, dbi, &k, &v, 0), 0);
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+
+    store = s_open (fx->dir);
+    zl_job_rec_t got;
+    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_ERROR);
+    ids_t *ids = calloc (1, sizeof *ids);
+    char err[512] = "";
+    uint64_t next_id = 0;
+    assert_int_equal (zl_store_recover (store, s_collect, ids, &next_id, err, sizeof err), -1);
+    assert_non_null (strstr (err, "job 2"));
+    assert_non_null (strstr (err, "damaged"));
+    assert_int_equal (ids->n, 1); // job 1 came before it
+    free (ids);
+    zl_store_close (&store);
+}
+
+// ---------------------------------------------------------------- a full map
+static void
+test_map_full_is_reported_not_fatal (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t maps[2] = {1ull << 20, 2ull << 20};
+    for (int m = 0; m < 2; m++) {
+        char dir[1100];
+        snprintf (dir, sizeof dir, "%s/map-%d", fx->dir, m);
+        zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, maps[m]);
+        static uint8_t payload[6000];
+        memset (payload, 'p', sizeof payload);
+        zl_job_rec_t job = {.tenant = "acme",
+                            .lane = "work",
+                            .payload = {payload, sizeof payload},
+                            .idempotency_key = ""};
+        // Submits as the broker makes them: room checked, a nested batch per
+        // Submit, a commit per turn; until a put fails
+        uint64_t id = 0, stored_while_room = 0;
+        bool room_went = false;
+        zl_store_rc_t rc = ZL_STORE_OK;
+        while (id < 100000) {
+            assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+            bool room = zl_store_has_room (store, sizeof payload + 256);
+            if (!room && !room_went) {
+                room_went = true;
+                // the broker refuses here; go on to see a put fail
+            }
+            assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+            rc = zl_store_put_job (store, ++id, &job);
+            if (rc != ZL_STORE_OK) {
+                zl_store_sub_abort (store);
+                break;
+            }
+            assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
+            if (!room_went)
+                stored_while_room++;
+            rc = zl_store_commit (store);
+            if (rc != ZL_STORE_OK)
+                break;
+        }
+        assert_int_equal (rc, ZL_STORE_FULL);
+        if (!room_went)
+            fail_msg ("map %llu: has_room never turned false before a put failed",
+                      (unsigned long long)maps[m]);
+        if (stored_while_room < 10)
+            fail_msg ("map %llu KiB: only %llu jobs fit while has_room said yes",
+                      (unsigned long long)(maps[m] >> 10), (unsigned long long)stored_while_room);
+        print_message ("map %llu KiB: %llu jobs of %zu bytes while has_room, the put of job %llu "
+                       "failed FULL\n",
+                       (unsigned long long)(maps[m] >> 10), (unsigned long long)stored_while_room,
+                       sizeof payload, (unsigned long long)id);
+        assert_false (zl_store_has_room (store, sizeof payload));
+        // the failed Submit's nested batch is gone; the turn still commits
+        assert_true (zl_store_in_batch (store));
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_job_rec_t got;
+        zl_arena_reset (fx->arena);
+        assert_int_equal (zl_store_get_job (store, id, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id - 1, fx->arena, &got), ZL_STORE_OK);
+        // a failed put straight in the turn's batch: the commit fails and
+        // drops the batch; the next batch works (acks and deletes fit)
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        zl_store_rc_t prc = ZL_STORE_OK;
+        for (int i = 0; i < 1000 && prc == ZL_STORE_OK; i++)
+            prc = zl_store_put_job (store, id + 1 + (uint64_t)i, &job);
+        assert_int_equal (prc, ZL_STORE_FULL);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_FULL); // the reason, not "I/O"
+        assert_false (zl_store_in_batch (store));
+        assert_int_equal (zl_store_get_job (store, id + 1, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        for (uint64_t d = 1; d < id; d += 4) {
+            assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+            for (uint64_t e = d; e < d + 4 && e < id; e++) {
+                zl_store_rc_t drc = zl_store_del_job (store, e);
+                if (drc != ZL_STORE_OK)
+                    fail_msg ("map %llu KiB: deleting job %llu of %llu: %d",
+                              (unsigned long long)(maps[m] >> 10), (unsigned long long)e,
+                              (unsigned long long)id, drc);
+            }
+            assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        }
+        // room again: the freed pages count, also inside a batch (where the
+        // broker asks, at every Submit)
+        assert_true (zl_store_has_room (store, sizeof payload));
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_true (zl_store_has_room (store, sizeof payload));
+        zl_store_stats_t ss;
+        zl_store_stats (store, &ss);
+        assert_true (ss.used_bytes < maps[m] / 2);
+        assert_true (ss.file_bytes > maps[m] / 4 * 3); // the file grew to (nearly) the map
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_int_equal (zl_store_put_job (store, id + 5000, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_store_close (&store);
+        store = s_open_mode (dir, ZL_DURABILITY_NONE, maps[m]);
+        ids_t ids = s_recover_ids (store);
+        assert_int_equal (ids.n, 1);
+        assert_int_equal (ids.id[0], id + 5000);
+        zl_store_close (&store);
+    }
+}
+
+// ---------------------------------------------------------------- ids
+static void
+test_ids_append_and_smaller_ids (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "");
+    zl_state_rec_t st = {.state = ZL_JOB_READY, .ready_seq = 1, .leased_to = ""};
+    // growing ids take the append path; big ids keep their order (native
+    // integer keys, not bytes)
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    uint64_t grow[] = {1, 2, 3, 255, 256, 257, 65536, 1ull << 32, (1ull << 40) + 1};
+    for (size_t i = 0; i < sizeof grow / sizeof grow[0]; i++)
+        assert_int_equal (zl_store_put_job (store, grow[i], &job), ZL_STORE_OK);
+    // a smaller id still goes in (and a state for one in the middle)
+    assert_int_equal (zl_store_put_job (store, 100, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_state (store, 256, &st), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // an aborted nested batch of larger ids, then smaller and larger ones
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, (1ull << 41), &job), ZL_STORE_OK);
+    zl_store_sub_abort (store);
+    assert_int_equal (zl_store_put_job (store, 4, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, (1ull << 40) + 2, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+
+    // reopened without recovery: a smaller id and a larger id both go in
+    store = s_open (fx->dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 50, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, (1ull << 40) + 3, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 5, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // a failed commit forgets the append position; puts still work after it
+    ids_t ids = s_recover_ids (store);
+    uint64_t want[] = {1,
+                       2,
+                       3,
+                       4,
+                       5,
+                       50,
+                       100,
+                       255,
+                       256,
+                       257,
+                       65536,
+                       1ull << 32,
+                       (1ull << 40) + 1,
+                       (1ull << 40) + 2,
+                       (1ull << 40) + 3};
+    s_assert_same_ids ("recovered ids", ids.id, ids.n, want, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < ids.n; i++)
+        assert_int_equal (ids.has_state[i], ids.id[i] == 256);
+    assert_int_equal (ids.next_id, (1ull << 40) + 4);
+    // after recovery too
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 6, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, (1ull << 40) + 10, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 7, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    ids = s_recover_ids (store);
+    assert_int_equal (ids.n, sizeof want / sizeof want[0] + 3);
+    zl_store_close (&store);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        T (test_record_codec),
+        T (test_store_round_trip),
+        T (test_nested_batch_abort_and_commit),
+        T (test_uncommitted_batch_is_gone_after_reopen),
+        T (test_committed_data_survives_in_both_modes),
+        T (test_recovery_of_an_empty_store),
+        T (test_recovery_rebuilds_queues_timers_dlq_and_ids),
+        T (test_idempotency_hit_miss_and_expiry),
+        T (test_idempotency_key_reused_after_expiry),
+        T (test_idempotency_prune_many),
+        T (test_foreign_and_damaged_directories),
+        T (test_damaged_record_stops_recovery),
+        T (test_map_full_is_reported_not_fatal),
+        T (test_ids_append_and_smaller_ids),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
