@@ -73,6 +73,7 @@ struct _zl_broker_t {
     zl_arena_t *frame;  // records loaded for one Dispatch frame or event
     uint64_t next_lease;
     uint64_t stored_next_id;
+    double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
@@ -242,6 +243,10 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
         return NULL;
     }
     zl_lane_t *lane = zl_lanes_lookup (self->lanes, spec->lane);
+    if (!lane && self->cfg->default_lane) {
+        lane = zl_lanes_lookup (self->lanes, self->cfg->default_lane);
+        self->counters[ZL_CTR_DEFAULT_LANE]++;
+    }
     if (!lane) {
         s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE,
                       s_fmt (self, "lane '%.128s' is not declared (declared: %s)", spec->lane,
@@ -683,16 +688,36 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
 }
 
 // ---------------------------------------------------------------- dispatch
-// Next lane of `w` with a ready job, round robin from w->rr; NULL if none.
-static zl_lane_t *
-s_pick_lane (zl_broker_t *self, zl_bworker_t *w)
+// The next job for worker `w`: its lanes are tried in order of their
+// weighted pass (the lane that has had the least worker time per weight
+// first), so a worker serving several lanes splits its time by lane weight,
+// and a lane with nothing it may run never holds the worker idle.
+static zl_job_t *
+s_next_job (zl_broker_t *self, zl_bworker_t *w, zl_now_t now)
 {
-    for (uint32_t k = 0; k < w->n_lanes; k++) {
-        zl_lane_t *lane = w->lanes[(w->rr + k) % w->n_lanes];
-        if (!lane->paused && zl_sched_has_ready (self->sched, lane)) {
-            w->rr = (w->rr + k + 1) % w->n_lanes;
-            return lane;
+    zl_lane_t *order[64];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < w->n_lanes && n < 64; k++) {
+        zl_lane_t *lane = w->lanes[k];
+        if (lane->paused || !zl_sched_has_ready (self->sched, lane))
+            continue;
+        uint32_t i = n++;  // insertion sort by pass: workers serve few lanes
+        while (i > 0 && order[i - 1]->pass > lane->pass) {
+            order[i] = order[i - 1];
+            i--;
         }
+        order[i] = lane;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        zl_lane_t *lane = order[i];
+        zl_job_t *job = zl_sched_pop (self->sched, lane, now.mono_ms);
+        if (!job)
+            continue;
+        // no banked share for a lane that was idle
+        double start = lane->pass > self->lanes_vtime ? lane->pass : self->lanes_vtime;
+        self->lanes_vtime = start;
+        lane->pass = start + (double) (job->est_us ? job->est_us : 1) / lane->cfg.weight;
+        return job;
     }
     return NULL;
 }
@@ -702,6 +727,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
     zl_bworker_t **all = zl_workers_all (self->workers, &n);
+    zl_sched_wake (self->sched, now.mono_ms);
     if (n == 0)
         return;
     // one job at a time round the workers, so load spreads evenly
@@ -713,10 +739,9 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
             zl_bworker_t *w = all[(start + k) % n];
             if (w->in_flight >= w->capacity)
                 continue;
-            zl_lane_t *lane = s_pick_lane (self, w);
-            if (!lane)
+            zl_job_t *job = s_next_job (self, w, now);
+            if (!job)
                 continue;
-            zl_job_t *job = zl_sched_pop (self->sched, lane);
             zl_jobs_lease (self->jobs, job, w, self->next_lease++, now);
             zl_worker_queue_job (w, job);
             self->counters[ZL_CTR_DISPATCHED]++;
@@ -926,6 +951,9 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     if (self->next_alert_ms < wake)
         wake = self->next_alert_ms;
     int64_t t = zl_jobs_next_timer (self->jobs);
+    if (t >= 0 && t < wake)
+        wake = t;
+    t = zl_sched_next_wake (self->sched);
     if (t >= 0 && t < wake)
         wake = t;
     long timeout = wake - now.mono_ms;

@@ -285,6 +285,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
     else if (!strcmp (key, "dedup_window"))
         return s_dur (key, value, &cfg->dedup_window_ms, err, errlen);
+    else if (!strcmp (key, "default_lane"))
+        s_set_str (&cfg->default_lane, value);
     else if (!strcmp (key, "auto_lanes"))
         return s_bool (key, value, &cfg->auto_lanes, err, errlen);
     else
@@ -380,6 +382,7 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->admin);
     free (cfg->ports_file);
     free (cfg->data_dir);
+    free (cfg->default_lane);
     for (size_t i = 0; i < cfg->n_lanes; i++)
         free (cfg->lanes[i].name);
     free (cfg->lanes);

@@ -51,6 +51,7 @@ typedef struct {
     uint64_t dlq_alert_ms;
     uint64_t dedup_window_ms;
     bool auto_lanes;           // undeclared lanes are created on first use
+    char *default_lane;        // jobs for undeclared lanes go here (NULL = reject)
     int verbose;
     zl_lane_config_t lane_defaults;  // template for lanes that do not say
     zl_lane_config_t *lanes;

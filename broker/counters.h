@@ -11,6 +11,7 @@
     X (INVALID, "err_invalid") \
     X (PAYLOAD_TOO_LARGE, "err_payload_too_large") \
     X (UNKNOWN_LANE, "err_unknown_lane") \
+    X (DEFAULT_LANE, "jobs_to_default_lane") \
     X (QUEUE_FULL, "err_queue_full") \
     X (STORE_FULL, "err_store_full") \
     X (NO_CREDIT, "err_no_credit") \

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-// Dead jobs are linked through their list fields (a dead job has no worker).
+// Dead jobs are linked through next / dlq_prev (a dead job is in no FIFO).
 struct _zl_dlq_t {
     zl_u64map_t *by_id;
     zl_job_t *head, *tail;
@@ -32,10 +32,10 @@ zl_dlq_destroy (zl_dlq_t **self_p)
 void
 zl_dlq_add (zl_dlq_t *self, zl_job_t *job)
 {
-    job->lnext = NULL;
-    job->lprev = self->tail;
+    job->next = NULL;
+    job->dlq_prev = self->tail;
     if (self->tail)
-        self->tail->lnext = job;
+        self->tail->next = job;
     else
         self->head = job;
     self->tail = job;
@@ -47,15 +47,15 @@ zl_dlq_remove (zl_dlq_t *self, zl_job_t *job)
 {
     if (!zl_u64map_remove (self->by_id, job->id))
         return;
-    if (job->lprev)
-        job->lprev->lnext = job->lnext;
+    if (job->dlq_prev)
+        job->dlq_prev->next = job->next;
     else
-        self->head = job->lnext;
-    if (job->lnext)
-        job->lnext->lprev = job->lprev;
+        self->head = job->next;
+    if (job->next)
+        job->next->dlq_prev = job->dlq_prev;
     else
-        self->tail = job->lprev;
-    job->lprev = job->lnext = NULL;
+        self->tail = job->dlq_prev;
+    job->dlq_prev = job->next = NULL;
 }
 
 zl_job_t *
@@ -74,7 +74,7 @@ zl_job_t *
 zl_dlq_next (zl_dlq_t *self, zl_job_t *job)
 {
     (void) self;
-    return job->lnext;
+    return job->next;
 }
 
 size_t

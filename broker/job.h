@@ -31,21 +31,25 @@ typedef struct zl_lease {
     int64_t started_at_ms;      // wall clock of this attempt's start
     int64_t started_us;         // monotonic, for run time
     struct zl_worker *worker;
+    struct zl_job *prev, *next;  // the holding worker's list of jobs
 } zl_lease_t;
 
+/*  80 bytes. Fields that no state uses at the same time share storage. */
 typedef struct zl_job {
     uint64_t id;
-    struct zl_job *next;    // flow FIFO link
+    struct zl_job *next;    // READY: flow FIFO link; DEAD: next in the DLQ
     struct zl_flow *flow;   // lane x tenant this job belongs to
-    uint64_t seq;           // order in which it last became ready (FIFO key)
-    int64_t due_ms;         // monotonic deadline while DELAYED or LEASED
-    int64_t ready_ms;       // monotonic time it last became ready (oldest age)
-    int64_t accepted_us;    // monotonic time of acceptance (latency stats)
+    uint64_t seq;           // order it last became ready (FIFO key) or died
     union {
-        zl_lease_t *lease;   // LEASED
+        int64_t due_ms;      // DELAYED, LEASED: monotonic deadline
+        int64_t ready_ms;    // READY: monotonic time it became ready (oldest age)
         int64_t dead_at_ms;  // DEAD: wall clock
     };
-    struct zl_job *lprev, *lnext;  // the holding worker's list, or the DLQ
+    int64_t accepted_us;    // monotonic time of acceptance (latency stats)
+    union {
+        zl_lease_t *lease;         // LEASED
+        struct zl_job *dlq_prev;   // DEAD: previous in the DLQ
+    };
     uint32_t timer_idx;     // position in the timer heap, UINT32_MAX if none
     uint32_t est_us;        // cost charged at dispatch (fair queuing)
     uint32_t lease_ms;      // resolved at accept (spec or lane default)

@@ -262,6 +262,7 @@ s_unlease (zl_jobs_t *self, zl_job_t *job)
     job->flow->tenant->in_flight--;
     free (job->lease);
     job->lease = NULL;
+    zl_sched_released (self->sched, job->flow);
 }
 
 static void
@@ -359,7 +360,7 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
                const zl_lane_config_t *lc, zl_now_t now)
 {
     zl_job_rec_t rec = {.tenant = spec->tenant,
-                        .lane = spec->lane,
+                        .lane = lc->name,  // the lane it landed in (maybe the default)
                         .payload = spec->payload,
                         .idempotency_key = spec->idempotency_key,
                         .n_headers = spec->n_headers,
@@ -479,8 +480,11 @@ zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
     case ZL_FAIL_THROTTLED:
         outcome = ZL_OUTCOME_THROTTLED;
         job->flow->nacked_throttled++;
-        if (nack->retry_after_ms)
+        if (nack->retry_after_ms) {
             retry_ms = nack->retry_after_ms;
+            // the downstream said "not now": hold the tenant's jobs in this lane
+            zl_sched_pause (self->sched, job->flow, now.mono_ms + retry_ms);
+        }
         break;
     default:
         outcome = ZL_OUTCOME_TRANSIENT;

@@ -1,5 +1,6 @@
 #include "lane.h"
 
+#include "clock.h"
 #include "zl_alloc.h"
 
 #include <czmq.h>
@@ -27,6 +28,7 @@ s_add_lane (zl_lanes_t *self, const zl_lane_config_t *lc, const char *name)
     lane->name = zl_strdup (name);
     lane->cfg = *lc;
     lane->cfg.name = lane->name;
+    zl_bucket_init (&lane->bucket, lc->rate, lc->burst, zl_clock_mono_ms ());
     self->lanes = zl_realloc (self->lanes, (self->n_lanes + 1) * sizeof (zl_lane_t *));
     self->lanes[self->n_lanes++] = lane;
     zhashx_insert (self->lane_by_name, lane->name, lane);
@@ -114,6 +116,7 @@ zl_lanes_tenant (zl_lanes_t *self, const char *name)
         if (strcmp (self->cfg->tenants[i].name, name) == 0)
             t->cfg = self->cfg->tenants[i];
     t->cfg.name = t->name;
+    zl_bucket_init (&t->bucket, t->cfg.rate, t->cfg.burst, zl_clock_mono_ms ());
     if (self->n_tenants == self->cap_tenants) {
         self->cap_tenants = self->cap_tenants ? self->cap_tenants * 2 : 16;
         self->tenants = zl_realloc (self->tenants, self->cap_tenants * sizeof (zl_tenant_t *));

@@ -41,6 +41,7 @@ s_usage (FILE *out)
         "      --scheduler S        wfq | fifo               [wfq]\n"
         "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
         "      --auto-lanes         create undeclared lanes on first use\n"
+        "      --default-lane NAME  jobs for undeclared lanes go to this lane\n"
         "      --max-payload SIZE   largest payload accepted [1MiB]\n"
         "      --max-depth N        most jobs queued in all  [10000000]\n"
         "      --producer-window N  most credit one producer holds [20000]\n"
@@ -70,7 +71,7 @@ main (int argc, char **argv)
     char err[512];
 
     enum { O_FRONTEND = 256, O_BACKEND, O_EVENTS, O_ADMIN, O_PORTS, O_DATA, O_DUR, O_MAP, O_SCHED,
-           O_LANE, O_AUTO, O_MAXPAY, O_DEPTH, O_WINDOW, O_HB, O_LIVE, O_LEASE, O_ATTEMPTS,
+           O_LANE, O_AUTO, O_DEFLANE, O_MAXPAY, O_DEPTH, O_WINDOW, O_HB, O_LIVE, O_LEASE, O_ATTEMPTS,
            O_BBASE, O_BCAP, O_NOJIT, O_MAXRUN, O_ALERT, O_DEDUP, O_SET };
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'},   {"frontend", required_argument, 0, O_FRONTEND},
@@ -79,7 +80,8 @@ main (int argc, char **argv)
         {"data", required_argument, 0, O_DATA},  {"durability", required_argument, 0, O_DUR},
         {"map-size", required_argument, 0, O_MAP},
         {"scheduler", required_argument, 0, O_SCHED}, {"lane", required_argument, 0, O_LANE},
-        {"auto-lanes", no_argument, 0, O_AUTO},  {"max-payload", required_argument, 0, O_MAXPAY},
+        {"auto-lanes", no_argument, 0, O_AUTO},
+        {"default-lane", required_argument, 0, O_DEFLANE},  {"max-payload", required_argument, 0, O_MAXPAY},
         {"max-depth", required_argument, 0, O_DEPTH},
         {"producer-window", required_argument, 0, O_WINDOW},
         {"heartbeat", required_argument, 0, O_HB}, {"liveness", required_argument, 0, O_LIVE},
@@ -122,6 +124,7 @@ main (int argc, char **argv)
         case O_MAP: key = "map_size"; break;
         case O_SCHED: key = "scheduler"; break;
         case O_AUTO: key = "auto_lanes"; optarg = "true"; break;
+        case O_DEFLANE: key = "default_lane"; break;
         case O_MAXPAY: key = "max_payload"; break;
         case O_DEPTH: key = "max_depth"; break;
         case O_WINDOW: key = "producer_window"; break;
@@ -182,6 +185,15 @@ main (int argc, char **argv)
         return 2;
     }
 
+    if (cfg.default_lane) {
+        bool declared = false;
+        for (size_t i = 0; i < cfg.n_lanes; i++)
+            declared |= !strcmp (cfg.lanes[i].name, cfg.default_lane);
+        if (!declared && !cfg.auto_lanes) {
+            fprintf (stderr, "zlane-broker: default lane '%s' is not declared\n", cfg.default_lane);
+            return 2;
+        }
+    }
     zsys_handler_set (NULL);  // our own signal handling, not czmq's
     zsys_init ();
     struct sigaction sa;

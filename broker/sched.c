@@ -13,8 +13,14 @@ typedef struct {
     uint32_t size, cap;
 } heap_t;
 
+enum { PARK_NONE = 0, PARK_CAP, PARK_TIME };
+
 struct _zl_sched_t {
     zl_sched_policy_t policy;
+    zl_flow_t **wake;  // min-heap of time-parked flows by wake_ms
+    uint32_t n_wake, cap_wake;
+    zl_lane_t **lanes_waiting;  // lanes held back by their rate limit
+    int64_t lane_wake_ms;       // earliest of their next tokens, or -1
     zl_u64map_t *by_key;  // (lane, tenant) -> flow
     zl_flow_t **flows;
     size_t n_flows, cap_flows;
@@ -26,6 +32,7 @@ zl_sched_new (zl_sched_policy_t policy)
     zl_sched_t *self = ZL_NEW (zl_sched_t);
     self->policy = policy;
     self->by_key = zl_u64map_new ();
+    self->lane_wake_ms = -1;
     return self;
 }
 
@@ -46,6 +53,8 @@ zl_sched_destroy (zl_sched_t **self_p)
         free (self->flows[i]);
     }
     free (self->flows);
+    free (self->wake);
+    free (self->lanes_waiting);
     zl_u64map_destroy (&self->by_key);
     free (self);
     *self_p = NULL;
@@ -68,6 +77,7 @@ zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
     flow->lane = lane;
     flow->tenant = tenant;
     flow->heap_idx = NO_SLOT;
+    flow->wake_idx = NO_SLOT;
     flow->est_us = DEFAULT_EST_US;
     zl_u64map_put (self->by_key, key, flow);
     if (self->n_flows == self->cap_flows) {
@@ -191,10 +201,158 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
         flow->head = job;
     flow->tail = job;
     flow->ready++;
-    if (flow->heap_idx == NO_SLOT) {
+    if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE) {
         flow->key = s_head_key (self, flow);
         s_heap_insert (flow->lane->heap, flow);
     }
+}
+
+// ---------------------------------------------------------------- parking
+static inline bool
+s_wake_less (const zl_flow_t *a, const zl_flow_t *b)
+{
+    return a->wake_ms < b->wake_ms;
+}
+
+static void
+s_wake_set (zl_sched_t *self, uint32_t i, zl_flow_t *f)
+{
+    self->wake[i] = f;
+    f->wake_idx = i;
+}
+
+static void
+s_wake_insert (zl_sched_t *self, zl_flow_t *f)
+{
+    if (self->n_wake == self->cap_wake) {
+        self->cap_wake = self->cap_wake ? self->cap_wake * 2 : 16;
+        self->wake = zl_realloc (self->wake, self->cap_wake * sizeof (zl_flow_t *));
+    }
+    uint32_t i = self->n_wake++;
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!s_wake_less (f, self->wake[p]))
+            break;
+        s_wake_set (self, i, self->wake[p]);
+        i = p;
+    }
+    s_wake_set (self, i, f);
+}
+
+static zl_flow_t *
+s_wake_pop (zl_sched_t *self)
+{
+    zl_flow_t *top = self->wake[0];
+    top->wake_idx = NO_SLOT;
+    zl_flow_t *last = self->wake[--self->n_wake];
+    if (self->n_wake) {
+        uint32_t i = 0;
+        for (;;) {
+            uint32_t l = 2 * i + 1, r = l + 1, b = i;
+            zl_flow_t *bf = last;
+            if (l < self->n_wake && s_wake_less (self->wake[l], bf))
+                b = l, bf = self->wake[l];
+            if (r < self->n_wake && s_wake_less (self->wake[r], bf))
+                b = r, bf = self->wake[r];
+            if (b == i)
+                break;
+            s_wake_set (self, i, bf);
+            i = b;
+        }
+        s_wake_set (self, i, last);
+    }
+    return top;
+}
+
+// Why `flow` may not run now (PARK_*), and until when for PARK_TIME.
+static int
+s_held_back (zl_flow_t *flow, int64_t now_ms, int64_t *until)
+{
+    zl_tenant_t *t = flow->tenant;
+    if (flow->paused_until_ms > now_ms) {
+        *until = flow->paused_until_ms;
+        return PARK_TIME;
+    }
+    if ((t->cfg.max_in_flight && t->in_flight >= t->cfg.max_in_flight) ||
+        (flow->lane->cfg.tenant_max_in_flight &&
+         flow->in_flight >= flow->lane->cfg.tenant_max_in_flight))
+        return PARK_CAP;
+    if (!zl_bucket_ready (&t->bucket, now_ms)) {
+        *until = zl_bucket_next_ms (&t->bucket, now_ms);
+        return PARK_TIME;
+    }
+    return PARK_NONE;
+}
+
+static void
+s_park (zl_sched_t *self, zl_flow_t *flow, int why, int64_t until)
+{
+    s_heap_remove (flow->lane->heap, flow);
+    flow->parked = (uint8_t) why;
+    if (why == PARK_CAP) {
+        flow->capped++;
+        flow->park_next = flow->tenant->capped;
+        flow->tenant->capped = flow;
+    } else {
+        flow->throttled++;
+        flow->wake_ms = until;
+        s_wake_insert (self, flow);
+    }
+}
+
+static void
+s_unpark (zl_sched_t *self, zl_flow_t *flow)
+{
+    flow->parked = PARK_NONE;
+    if (flow->head && flow->heap_idx == NO_SLOT) {
+        flow->key = s_head_key (self, flow);
+        s_heap_insert (flow->lane->heap, flow);
+    }
+}
+
+void
+zl_sched_released (zl_sched_t *self, zl_flow_t *flow)
+{
+    zl_tenant_t *t = flow->tenant;
+    if (!t->capped)
+        return;
+    if (t->cfg.max_in_flight && t->in_flight >= t->cfg.max_in_flight)
+        return;  // still at the tenant's cap
+    // below the tenant's cap: every flow it parked may try again (one that is
+    // still at its own per-lane cap parks itself again on the next pop)
+    zl_flow_t *list = t->capped;
+    t->capped = NULL;
+    while (list) {
+        zl_flow_t *next = list->park_next;
+        list->park_next = NULL;
+        s_unpark (self, list);
+        list = next;
+    }
+}
+
+void
+zl_sched_pause (zl_sched_t *self, zl_flow_t *flow, int64_t until_ms)
+{
+    if (until_ms > flow->paused_until_ms)
+        flow->paused_until_ms = until_ms;
+}
+
+void
+zl_sched_wake (zl_sched_t *self, int64_t now_ms)
+{
+    while (self->n_wake && self->wake[0]->wake_ms <= now_ms)
+        s_unpark (self, s_wake_pop (self));
+    if (self->lane_wake_ms >= 0 && self->lane_wake_ms <= now_ms)
+        self->lane_wake_ms = -1;  // lanes are looked at again on the next pop
+}
+
+int64_t
+zl_sched_next_wake (zl_sched_t *self)
+{
+    int64_t next = self->n_wake ? self->wake[0]->wake_ms : -1;
+    if (self->lane_wake_ms >= 0 && (next < 0 || self->lane_wake_ms < next))
+        next = self->lane_wake_ms;
+    return next;
 }
 
 int
@@ -205,12 +363,32 @@ zl_sched_has_ready (zl_sched_t *self, zl_lane_t *lane)
 }
 
 zl_job_t *
-zl_sched_pop (zl_sched_t *self, zl_lane_t *lane)
+zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
 {
     heap_t *h = lane->heap;
     if (!h || h->size == 0)
         return NULL;
-    zl_flow_t *flow = h->items[0];
+    if (lane->cfg.max_in_flight && lane->in_flight >= lane->cfg.max_in_flight)
+        return NULL;  // the lane's cap: a finishing job frees a slot
+    if (!zl_bucket_ready (&lane->bucket, now_ms)) {
+        int64_t next = zl_bucket_next_ms (&lane->bucket, now_ms);
+        if (self->lane_wake_ms < 0 || next < self->lane_wake_ms)
+            self->lane_wake_ms = next;
+        return NULL;
+    }
+    zl_flow_t *flow;
+    for (;;) {
+        if (h->size == 0)
+            return NULL;
+        flow = h->items[0];
+        int64_t until = 0;
+        int why = s_held_back (flow, now_ms, &until);
+        if (why == PARK_NONE)
+            break;
+        s_park (self, flow, why, until);
+    }
+    zl_bucket_take (&lane->bucket, now_ms);
+    zl_bucket_take (&flow->tenant->bucket, now_ms);
     zl_job_t *job = flow->head;
     flow->head = job->next;
     if (!flow->head)

@@ -3,7 +3,13 @@
     min-heap of its backlogged flows: under FIFO the key is the sequence of
     the flow's head job (global arrival order); under WFQ it is the flow's
     virtual start time (start-time fair queuing, charged by worker time /
-    tenant weight). Choosing the next job is O(log flows). */
+    tenant weight). Choosing the next job is O(log flows).
+
+    A flow that may not run now leaves its lane's heap and is parked: by a
+    concurrency cap (tenant overall, or tenant in this lane) until one of its
+    jobs finishes, or by time (the tenant's rate limit, or a worker's
+    THROTTLED retry-after) in a wake heap until then. Parked flows cost
+    nothing per dispatch. */
 #ifndef ZL_SCHED_H
 #define ZL_SCHED_H
 
@@ -20,6 +26,11 @@ typedef struct zl_flow {
     zl_job_t *head, *tail;  // READY jobs, FIFO
     uint32_t heap_idx;      // UINT32_MAX when not backlogged in the lane heap
     double key;             // heap key (see above)
+    uint8_t parked;         // 0, or why it is out of the lane heap
+    uint32_t wake_idx;      // position in the wake heap, UINT32_MAX if none
+    int64_t wake_ms;        // parked by time: when it may run again
+    int64_t paused_until_ms;  // a worker said THROTTLED: not before this
+    struct zl_flow *park_next;  // the tenant's list of cap-parked flows
     double vfinish;         // virtual finish of the last dispatched job
     uint64_t est_us;        // running estimate of one job's cost
     // gauges
@@ -40,10 +51,20 @@ zl_flow_t *zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant
 /*  Append a READY job to its flow (job->flow and job->seq must be set; seq
     is the global arrival order FIFO uses). */
 void zl_sched_push (zl_sched_t *self, zl_job_t *job);
-/*  Remove and return the next job of `lane`, or NULL if none is ready. */
-zl_job_t *zl_sched_pop (zl_sched_t *self, zl_lane_t *lane);
-/*  True if `lane` has a ready job. */
+/*  Remove and return the next job of `lane` that may run at `now_ms`
+    (caps, rate limits and pauses respected; takes the rate tokens), or
+    NULL. */
+zl_job_t *zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms);
+/*  True if `lane` has a backlogged flow (which may still be held back). */
 int zl_sched_has_ready (zl_sched_t *self, zl_lane_t *lane);
+/*  A job of `flow` stopped running: flows its caps held back may run again. */
+void zl_sched_released (zl_sched_t *self, zl_flow_t *flow);
+/*  A worker asked for no more of this flow's jobs before `until_ms`. */
+void zl_sched_pause (zl_sched_t *self, zl_flow_t *flow, int64_t until_ms);
+/*  Put back the flows whose wait ended by `now_ms`. */
+void zl_sched_wake (zl_sched_t *self, int64_t now_ms);
+/*  The monotonic ms of the next wake (parked flows, lane rate limits), or -1. */
+int64_t zl_sched_next_wake (zl_sched_t *self);
 /*  Charge the job's flow for `run_us` of worker time (on ack or nack). */
 void zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us);
 /*  Return the array of all flows and their count (borrowed). */

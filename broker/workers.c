@@ -106,10 +106,10 @@ void
 zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 {
     job->lease->worker = worker;
-    job->lprev = NULL;
-    job->lnext = worker->jobs;
+    job->lease->prev = NULL;
+    job->lease->next = worker->jobs;
     if (worker->jobs)
-        worker->jobs->lprev = job;
+        worker->jobs->lease->prev = job;
     worker->jobs = job;
     worker->in_flight++;
 }
@@ -117,13 +117,14 @@ zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 void
 zl_worker_release (zl_bworker_t *worker, zl_job_t *job)
 {
-    if (job->lprev)
-        job->lprev->lnext = job->lnext;
+    zl_lease_t *l = job->lease;
+    if (l->prev)
+        l->prev->lease->next = l->next;
     else
-        worker->jobs = job->lnext;
-    if (job->lnext)
-        job->lnext->lprev = job->lprev;
-    job->lprev = job->lnext = NULL;
+        worker->jobs = l->next;
+    if (l->next)
+        l->next->lease->prev = l->prev;
+    l->prev = l->next = NULL;
     job->lease->worker = NULL;
     worker->in_flight--;
 }

@@ -22,7 +22,7 @@ typedef struct zl_worker {
     uint32_t capacity;
     uint32_t in_flight;
     int64_t last_seen_ms;  // monotonic
-    zl_job_t *jobs;        // held jobs (job->lnext list)
+    zl_job_t *jobs;        // held jobs (job->lease->next list)
     // per-turn outbox
     zl_job_t **out_jobs;
     uint32_t n_out, cap_out;

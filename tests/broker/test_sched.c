@@ -13,6 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+// pops in tests that do not exercise caps, rate limits or pauses
+#define S_NO_LIMITS_NOW (INT64_MAX / 4)
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -101,7 +104,7 @@ s_push_new (world_t *w, size_t t)
 static size_t
 s_pop (world_t *w, zl_job_t **job_p)
 {
-    zl_job_t *job = zl_sched_pop (w->sched, w->lane);
+    zl_job_t *job = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
     assert_non_null (job);
     size_t t = 0;
     while (t < w->n_tenants && w->flow[t] != job->flow)
@@ -122,11 +125,11 @@ test_empty_and_flows (void **state)
     world_t *w = s_world (ZL_SCHED_WFQ, weights, 2, 16);
     assert_int_equal (zl_sched_policy (w->sched), ZL_SCHED_WFQ);
     assert_false (zl_sched_has_ready (w->sched, w->lane));
-    assert_null (zl_sched_pop (w->sched, w->lane));
+    assert_null (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW));
     // a lane with no flow at all
     zl_lane_t *other = zl_lanes_lookup (w->lanes, "other");
     assert_false (zl_sched_has_ready (w->sched, other));
-    assert_null (zl_sched_pop (w->sched, other));
+    assert_null (zl_sched_pop (w->sched, other, S_NO_LIMITS_NOW));
     // one flow per (lane, tenant), found again
     assert_ptr_equal (zl_sched_flow (w->sched, w->lane, w->tenant[0]), w->flow[0]);
     assert_ptr_not_equal (w->flow[0], w->flow[1]);
@@ -144,7 +147,7 @@ test_empty_and_flows (void **state)
     assert_int_equal (of->ready, 1);
     assert_false (zl_sched_has_ready (w->sched, w->lane));
     assert_true (zl_sched_has_ready (w->sched, other));
-    assert_ptr_equal (zl_sched_pop (w->sched, other), j);
+    assert_ptr_equal (zl_sched_pop (w->sched, other, S_NO_LIMITS_NOW), j);
     assert_int_equal (of->ready, 0);
     assert_null (of->head);
     assert_null (of->tail);
@@ -209,13 +212,13 @@ test_fifo_orders_by_caller_seq (void **state)
     // heads 50 (t0) and 20 (t1): t1 first; then 50, 60 (t0), 70 (t1), 75 (t0), 80 (t1)
     const size_t expect[6] = {1, 0, 2, 3, 5, 4};
     for (size_t i = 0; i < 6; i++) {
-        zl_job_t *job = zl_sched_pop (w->sched, w->lane);
+        zl_job_t *job = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
         assert_non_null (job);
         if (job != jobs[expect[i]])
             fail_msg ("pop %zu: got job seq %llu, expected seq %llu", i,
                       (unsigned long long)job->seq, (unsigned long long)in[expect[i]].seq);
     }
-    assert_null (zl_sched_pop (w->sched, w->lane));
+    assert_null (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW));
     s_world_destroy (&w);
 }
 
