@@ -24,15 +24,19 @@ typedef struct _zl_held_job_t {
     atomic_int cancel_fd; // eventfd made on first use, readable once cancelled; -1 = none
     // owned by the I/O thread
     zl_held_state_t state;
+    uint64_t seq;                       // receipt order (ties between equal deadlines)
     int64_t received_ms;                // monotonic
     int64_t next_extend_ms;             // 0 = never extend
     int64_t max_run_at_ms;              // 0 = no local max run time
+    int64_t due_ms;                     // the earlier of the two above (held_timers' key)
+    uint32_t timer_idx;                 // held_timers' slot + 1; 0 = not scheduled
     bool acked_early;                   // ack_early mode: already acked, result ignored
-    struct _zl_held_job_t *prev, *next; // the worker's held list
+    struct _zl_held_job_t *prev, *next; // the worker's held list, in receipt order
+    struct _zl_held_job_t *id_next;     // next held job with the same job id (other lease)
     // written by the handler thread before it hands the job back
     zl_worker_result_t result;
     uint64_t run_us;
-    struct _zl_held_job_t *qnext; // work or done queue link
+    struct _zl_held_job_t *qnext; // backlog (I/O thread), work or done queue link
 } zl_held_job_t;
 
 /*  Return a new record holding deep copies of `fields`. Caller owns. */

@@ -13,16 +13,25 @@
     the broker (or a refusal) -> forgotten. Held jobs are extended at
     half-life and cancelled when their lease is lost; pending settlements are
     resent after every reconnect with the same lease token: the broker's
-    fencing decides whether they still count. */
+    fencing decides whether they still count.
+
+    Cost. The loop does O(1) (timers: O(log n)) work per job and never scans
+    what it holds on an ordinary turn: held jobs and pending settlements are
+    indexed by job id, the backlog is a FIFO of its own, deadlines live in a
+    min-heap (held_timers), and settlements wait in two lists, not yet sent
+    and sent. Only rare events (a reconnect, a stop) walk everything. */
 #include "zlane_worker.h"
 
 #include "clock.h"
+#include "held_timers.h"
 #include "log.h"
 #include "rng.h"
+#include "u64map.h"
 #include "wire.h"
 #include "worker_job.h"
 #include "zl_alloc.h"
 
+#include <assert.h>
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -47,20 +56,34 @@ s_min (int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/*  A link of a circular list with a sentinel: unlinking needs no head. */
+typedef struct _s_link_t {
+    struct _s_link_t *prev, *next;
+} s_link_t;
+
 /*  An Ack or Nack sent (or to be sent) and not yet confirmed by Settled. */
 typedef struct _s_settle_t {
+    s_link_t link; // first: in the worker's `unsent` or `sent` list
     uint64_t job_id;
     uint64_t lease;
     uint32_t attempt; // for logs
     bool ack;
     zl_fail_class_t cls;
-    char *error; // owned; "" for acks
+    char *error; // owned; NULL for acks
     uint32_t retry_after_ms;
     uint64_t run_us;
-    bool sent;    // sent on the current connection
-    bool counted; // counted in the stats (first send)
-    struct _s_settle_t *prev, *next;
+    bool counted;                // counted in the stats (first send)
+    struct _s_settle_t *id_next; // next pending settlement with the same job id
 } s_settle_t;
+
+/*  Job id -> the first of a chain of records with that id (held jobs, or
+    pending settlements: one per lease). The map cannot hold key 0, so job
+    id 0 (the broker never sends it, but network input is not trusted) has
+    a slot of its own. */
+typedef struct {
+    zl_u64map_t *map;
+    void *zero;
+} s_index_t;
 
 typedef struct {
     atomic_uint_fast64_t received, acked, nacked, settled, refused, extends_sent, lease_lost,
@@ -82,6 +105,7 @@ struct _zl_worker_t {
     pthread_cond_t work_ready;
     zl_held_job_t *work_head, *work_tail; // jobs for handler threads
     zl_held_job_t *done_head, *done_tail; // jobs whose handler returned
+    uint32_t n_waiting;                   // handler threads blocked on work_ready
     bool quit;                            // handler threads exit when idle
     zsock_t *signal_tx;                   // "done queue is no longer empty"
 
@@ -98,9 +122,15 @@ struct _zl_worker_t {
     pthread_t *threads;
     uint32_t n_threads;
     uint32_t idle;                        // handler threads without a job
-    zl_held_job_t *held_head, *held_tail; // in receipt order
+    zl_held_job_t *held_head, *held_tail; // every held job, in receipt order
     size_t n_held;
-    s_settle_t *pending_head, *pending_tail;
+    uint64_t held_seq;                          // receipt counter
+    s_index_t held_ids;                         // job id -> held jobs (one per lease)
+    zl_held_job_t *backlog_head, *backlog_tail; // BACKLOG jobs in receipt order (qnext)
+    zl_held_timers_t *timers;                   // live held jobs with a deadline
+    s_link_t unsent;                            // settlements to send on this connection
+    s_link_t sent;                              // settlements sent, awaiting Settled
+    s_index_t pending_ids;                      // job id -> settlements (one per lease)
     size_t n_pending;
     zl_rng_t rng;
     bool need_ready;         // send Ready at the next flush
@@ -202,6 +232,11 @@ zl_worker_new (const zl_worker_opts_t *opts)
     self->wake_fd = wake_fd;
     zl_rng_seed (&self->rng, 0);
     self->backoff_ms = opts->reconnect_min_ms;
+    self->held_ids.map = zl_u64map_new ();
+    self->pending_ids.map = zl_u64map_new ();
+    self->timers = zl_held_timers_new ();
+    self->unsent.prev = self->unsent.next = &self->unsent;
+    self->sent.prev = self->sent.next = &self->sent;
     return self;
 }
 
@@ -210,6 +245,17 @@ s_settle_free (s_settle_t **p)
 {
     free ((*p)->error);
     ZL_FREE (*p);
+}
+
+static void
+s_settle_free_all (s_link_t *list)
+{
+    while (list->next != list) {
+        s_settle_t *p = (s_settle_t *)list->next;
+        list->next = p->link.next;
+        s_settle_free (&p);
+    }
+    list->prev = list;
 }
 
 void
@@ -225,11 +271,11 @@ zl_worker_destroy (zl_worker_t **self_p)
         self->held_head = h->next;
         zl_held_job_destroy (&h);
     }
-    while (self->pending_head) {
-        s_settle_t *p = self->pending_head;
-        self->pending_head = p->next;
-        s_settle_free (&p);
-    }
+    s_settle_free_all (&self->unsent);
+    s_settle_free_all (&self->sent);
+    zl_u64map_destroy (&self->held_ids.map);
+    zl_u64map_destroy (&self->pending_ids.map);
+    zl_held_timers_destroy (&self->timers);
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->work_ready);
     close (self->wake_fd);
@@ -305,9 +351,29 @@ zl_worker_outcome_name (zl_worker_outcome_t outcome)
 
 // ------------------------------------------------------------------ held jobs and settlements
 
-static void
-s_held_link (zl_worker_t *self, zl_held_job_t *h)
+static void *
+s_index_get (s_index_t *ix, uint64_t job_id)
 {
+    return job_id ? zl_u64map_get (ix->map, job_id) : ix->zero;
+}
+
+/*  Make `first` the head of job_id's chain (NULL: the chain is empty). */
+static void
+s_index_set (s_index_t *ix, uint64_t job_id, void *first)
+{
+    if (!job_id)
+        ix->zero = first;
+    else if (first)
+        zl_u64map_put (ix->map, job_id, first);
+    else
+        zl_u64map_remove (ix->map, job_id);
+}
+
+/*  Hold `h`: append it to the held list, index it and arm its timers. */
+static void
+s_held_add (zl_worker_t *self, zl_held_job_t *h)
+{
+    h->seq = ++self->held_seq;
     h->prev = self->held_tail;
     h->next = NULL;
     if (self->held_tail)
@@ -316,10 +382,22 @@ s_held_link (zl_worker_t *self, zl_held_job_t *h)
         self->held_head = h;
     self->held_tail = h;
     self->n_held++;
+    // Chain order does not matter: (job id, lease) is unique among held jobs.
+    zl_held_job_t *first = s_index_get (&self->held_ids, h->pub.job_id);
+    if (first) {
+        h->id_next = first->id_next;
+        first->id_next = h;
+    } else {
+        h->id_next = NULL;
+        s_index_set (&self->held_ids, h->pub.job_id, h);
+    }
+    zl_held_timers_update (self->timers, h);
 }
 
+/*  Drop `h` from the held list, the index and the timers, and destroy it.
+    It must not be in the backlog or a handler queue. */
 static void
-s_held_unlink (zl_worker_t *self, zl_held_job_t *h)
+s_held_forget (zl_worker_t *self, zl_held_job_t *h)
 {
     if (h->prev)
         h->prev->next = h->next;
@@ -329,51 +407,119 @@ s_held_unlink (zl_worker_t *self, zl_held_job_t *h)
         h->next->prev = h->prev;
     else
         self->held_tail = h->prev;
-    h->prev = h->next = NULL;
     self->n_held--;
+    zl_held_job_t *first = s_index_get (&self->held_ids, h->pub.job_id);
+    if (first == h)
+        s_index_set (&self->held_ids, h->pub.job_id, h->id_next);
+    else {
+        zl_held_job_t *q = first;
+        while (q && q->id_next != h)
+            q = q->id_next;
+        assert (q); // every held job is indexed
+        q->id_next = h->id_next;
+    }
+    zl_held_timers_remove (self->timers, h);
+    zl_held_job_destroy (&h);
 }
 
 static zl_held_job_t *
 s_held_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
 {
-    // Linear: a worker holds at most concurrency + prefetch jobs (plus a few
-    // cancelled ones still finishing after a reconnect).
-    for (zl_held_job_t *h = self->held_head; h; h = h->next)
-        if (h->pub.job_id == job_id && h->pub.lease == lease)
-            return h;
-    return NULL;
+    // The chain is one job long but for the rare job whose earlier attempt
+    // (cancelled, still finishing) we hold too.
+    zl_held_job_t *h = s_index_get (&self->held_ids, job_id);
+    while (h && h->pub.lease != lease)
+        h = h->id_next;
+    return h;
+}
+
+static void
+s_backlog_push (zl_worker_t *self, zl_held_job_t *h)
+{
+    h->qnext = NULL;
+    if (self->backlog_tail)
+        self->backlog_tail->qnext = h;
+    else
+        self->backlog_head = h;
+    self->backlog_tail = h;
+}
+
+static zl_held_job_t *
+s_backlog_pop (zl_worker_t *self)
+{
+    zl_held_job_t *h = self->backlog_head;
+    if (h) {
+        self->backlog_head = h->qnext;
+        if (!self->backlog_head)
+            self->backlog_tail = NULL;
+        h->qnext = NULL;
+    }
+    return h;
+}
+
+static void
+s_list_push (s_link_t *list, s_link_t *link)
+{
+    link->prev = list->prev;
+    link->next = list;
+    list->prev->next = link;
+    list->prev = link;
+}
+
+static void
+s_list_unlink (s_link_t *link)
+{
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+    link->prev = link->next = link;
 }
 
 static s_settle_t *
 s_pending_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
 {
-    // Linear: entries live for one broker round trip (a group commit).
-    for (s_settle_t *p = self->pending_head; p; p = p->next)
-        if (p->job_id == job_id && p->lease == lease)
-            return p;
-    return NULL;
+    // Oldest first: should the same lease ever be settled twice, each
+    // answer from the broker clears one, in order, as a list scan would.
+    s_settle_t *p = s_index_get (&self->pending_ids, job_id);
+    while (p && p->lease != lease)
+        p = p->id_next;
+    return p;
 }
 
 static void
 s_pending_remove (zl_worker_t *self, s_settle_t *p)
 {
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        self->pending_head = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    else
-        self->pending_tail = p->prev;
+    s_list_unlink (&p->link);
+    s_settle_t *first = s_index_get (&self->pending_ids, p->job_id);
+    if (first == p)
+        s_index_set (&self->pending_ids, p->job_id, p->id_next);
+    else {
+        s_settle_t *q = first;
+        while (q && q->id_next != p)
+            q = q->id_next;
+        assert (q); // every pending settlement is indexed
+        q->id_next = p->id_next;
+    }
     self->n_pending--;
     s_settle_free (&p);
 }
 
+/*  Everything sent is to be sent again (a new connection, or a Ready that
+    may have been preceded by refused messages). O(1): the sent list moves
+    in front of the unsent one. Per kind, every sent entry is older than
+    every unsent one (a flush sends all unsent of a kind in one frame), so
+    each kind keeps its order. */
 static void
 s_pending_mark_unsent (zl_worker_t *self)
 {
-    for (s_settle_t *p = self->pending_head; p; p = p->next)
-        p->sent = false;
+    s_link_t *sent = &self->sent, *unsent = &self->unsent;
+    if (sent->next == sent)
+        return;
+    s_link_t *first = sent->next, *last = sent->prev;
+    last->next = unsent->next;
+    unsent->next->prev = last;
+    unsent->next = first;
+    first->prev = unsent;
+    sent->prev = sent->next = sent;
 }
 
 /*  Replace, in place, each byte that does not belong to a well-formed UTF-8
@@ -416,41 +562,48 @@ s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t c
                       .attempt = h->pub.attempt,
                       .ack = ack,
                       .cls = cls,
-                      .error = zl_strdup (ack || !error ? "" : error),
+                      .error = ack ? NULL : zl_strdup (error ? error : ""),
                       .retry_after_ms = retry_after_ms,
-                      .run_us = run_us,
-                      .prev = self->pending_tail};
-    s_utf8_scrub (p->error);
-    if (self->pending_tail)
-        self->pending_tail->next = p;
-    else
-        self->pending_head = p;
-    self->pending_tail = p;
+                      .run_us = run_us};
+    if (p->error)
+        s_utf8_scrub (p->error);
+    s_list_push (&self->unsent, &p->link);
+    s_settle_t *first = s_index_get (&self->pending_ids, p->job_id);
+    if (!first)
+        s_index_set (&self->pending_ids, p->job_id, p);
+    else {
+        while (first->id_next)
+            first = first->id_next;
+        first->id_next = p;
+    }
     self->n_pending++;
 }
 
-/*  Hand back a job that never ran: Nack it and forget it. */
+/*  Hand back a job that never ran: Nack it and forget it. The caller has
+    taken it out of the backlog (if it was there). */
 static void
 s_hand_back (zl_worker_t *self, zl_held_job_t *h, zl_fail_class_t cls, const char *why)
 {
     zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: handed back unstarted (%s): %s",
              h->pub.job_id, h->pub.attempt, zl_fail_class_name (cls), why);
     s_settle (self, h, false, cls, why, 0, 0);
-    s_held_unlink (self, h);
-    zl_held_job_destroy (&h);
+    s_held_forget (self, h);
 }
 
-/*  Cancel every held job for `why`; returns how many this call cancelled. */
+/*  Cancel every held job for `why`; returns how many this call cancelled.
+    Walks everything held: only for a lost connection or a shutdown. */
 static size_t
 s_cancel_all (zl_worker_t *self, zl_worker_cancel_t why)
 {
     size_t n = 0;
-    for (zl_held_job_t *h = self->held_head; h; h = h->next)
+    for (zl_held_job_t *h = self->held_head; h; h = h->next) {
+        zl_held_timers_remove (self->timers, h); // cancelled jobs have no timers
         if (zl_held_job_cancel (h, why)) {
             zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: cancelled: %s", h->pub.job_id,
                      h->pub.attempt, zl_worker_cancel_text (why));
             n++;
         }
+    }
     return n;
 }
 
@@ -547,13 +700,15 @@ s_on_dispatch (zl_worker_t *self, const zl_dispatch_t *d, int64_t now_ms)
         bool extend = self->opts.extend && !self->opts.ack_early && j->lease_ms >= 2;
         h->next_extend_ms = extend ? now_ms + j->lease_ms / 2 : 0;
         h->max_run_at_ms = j->max_run_ms ? now_ms + j->max_run_ms : 0;
-        s_held_link (self, h);
+        s_held_add (self, h);
         zl_debug (S_COMPONENT,
                   "job %" PRIu64
                   " attempt %u: received (tenant %s, lane %s, %zu bytes, lease %u ms)",
                   j->job_id, j->attempt, j->tenant, j->lane, j->payload.len, j->lease_ms);
         if (self->draining)
             s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
+        else
+            s_backlog_push (self, h);
     }
 }
 
@@ -600,6 +755,7 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
                      h->pub.job_id, h->pub.attempt, code, zl_worker_cancel_text (why));
             S_COUNT (self, lease_lost, 1);
             h->next_extend_ms = 0;
+            zl_held_timers_remove (self->timers, h); // cancelled jobs have no timers
         } else if (!h)
             zl_debug (S_COMPONENT, "job %" PRIu64 ": %s for a job we no longer hold", e->job_id,
                       code);
@@ -666,8 +822,11 @@ s_handler_thread (void *arg)
     zl_worker_t *self = arg;
     for (;;) {
         pthread_mutex_lock (&self->lock);
-        while (!self->work_head && !self->quit)
+        while (!self->work_head && !self->quit) {
+            self->n_waiting++;
             pthread_cond_wait (&self->work_ready, &self->lock);
+            self->n_waiting--;
+        }
         zl_held_job_t *h = self->work_head;
         if (h) {
             self->work_head = h->qnext;
@@ -761,8 +920,7 @@ s_on_result (zl_worker_t *self, zl_held_job_t *h)
         s_settle (self, h, false, cls, r->error, cls == ZL_FAIL_THROTTLED ? r->retry_after_ms : 0,
                   h->run_us);
     }
-    s_held_unlink (self, h);
-    zl_held_job_destroy (&h);
+    s_held_forget (self, h);
 }
 
 /*  Take every finished job from the done queue. */
@@ -809,19 +967,27 @@ s_tick (zl_worker_t *self, int64_t now_ms)
     if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0)
         self->reconnect_at_ms = now_ms + self->opts.reconnect_max_ms;
 
-    for (zl_held_job_t *h = self->held_head; h; h = h->next) {
-        if (zl_worker_job_cancelled (&h->pub))
+    // Only the jobs with a deadline that is due: the heap's top.
+    zl_held_job_t *h;
+    while ((h = zl_held_timers_due (self->timers, now_ms))) {
+        if (zl_worker_job_cancelled (&h->pub)) {
+            // cancelled outside the I/O thread (zl_worker_job_cancel)
+            zl_held_timers_remove (self->timers, h);
             continue;
+        }
         if (h->max_run_at_ms && now_ms >= h->max_run_at_ms) {
             zl_held_job_cancel (h, ZL_WORKER_MAX_RUN);
+            zl_held_timers_remove (self->timers, h);
             zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: max run time of %u ms exceeded",
                      h->pub.job_id, h->pub.attempt, h->pub.max_run_ms);
             continue;
         }
-        if (self->dealer && h->next_extend_ms && now_ms >= h->next_extend_ms) {
+        // The extension is due. Without a connection every held job has
+        // been cancelled (s_disconnect), so the guard is only a safety net.
+        if (self->dealer)
             s_push_extend (self, h);
-            h->next_extend_ms = now_ms + h->pub.lease_ms / 2;
-        }
+        h->next_extend_ms = now_ms + h->pub.lease_ms / 2;
+        zl_held_timers_update (self->timers, h);
     }
 
     if (self->draining && !self->drain_cancelled &&
@@ -833,7 +999,11 @@ s_tick (zl_worker_t *self, int64_t now_ms)
     }
 }
 
-/*  zl_worker_stop was called: stop taking work and hand back the backlog. */
+static int s_send_ready (zl_worker_t *self, int64_t now_ms);
+static void s_flush (zl_worker_t *self, int64_t now_ms);
+
+/*  zl_worker_stop was called: tell the broker to send nothing new (Ready
+    with capacity 0), stop taking work and hand back the backlog. */
 static void
 s_begin_drain (zl_worker_t *self, int64_t now_ms)
 {
@@ -841,15 +1011,15 @@ s_begin_drain (zl_worker_t *self, int64_t now_ms)
     self->drain_deadline_ms = now_ms + self->opts.drain_ms;
     zl_info (S_COMPONENT, "stopping: %zu jobs held, waiting up to %u ms for running ones",
              self->n_held, self->opts.drain_ms);
-    zl_held_job_t *next;
-    for (zl_held_job_t *h = self->held_head; h; h = next) {
-        next = h->next;
-        if (h->state == ZL_HELD_BACKLOG)
-            s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
-    }
+    // Ready first, so the broker stops dispatching before it sees the
+    // hand-back Nacks (they go out at the next flush). If a Ready is owed
+    // anyway, or this one cannot be sent, the flush sends it (capacity 0).
+    if (self->dealer && !self->need_ready && s_send_ready (self, now_ms) != 0)
+        self->need_ready = true;
+    zl_held_job_t *h;
+    while ((h = s_backlog_pop (self)))
+        s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
 }
-
-static void s_flush (zl_worker_t *self, int64_t now_ms);
 
 /*  Give backlog jobs to free handler threads, in receipt order. */
 static void
@@ -857,11 +1027,9 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
 {
     if (self->draining)
         return;
-    zl_held_job_t *first = NULL, *last = NULL, *next;
-    for (zl_held_job_t *h = self->held_head; h && self->idle > 0; h = next) {
-        next = h->next;
-        if (h->state != ZL_HELD_BACKLOG)
-            continue;
+    zl_held_job_t *first = NULL, *last = NULL, *h;
+    uint32_t n = 0;
+    while (self->idle > 0 && (h = s_backlog_pop (self))) {
         if (zl_worker_job_cancelled (&h->pub)) {
             s_hand_back (self, h, ZL_FAIL_TRANSIENT,
                          zl_worker_cancel_text (zl_worker_job_cancel_reason (&h->pub)));
@@ -879,6 +1047,7 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
         else
             first = h;
         last = h;
+        n++;
     }
     if (!first)
         return;
@@ -890,31 +1059,34 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
     else
         self->work_head = first;
     self->work_tail = last;
-    pthread_cond_broadcast (&self->work_ready);
+    // One wake-up per job, and none when no thread sleeps: a thread that is
+    // not waiting looks at the queue before it does.
+    for (uint32_t i = 0; i < n && i < self->n_waiting; i++)
+        pthread_cond_signal (&self->work_ready);
     pthread_mutex_unlock (&self->lock);
 }
 
-/*  Send Ready (if due), this turn's Acks, Nacks and Extends as one frame
-    each, and a Heartbeat if nothing went out for a heartbeat interval. */
-static void
-s_flush (zl_worker_t *self, int64_t now_ms)
+/*  Send Ready with our lanes and capacity: 0 once draining (the broker
+    sends nothing new but keeps what we hold). Returns 0 or -1. */
+static int
+s_send_ready (zl_worker_t *self, int64_t now_ms)
 {
-    if (!self->dealer)
-        return; // kept for the next connection (extends are dropped)
+    uint32_t capacity = self->draining ? 0 : self->opts.concurrency + self->opts.prefetch;
+    zl_msg_t m = {.kind = ZL_MSG_READY,
+                  .u.ready = {.name = self->name,
+                              .n_lanes = self->opts.n_lanes,
+                              .lanes = (const char **)self->lanes,
+                              .capacity = capacity}};
+    return s_send (self, &m, now_ms);
+}
 
-    if (self->need_ready) {
-        zl_msg_t m = {.kind = ZL_MSG_READY,
-                      .u.ready = {.name = self->name,
-                                  .n_lanes = self->opts.n_lanes,
-                                  .lanes = (const char **)self->lanes,
-                                  .capacity = self->opts.concurrency + self->opts.prefetch}};
-        if (s_send (self, &m, now_ms) == 0) {
-            self->need_ready = false;
-            s_pending_mark_unsent (self); // what came before Ready may be lost
-        }
-    }
-
-    // Settlements not yet sent on this connection: one Ack, one Nack frame.
+/*  Send the settlements not yet sent on this connection, as one Ack and one
+    Nack frame, and move those that went out to the sent list. */
+static void
+s_send_settlements (zl_worker_t *self, int64_t now_ms)
+{
+    if (self->unsent.next == &self->unsent)
+        return;
     if (self->cap_acks < self->n_pending) {
         self->cap_acks = self->n_pending;
         self->acks = zl_realloc (self->acks, self->cap_acks * sizeof *self->acks);
@@ -924,9 +1096,8 @@ s_flush (zl_worker_t *self, int64_t now_ms)
         self->nacks = zl_realloc (self->nacks, self->cap_nacks * sizeof *self->nacks);
     }
     size_t n_acks = 0, n_nacks = 0;
-    for (s_settle_t *p = self->pending_head; p; p = p->next) {
-        if (p->sent)
-            continue;
+    for (s_link_t *l = self->unsent.next; l != &self->unsent; l = l->next) {
+        s_settle_t *p = (s_settle_t *)l;
         if (p->ack)
             self->acks[n_acks++] = (zl_ack_item_t){p->job_id, p->lease, p->run_us};
         else
@@ -942,10 +1113,14 @@ s_flush (zl_worker_t *self, int64_t now_ms)
         zl_msg_t m = {.kind = ZL_MSG_NACK, .u.nack = {n_nacks, self->nacks}};
         nacks_out = s_send (self, &m, now_ms) == 0;
     }
-    for (s_settle_t *p = self->pending_head; p; p = p->next) {
-        if (p->sent || !(p->ack ? acks_out : nacks_out))
-            continue;
-        p->sent = true;
+    s_link_t *next;
+    for (s_link_t *l = self->unsent.next; l != &self->unsent; l = next) {
+        next = l->next;
+        s_settle_t *p = (s_settle_t *)l;
+        if (!(p->ack ? acks_out : nacks_out))
+            continue; // its frame could not go out: retried at the next flush
+        s_list_unlink (l);
+        s_list_push (&self->sent, l);
         if (!p->counted) {
             p->counted = true;
             if (p->ack)
@@ -954,6 +1129,22 @@ s_flush (zl_worker_t *self, int64_t now_ms)
                 S_COUNT (self, nacked, 1);
         }
     }
+}
+
+/*  Send Ready (if due), this turn's Acks, Nacks and Extends as one frame
+    each, and a Heartbeat if nothing went out for a heartbeat interval. */
+static void
+s_flush (zl_worker_t *self, int64_t now_ms)
+{
+    if (!self->dealer)
+        return; // kept for the next connection (extends are dropped)
+
+    if (self->need_ready && s_send_ready (self, now_ms) == 0) {
+        self->need_ready = false;
+        s_pending_mark_unsent (self); // what came before Ready may be lost
+    }
+
+    s_send_settlements (self, now_ms);
 
     if (self->n_extends) {
         zl_msg_t m = {.kind = ZL_MSG_EXTEND, .u.extend = {self->n_extends, self->extends}};
@@ -979,14 +1170,7 @@ s_next_timeout (zl_worker_t *self, int64_t now_ms)
         next = s_min (next, self->last_sent_ms + self->opts.heartbeat_ms);
     } else
         next = s_min (next, self->reconnect_at_ms);
-    for (zl_held_job_t *h = self->held_head; h; h = h->next) {
-        if (zl_worker_job_cancelled (&h->pub))
-            continue;
-        if (h->max_run_at_ms)
-            next = s_min (next, h->max_run_at_ms);
-        if (self->dealer && h->next_extend_ms)
-            next = s_min (next, h->next_extend_ms);
-    }
+    next = s_min (next, zl_held_timers_next_ms (self->timers));
     if (self->draining && !self->drain_cancelled)
         next = s_min (next, self->drain_deadline_ms);
     if (self->linger_deadline_ms)
@@ -999,9 +1183,9 @@ s_next_timeout (zl_worker_t *self, int64_t now_ms)
 static bool
 s_finished (zl_worker_t *self, int64_t now_ms)
 {
-    if (!self->draining || self->held_head)
+    if (!self->draining || self->n_held)
         return false;
-    if (!self->pending_head)
+    if (!self->n_pending)
         return true;
     if (!self->linger_deadline_ms)
         self->linger_deadline_ms = now_ms + (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
@@ -1087,11 +1271,9 @@ zl_worker_run (zl_worker_t *self)
     s_cancel_all (self, ZL_WORKER_SHUTDOWN);
     s_stop_threads (self);
     s_take_results (self);
-    while (self->held_head) {
-        zl_held_job_t *h = self->held_head;
-        s_held_unlink (self, h);
-        zl_held_job_destroy (&h);
-    }
+    self->backlog_head = self->backlog_tail = NULL;
+    while (self->held_head)
+        s_held_forget (self, self->held_head);
     zsock_destroy (&self->dealer);
     zsock_destroy (&self->signal_tx);
     zsock_destroy (&self->signal_rx);

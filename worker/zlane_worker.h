@@ -158,9 +158,10 @@ void zl_worker_destroy (zl_worker_t **self_p);
     start. Call at most once per worker. */
 int zl_worker_run (zl_worker_t *self);
 /*  Ask a running worker to stop; safe from any thread and from a signal
-    handler. The first call stops taking work (unstarted jobs are handed
-    back with a THROTTLED Nack), lets running jobs finish for up to
-    drain_ms, then cancels them; a second call cancels them at once. The
+    handler. The first call stops taking work (Ready with capacity 0 tells
+    the broker to send nothing new, then unstarted jobs are handed back
+    with a THROTTLED Nack), lets running jobs finish for up to drain_ms,
+    then cancels them; a second call cancels them at once. The
     library installs no signal handlers: call this from yours (and disable
     czmq's with zsys_handler_set (NULL) if it would take SIGINT first). */
 void zl_worker_stop (zl_worker_t *self);

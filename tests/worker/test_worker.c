@@ -760,6 +760,230 @@ test_stop_drains (void **state)
     assert_int_equal (stats.settled, 2);
 }
 
+/*  Wait up to `timeout_ms` for the next message that is not a Heartbeat
+    (those are counted); returns its kind or ZL_MSG_NONE on timeout. */
+static zl_msg_kind_t
+s_broker_next (s_broker_t *b, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
+    for (;;) {
+        zl_msg_kind_t k = s_broker_recv (b, (int)(deadline - zl_clock_mono_ms ()));
+        if (k != ZL_MSG_HEARTBEAT)
+            return k;
+        b->heartbeats++;
+    }
+}
+
+/*  A stop first tells the broker to send nothing new: Ready with capacity 0
+    comes before the backlog's hand-back Nacks, a job dispatched after it is
+    handed back unstarted, and a Ready the broker asks for again while
+    draining still says 0. */
+static void
+test_stop_sends_ready_zero (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.prefetch = 1;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_int_equal (f->broker.msg.u.ready.capacity, 2);
+    zl_job_msg_t jobs[3] = {s_job (51, "wait-go"), s_job (52, "ack"), s_job (53, "ack")};
+    s_broker_dispatch (&f->broker, jobs, 2);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    zl_worker_stop (f->worker);
+
+    // Ready{capacity 0} is the first thing after the stop.
+    assert_int_equal (s_broker_next (&f->broker, S_WAIT_MS), ZL_MSG_READY);
+    const zl_ready_t *r = &f->broker.msg.u.ready;
+    assert_int_equal (r->capacity, 0);
+    assert_string_equal (r->name, "test-worker");
+    assert_int_equal (r->n_lanes, 1);
+    assert_string_equal (r->lanes[0], "emails");
+    assert_int_equal (s_broker_next (&f->broker, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.n, 1);
+    assert_int_equal (f->broker.msg.u.nack.items[0].job_id, 52);
+    assert_int_equal (f->broker.msg.u.nack.items[0].cls, ZL_FAIL_THROTTLED);
+    s_broker_settle (&f->broker, 52, jobs[1].lease);
+
+    // A Dispatch that crossed the Ready on the wire is handed back too.
+    s_broker_dispatch (&f->broker, &jobs[2], 1);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.items[0].job_id, 53);
+    assert_string_equal (f->broker.msg.u.nack.items[0].error, "worker shutting down");
+    s_broker_settle (&f->broker, 53, jobs[2].lease);
+
+    // The broker forgot us (it restarted): the new Ready still drains.
+    s_broker_error (&f->broker, ZL_ERR_NOT_READY, 0, 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_int_equal (f->broker.msg.u.ready.capacity, 0);
+
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 51);
+    s_broker_settle (&f->broker, 51, jobs[0].lease);
+    struct pollfd p = {f->exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1); // zl_worker_run returned
+    assert_int_equal (s_finish (f, false), 0);
+    assert_int_equal (f->ctx.started, 1); // 52 and 53 never ran
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.settled, 3);
+}
+
+/*  Two attempts of one job held at once (the earlier one cancelled and
+    still finishing): every answer from the broker reaches the attempt whose
+    lease it names, and nothing is left pending. A job dispatched twice
+    with the same lease runs once. */
+static void
+test_same_job_two_leases (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[3] = {s_job (60, "wait-cancel"), s_job (60, "wait-go"),
+                            s_job (60, "wait-go")};
+    jobs[1].lease = jobs[0].lease + 1;
+    jobs[1].attempt = 2;
+    jobs[2] = jobs[1]; // the same lease again: ignored
+    s_broker_dispatch (&f->broker, jobs, 3);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 2, S_WAIT_MS));
+
+    // The first lease is lost: only its attempt is cancelled, and its Nack
+    // is refused.
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 60, jobs[0].lease);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.n, 1);
+    assert_true (f->broker.msg.u.nack.items[0].lease == jobs[0].lease);
+    assert_string_equal (f->broker.msg.u.nack.items[0].error, "gave up: lease lost");
+    assert_int_equal (f->ctx.finished, 1);
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.n, 1);
+    assert_true (f->broker.msg.u.ack.items[0].lease == jobs[1].lease);
+    // Settle the second attempt first, then refuse the first one's Nack.
+    s_broker_settle (&f->broker, 60, jobs[1].lease);
+    s_broker_settle (&f->broker, 60, jobs[1].lease); // a duplicate: nothing left to clear
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 60, jobs[0].lease);
+
+    // Nothing is pending, so a stop returns at once (no linger for Settled).
+    zl_worker_stop (f->worker);
+    struct pollfd p = {f->exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1);
+    assert_int_equal (s_finish (f, false), 0);
+    assert_int_equal (f->ctx.started, 2);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.received, 3);
+    assert_int_equal (stats.acked, 1);
+    assert_int_equal (stats.nacked, 1);
+    assert_int_equal (stats.settled, 1);
+    assert_int_equal (stats.refused, 1);
+    assert_int_equal (stats.lease_lost, 1);
+}
+
+/*  Several leases extended at their own pace from one timer heap; a job
+    whose lease is lost, or that has no lease to extend, is never in an
+    Extend. */
+static void
+test_extend_many (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 3;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[3] = {s_job (81, "wait-cancel"), s_job (82, "wait-cancel"),
+                            s_job (83, "wait-cancel")};
+    jobs[0].lease_ms = 200;
+    jobs[1].lease_ms = 300;
+    jobs[2].lease_ms = 1; // too short to extend
+    s_broker_dispatch (&f->broker, jobs, 3);
+
+    int seen[3] = {0};
+    int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (seen[0] < 2 || seen[1] < 2) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_EXTEND, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_EXTEND);
+        const zl_extend_t *ext = &f->broker.msg.u.extend;
+        for (size_t i = 0; i < ext->n; i++) {
+            assert_true (ext->items[i].job_id == 81 || ext->items[i].job_id == 82);
+            int k = (int)(ext->items[i].job_id - 81);
+            assert_true (ext->items[i].lease == jobs[k].lease);
+            assert_int_equal (ext->items[i].lease_ms, jobs[k].lease_ms);
+            seen[k]++;
+        }
+    }
+
+    // 81's lease is lost: once its Nack is out, no Extend names it again.
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 81, jobs[0].lease);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.items[0].job_id, 81);
+    s_broker_settle (&f->broker, 81, jobs[0].lease);
+    int more = 0;
+    while (more < 2) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_EXTEND, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_EXTEND);
+        const zl_extend_t *ext = &f->broker.msg.u.extend;
+        for (size_t i = 0; i < ext->n; i++)
+            assert_int_equal (ext->items[i].job_id, 82);
+        more++;
+    }
+    assert_int_equal (s_finish (f, true), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.lease_lost, 1);
+}
+
+/*  A large prefetch: every job runs once and is acked once, in order per
+    handler, and Settled clears them all. */
+static void
+test_many_jobs (void **state)
+{
+    s_fixture_t *f = *state;
+    enum { N = 2000 };
+    f->opts.concurrency = 3;
+    f->opts.prefetch = N;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    static zl_job_msg_t jobs[N];
+    for (size_t i = 0; i < N; i++) {
+        jobs[i] = s_job (1000 + i, "ack");
+        jobs[i].max_run_ms = 60000; // every job carries a timer
+    }
+    for (size_t i = 0; i < N; i += 250)
+        s_broker_dispatch (&f->broker, jobs + i, 250);
+
+    static bool acked[N];
+    size_t n_acked = 0;
+    int64_t deadline = zl_clock_mono_ms () + 10000;
+    while (n_acked < N) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_ACK, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_ACK);
+        const zl_ack_t *ack = &f->broker.msg.u.ack;
+        for (size_t i = 0; i < ack->n; i++) {
+            uint64_t k = ack->items[i].job_id - 1000;
+            assert_true (k < N);
+            assert_false (acked[k]);
+            assert_true (ack->items[i].lease == jobs[k].lease);
+            acked[k] = true;
+            n_acked++;
+            s_broker_settle (&f->broker, ack->items[i].job_id, ack->items[i].lease);
+        }
+    }
+    zl_worker_stop (f->worker);
+    struct pollfd p = {f->exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1); // nothing left pending
+    assert_int_equal (s_finish (f, false), 0);
+    assert_int_equal (f->ctx.started, N);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.received, N);
+    assert_int_equal (stats.acked, N);
+    assert_int_equal (stats.settled, N);
+}
+
 /*  Invalid options are refused. */
 static void
 test_bad_opts (void **state)
@@ -792,6 +1016,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_ack_early, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_not_ready, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stop_drains, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_stop_sends_ready_zero, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_same_job_two_leases, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_extend_many, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_many_jobs, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_opts, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
