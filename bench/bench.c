@@ -379,6 +379,10 @@ s_cmd_throughput (const opts_t *o)
     producer_arg_t *args = calloc ((size_t) o->producers, sizeof *args);
     pthread_t *threads = calloc ((size_t) o->producers, sizeof *threads);
     double cpu0 = s_cpu_seconds (b.pid);
+    double wcpu0 = 0;
+    for (int i = 1; i < s_n_pids; i++)
+        wcpu0 += s_cpu_seconds (s_pids[i]);
+    double pcpu0 = s_cpu_seconds (getpid ());
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
         args[p] = (producer_arg_t) {b.frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
@@ -389,6 +393,10 @@ s_cmd_throughput (const opts_t *o)
     s_wait_counter (&b, "jobs_acked", o->jobs, 600000);
     int64_t t1 = zl_clock_mono_us ();
     double cpu1 = s_cpu_seconds (b.pid);
+    double wcpu1 = 0;
+    for (int i = 1; i < s_n_pids; i++)
+        wcpu1 += s_cpu_seconds (s_pids[i]);
+    double pcpu1 = s_cpu_seconds (getpid ());
     for (int p = 0; p < o->producers; p++)
         pthread_join (threads[p], NULL);
     uint64_t rejected = 0;
@@ -407,11 +415,11 @@ s_cmd_throughput (const opts_t *o)
     }
     double secs = (double) (t1 - t0) / 1e6;
     printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu: "
-            "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, broker cpu %.2f s, "
-            "%" PRIu64 " commits (avg %" PRIu64 " us), rejected %" PRIu64 "\n",
+            "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, cpu s: broker %.2f "
+            "workers %.2f producers %.2f, %" PRIu64 " commits (avg %" PRIu64 " us), rejected %" PRIu64 "\n",
             o->durability, o->jobs, o->producers, o->workers, o->payload, secs,
-            (double) o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, commits, commit_avg,
-            rejected);
+            (double) o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0,
+            pcpu1 - pcpu0, commits, commit_avg, rejected);
     free (args);
     free (threads);
     return 0;

@@ -23,6 +23,8 @@ static const char *s_usage =
     "Serve jobs from a zlane broker by running CMD (via /bin/sh -c) once per job.\n"
     "\n"
     "Options:\n"
+    "  --config FILE       read these options from the 'worker' section of a zconfig\n"
+    "                      file (see deploy/worker.cfg); flags given here win\n"
     "  --broker ENDPOINT   broker backend endpoint (default tcp://127.0.0.1:5571)\n"
     "  --lanes LIST        comma-separated lanes to serve (required)\n"
     "  --exec CMD          shell command run for each job (required)\n"
@@ -68,6 +70,66 @@ static const char *s_usage =
     "the broker confirmed every result. A second signal cancels running jobs at once.\n";
 
 static zl_worker_t *s_worker; // for the signal handler
+
+/*  --config FILE: the "worker" section of a zconfig file, turned into the
+    equivalent flags placed before the command line's own (so flags win).
+    Keys are the long option names with '_' for '-'; `extend = false` is
+    --no-extend. Returns a new argv (caller frees the array only) or NULL
+    after printing why. */
+static char **
+s_config_argv (int argc, char **argv, int *argc_out)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp (argv[i], "--config") && i + 1 < argc)
+            path = argv[i + 1];
+        else if (!strncmp (argv[i], "--config=", 9))
+            path = argv[i] + 9;
+    }
+    char **out = zl_calloc ((size_t) argc + 64, sizeof (char *));
+    int n = 0;
+    out[n++] = argv[0];
+    if (path) {
+        zconfig_t *root = zconfig_load (path);
+        if (!root) {
+            fprintf (stderr, "zlane-worker: cannot read config file '%s'\n", path);
+            free (out);
+            return NULL;
+        }
+        zconfig_t *sec = zconfig_locate (root, "worker");
+        for (zconfig_t *k = sec ? zconfig_child (sec) : NULL; k && n < 60; k = zconfig_next (k)) {
+            static char flags[64][64];
+            const char *name = zconfig_name (k), *value = zconfig_value (k);
+            if (!value)
+                value = "";
+            if (!strcmp (name, "extend")) {
+                if (!strcmp (value, "false") || !strcmp (value, "0") || !strcmp (value, "no"))
+                    out[n++] = "--no-extend";
+                continue;
+            }
+            snprintf (flags[n], sizeof flags[n], "--%s", name);
+            for (char *c = flags[n]; *c; c++)
+                if (*c == '_')
+                    *c = '-';
+            out[n] = flags[n];
+            n++;
+            out[n++] = zl_strdup (value);  // lives as long as the process
+        }
+        // the tree is kept: option values point into it
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp (argv[i], "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp (argv[i], "--config=", 9))
+            continue;
+        out[n++] = argv[i];
+    }
+    out[n] = NULL;
+    *argc_out = n;
+    return out;
+}
 
 static void
 s_on_signal (int sig)
@@ -179,6 +241,10 @@ main (int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int c, bad = 0;
+    char **cargv = s_config_argv (argc, argv, &argc);
+    if (!cargv)
+        return 2;
+    argv = cargv;
     while (!bad && (c = getopt_long (argc, argv, "vh", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_BROKER: opts.endpoint = optarg; break;

@@ -1,0 +1,597 @@
+/*  zlane-bench-sched: what fairness costs per dispatch, with many tenants.
+
+    zlane-bench-sched [--tenants N] [--seconds S] [--rounds R]
+        drives the scheduler in-process (broker/sched.c, no sockets, no
+        clock in the loop): N tenants backlogged in one lane against one
+        tenant, under wfq and fifo, and reports dispatch cycles per second
+        (pop + charge + the job back to its flow) for each, and the ratio.
+        Scenarios: every job charged at once; 64 jobs in flight, charged
+        when they end (the broker's case: estimate at pop, correction at
+        ack); N tenants parked at their concurrency cap beside one free one.
+    zlane-bench-sched --full [--tenants N] [--jobs J] [--workers W]
+        the same question through the real broker: a broker (durability
+        none), W worker threads (the zlane_worker library, no-op handler)
+        and the producer library submitting J jobs spread over 1 tenant,
+        then over N tenants; reports jobs/s from the first submit to the
+        last job run (seen by the handlers, not by polling broker stats).
+
+    Every process it starts is killed at exit, by PID. */
+#include "clock.h"
+#include "codec.h"
+#include "config.h"
+#include "job.h"
+#include "log.h"
+#include "lane.h"
+#include "sched.h"
+#include "wire.h"
+#include "zlane_producer.h"
+#include "zlane_worker.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOW_MS (INT64_MAX / 4) // no limits configured: the time does not matter
+#define IN_FLIGHT 64
+#define CHUNK 4096 // cycles between clock reads
+
+typedef enum { SCEN_AT_ONCE, SCEN_IN_FLIGHT, SCEN_PARKED } scenario_t;
+
+static const char *const s_scen_names[] = {"charged at once", "64 in flight, charged at end",
+                                           "parked at cap + 1 free"};
+
+// ---------------------------------------------------------------- in-process
+typedef struct {
+    zl_broker_config_t cfg;
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_lane_t *lane;
+    zl_job_t *pool;
+    size_t n_tenants;
+    uint64_t seq;
+} world_t;
+
+// A lane with `n` tenants, `per` jobs each (and, for SCEN_PARKED, the `n`
+// tenants each capped at 1 with one job running, plus one free tenant).
+static world_t *
+s_world (zl_sched_policy_t policy, size_t n, size_t per, scenario_t scen)
+{
+    world_t *w = calloc (1, sizeof *w);
+    zl_broker_config_defaults (&w->cfg);
+    zl_broker_config_lane (&w->cfg, "bench");
+    w->lanes = zl_lanes_new (&w->cfg);
+    w->sched = zl_sched_new (policy);
+    w->lane = zl_lanes_lookup (w->lanes, "bench");
+    size_t n_flows = scen == SCEN_PARKED ? n + 1 : n;
+    w->n_tenants = n_flows;
+    w->pool = calloc (n_flows * per, sizeof (zl_job_t));
+    zl_flow_t **flows = calloc (n_flows, sizeof *flows);
+    char name[32];
+    for (size_t t = 0; t < n_flows; t++) {
+        snprintf (name, sizeof name, "t%zu", t);
+        zl_tenant_t *tenant = zl_lanes_tenant (w->lanes, name);
+        if (scen == SCEN_PARKED && t < n)
+            tenant->cfg.max_in_flight = 1;
+        flows[t] = zl_sched_flow (w->sched, w->lane, tenant);
+    }
+    // arrivals interleaved across tenants, as a busy lane sees them
+    for (size_t k = 0; k < per; k++)
+        for (size_t t = 0; t < n_flows; t++) {
+            zl_job_t *job = &w->pool[t * per + k];
+            job->id = t * per + k + 1;
+            job->flow = flows[t];
+            job->state = ZL_JOB_READY;
+            job->seq = ++w->seq;
+            zl_sched_push (w->sched, job);
+        }
+    if (scen == SCEN_PARKED) {
+        // every capped tenant starts one job and parks the rest
+        size_t running = 0;
+        while (running < n) {
+            zl_job_t *job = zl_sched_pop (w->sched, w->lane, NOW_MS);
+            job->flow->in_flight++;
+            job->flow->tenant->in_flight++;
+            if (job->flow->tenant->cfg.max_in_flight)
+                running++;
+            else { // the free one's: straight back
+                job->flow->in_flight--;
+                job->flow->tenant->in_flight--;
+                zl_sched_charge (w->sched, job, 1000);
+                job->seq = ++w->seq;
+                zl_sched_push (w->sched, job);
+            }
+        }
+        // one more pop parks whatever capped flow is still in the heap
+        for (size_t k = 0; k < n + 1; k++) {
+            zl_job_t *job = zl_sched_pop (w->sched, w->lane, NOW_MS);
+            zl_sched_charge (w->sched, job, 1000);
+            job->seq = ++w->seq;
+            zl_sched_push (w->sched, job);
+        }
+    }
+    free (flows);
+    return w;
+}
+
+static void
+s_world_destroy (world_t **w_p)
+{
+    world_t *w = *w_p;
+    zl_sched_destroy (&w->sched);
+    zl_lanes_destroy (&w->lanes);
+    zl_broker_config_free (&w->cfg);
+    free (w->pool);
+    free (w);
+    *w_p = NULL;
+}
+
+// A job's worker time: a few tenants' jobs cost more, so WFQ keys vary.
+static inline uint64_t
+s_cost (const zl_job_t *job)
+{
+    return 1000 + (job->flow->tenant->index % 7) * 150;
+}
+
+// Run dispatch cycles for about `seconds`; returns cycles per second.
+static double
+s_run (world_t *w, scenario_t scen, double seconds)
+{
+    zl_job_t *ring[IN_FLIGHT] = {0};
+    size_t head = 0;
+    uint64_t cycles = 0;
+    int64_t t0 = zl_clock_mono_us (), t1 = t0;
+    int64_t budget = (int64_t) (seconds * 1e6);
+    while (t1 - t0 < budget) {
+        for (int k = 0; k < CHUNK; k++) {
+            zl_job_t *job = zl_sched_pop (w->sched, w->lane, NOW_MS);
+            if (!job) {
+                fprintf (stderr, "zlane-bench-sched: the lane ran dry\n");
+                exit (1);
+            }
+            if (scen == SCEN_IN_FLIGHT) {
+                // lease it; the oldest in flight ends and is charged now
+                job->flow->in_flight++;
+                job->flow->tenant->in_flight++;
+                zl_job_t *done = ring[head];
+                ring[head] = job;
+                head = (head + 1) % IN_FLIGHT;
+                if (!done)
+                    continue;
+                job = done;
+                job->flow->in_flight--;
+                job->flow->tenant->in_flight--;
+                zl_sched_charge (w->sched, job, s_cost (job));
+                zl_sched_released (w->sched, job->flow);
+            } else
+                zl_sched_charge (w->sched, job, s_cost (job));
+            job->seq = ++w->seq; // ready again: to the back of its flow
+            zl_sched_push (w->sched, job);
+        }
+        cycles += CHUNK;
+        t1 = zl_clock_mono_us ();
+    }
+    return (double) cycles / ((double) (t1 - t0) / 1e6);
+}
+
+// Best of `rounds` fresh runs.
+static double
+s_measure (zl_sched_policy_t policy, size_t tenants, scenario_t scen, double seconds, int rounds)
+{
+    double best = 0;
+    for (int r = 0; r < rounds; r++) {
+        // enough jobs per tenant that the lane never runs dry with 64 in flight
+        size_t per = scen == SCEN_AT_ONCE ? 2 : 2 + (2 * IN_FLIGHT + tenants) / (tenants ? tenants : 1);
+        world_t *w = s_world (policy, tenants, per, scen);
+        s_run (w, scen, seconds / 5); // warm the caches
+        double rate = s_run (w, scen, seconds);
+        best = rate > best ? rate : best;
+        s_world_destroy (&w);
+    }
+    return best;
+}
+
+static int
+s_cmd_inprocess (size_t tenants, double seconds, int rounds)
+{
+    printf ("zlane-bench-sched: in-process dispatch cycles (pop + charge + back to its flow),\n"
+            "best of %d runs of %.1f s; target: %zu tenants within 20 %% of 1 tenant\n\n",
+            rounds, seconds, tenants);
+    printf ("%-6s %-30s %14s %14s %8s %10s\n", "policy", "scenario", "1 tenant/s",
+            "many tenants/s", "ratio", "ns/cycle");
+    bool all_met = true;
+    static const zl_sched_policy_t policies[] = {ZL_SCHED_WFQ, ZL_SCHED_FIFO};
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 3; s++) {
+            scenario_t scen = (scenario_t) s;
+            // the baseline: one tenant (for PARKED: no parked ones beside it)
+            double one = s_measure (policies[p], scen == SCEN_PARKED ? 0 : 1, scen, seconds,
+                                    rounds);
+            double many = s_measure (policies[p], tenants, scen, seconds, rounds);
+            double ratio = many / one;
+            bool met = ratio >= 0.8;
+            all_met &= met;
+            printf ("%-6s %-30s %14.0f %14.0f %8.2f %5.0f/%-4.0f %s\n",
+                    policies[p] == ZL_SCHED_WFQ ? "wfq" : "fifo", s_scen_names[s], one, many,
+                    ratio, 1e9 / one, 1e9 / many, met ? "" : "(target missed)");
+        }
+    printf ("\n%s\n", all_met ? "every scenario within 20 %"
+                              : "some scenarios are more than 20 % slower with many tenants");
+    return 0;
+}
+
+// ---------------------------------------------------------------- full path
+#define MAX_PROCS 64
+
+static pid_t s_pids[MAX_PROCS];
+static int s_n_pids;
+static char s_bindir[PATH_MAX];
+static char s_tmp[PATH_MAX];
+
+static void
+s_cleanup (void)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            waitpid (s_pids[i], NULL, 0);
+    s_n_pids = 0;
+    if (s_tmp[0]) {
+        char cmd[PATH_MAX + 16];
+        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+        if (system (cmd) != 0)
+            fprintf (stderr, "zlane-bench-sched: could not remove %s\n", s_tmp);
+        s_tmp[0] = '\0';
+    }
+}
+
+static void
+s_on_signal (int sig)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    _exit (128 + sig);
+}
+
+static void
+s_die (const char *msg)
+{
+    fprintf (stderr, "zlane-bench-sched: %s\n", msg);
+    s_cleanup ();
+    exit (1);
+}
+
+static pid_t
+s_spawn (char *const argv[], const char *log)
+{
+    pid_t pid = fork ();
+    if (pid == 0) {
+        FILE *f = freopen (log, "a", stderr);
+        (void) f;
+        execv (argv[0], argv);
+        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
+    if (pid > 0 && s_n_pids < MAX_PROCS)
+        s_pids[s_n_pids++] = pid;
+    return pid;
+}
+
+static void
+s_kill_all (void)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0) {
+            kill (s_pids[i], SIGKILL);
+            waitpid (s_pids[i], NULL, 0);
+        }
+    s_n_pids = 0;
+}
+
+typedef struct {
+    char frontend[256], backend[256], admin[256];
+    zsock_t *admin_sock;
+    zl_codec_t *codec;
+} broker_t;
+
+static void
+s_broker_start (broker_t *b, const char *dir, const char *scheduler)
+{
+    char bin[PATH_MAX + 32], data[PATH_MAX + 64], ports[PATH_MAX + 64], log[PATH_MAX + 64];
+    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
+    snprintf (data, sizeof data, "%s/data", dir);
+    snprintf (ports, sizeof ports, "%s/ports", dir);
+    snprintf (log, sizeof log, "%s/broker.log", dir);
+    char *argv[] = {bin, "--lane", "bench", "--durability", "none", "--data", data, "--frontend",
+                    "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*", "--events",
+                    "tcp://127.0.0.1:*", "--admin", "tcp://127.0.0.1:*", "--ports-file", ports,
+                    "--max-depth", "2000000", "--producer-window", "50000", "--scheduler",
+                    (char *) scheduler, NULL};
+    // ZLANE_BENCH_PERF=PREFIX records each run's broker with perf into PREFIX.<dir name>
+    const char *perf = getenv ("ZLANE_BENCH_PERF");
+    char perf_out[PATH_MAX + 64];
+    char *pargv[40];
+    char *const *run_argv = argv;
+    if (perf && *perf) {
+        const char *base = strrchr (dir, '/');
+        snprintf (perf_out, sizeof perf_out, "%s.%s", perf, base ? base + 1 : dir);
+        char *pre[] = {"/usr/bin/perf", "record", "-g", "-o", perf_out, "--"};
+        size_t n = 0;
+        for (size_t i = 0; i < 6; i++)
+            pargv[n++] = pre[i];
+        for (size_t i = 0; argv[i] && n < 39; i++)
+            pargv[n++] = argv[i];
+        pargv[n] = NULL;
+        run_argv = pargv;
+    }
+    pid_t pid = s_spawn (run_argv, log);
+    int64_t deadline = zl_clock_mono_ms () + 10000;
+    FILE *f = NULL;
+    while (!(f = fopen (ports, "r"))) {
+        if (zl_clock_mono_ms () > deadline || waitpid (pid, NULL, WNOHANG) == pid)
+            s_die ("the broker did not start (see its log)");
+        usleep (10000);
+    }
+    char line[256];
+    while (fgets (line, sizeof line, f)) {
+        line[strcspn (line, "\n")] = '\0';
+        if (!strncmp (line, "frontend=", 9))
+            snprintf (b->frontend, sizeof b->frontend, "%s", line + 9);
+        else if (!strncmp (line, "backend=", 8))
+            snprintf (b->backend, sizeof b->backend, "%s", line + 8);
+        else if (!strncmp (line, "admin=", 6))
+            snprintf (b->admin, sizeof b->admin, "%s", line + 6);
+    }
+    fclose (f);
+    b->admin_sock = zsock_new_dealer (b->admin);
+    b->codec = zl_codec_new ();
+}
+
+static void
+s_broker_close (broker_t *b)
+{
+    zsock_destroy (&b->admin_sock);
+    zl_codec_destroy (&b->codec);
+}
+
+// A counter from the broker's stats, or -1 without an answer in 5 s.
+static int64_t
+s_counter (broker_t *b, const char *name)
+{
+    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST}, reply;
+    req.u.admin_request.op = ZL_ADMIN_STATS;
+    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
+    req.u.admin_request.lane = "";
+    void *s = zsock_resolve (b->admin_sock);
+    zl_wire_send (s, b->codec, &req, 0);
+    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (&item, 1, 5000) <= 0)
+        return -1;
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    zmq_msg_recv (&frame, s, 0);
+    int64_t value = -1;
+    if (zl_codec_decode (b->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &reply) ==
+            ZL_DECODE_OK &&
+        reply.kind == ZL_MSG_ADMIN_REPLY) {
+        const zl_stats_t *st = &reply.u.admin_reply.stats;
+        for (size_t i = 0; i < st->n_counters; i++)
+            if (!strcmp (st->counters[i].name, name))
+                value = (int64_t) st->counters[i].value;
+    }
+    zmq_msg_close (&frame);
+    return value;
+}
+
+static void
+s_wait_counter (broker_t *b, const char *name, int64_t want, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
+    while (s_counter (b, name) < want) {
+        if (zl_clock_mono_ms () > deadline) {
+            char msg[128];
+            snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRId64, name, want);
+            s_die (msg);
+        }
+        usleep (2000);
+    }
+}
+
+// The full path's workers: zlane_worker threads in this process with a
+// no-op handler that counts, so the end of a run is seen without asking
+// the broker for stats (with 10,000 tenants a stats reply holds 20,000
+// groups: polling it would be the benchmark).
+static atomic_uint_fast64_t s_handled;
+
+static void
+s_noop (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
+{
+    (void) job;
+    (void) arg;
+    result->outcome = ZL_WORKER_ACK;
+    atomic_fetch_add_explicit (&s_handled, 1, memory_order_relaxed);
+}
+
+static void *
+s_worker_thread (void *arg)
+{
+    zl_worker_run ((zl_worker_t *) arg);
+    return NULL;
+}
+
+// One full run: J jobs over `tenants` tenants; returns jobs/s.
+static double
+s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
+{
+    char dir[PATH_MAX + 32];
+    static int run;
+    snprintf (dir, sizeof dir, "%s/run%d", s_tmp, run++);
+    if (mkdir (dir, 0755) != 0)
+        s_die ("cannot make a run dir");
+    broker_t b;
+    s_broker_start (&b, dir, scheduler);
+    atomic_store (&s_handled, 0);
+    static const char *const lanes[] = {"bench"};
+    zl_worker_t *w[32];
+    pthread_t threads[32];
+    for (int i = 0; i < workers; i++) {
+        zl_worker_opts_t wo;
+        zl_worker_opts_defaults (&wo);
+        wo.endpoint = b.backend;
+        wo.lanes = lanes;
+        wo.n_lanes = 1;
+        wo.concurrency = 1;
+        wo.prefetch = 256;
+        wo.handler = s_noop;
+        w[i] = zl_worker_new (&wo);
+        if (!w[i])
+            s_die ("cannot make a worker");
+        pthread_create (&threads[i], NULL, s_worker_thread, w[i]);
+    }
+    s_wait_counter (&b, "workers_ready", workers, 10000);
+    char (*names)[24] = calloc (tenants, sizeof *names);
+    for (size_t t = 0; t < tenants; t++)
+        snprintf (names[t], sizeof names[t], "t%05zu", t);
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = b.frontend;
+    opts.client = "bench-sched";
+    opts.deadline_ms = 120000;
+    opts.nonblock = true;
+    zl_producer_t *prod = zl_producer_new (&opts);
+    enum { BATCH = 256 };
+    zl_producer_job_t batch[BATCH];
+    int64_t t0 = zl_clock_mono_us ();
+    uint64_t done = 0;
+    while (done < jobs) {
+        size_t n = jobs - done > BATCH ? BATCH : (size_t) (jobs - done);
+        for (size_t i = 0; i < n; i++)
+            batch[i] = (zl_producer_job_t) {.tenant = names[(done + i) % tenants],
+                                            .lane = "bench",
+                                            .payload = "x",
+                                            .payload_len = 1};
+        int rc = zl_producer_submit_batch (prod, batch, n, NULL);
+        if (rc > 0)
+            done += (uint64_t) rc;
+        else if (rc < 0 && errno != EAGAIN && errno != EINTR)
+            s_die ("submit failed");
+        zl_producer_poll (prod, rc > 0 ? 0 : 1);
+    }
+    int64_t deadline = zl_clock_mono_ms () + 600000;
+    while (atomic_load (&s_handled) < jobs) {
+        zl_producer_poll (prod, 1);
+        if (zl_clock_mono_ms () > deadline)
+            s_die ("the jobs did not all run within 10 minutes");
+    }
+    int64_t t1 = zl_clock_mono_us ();
+    zl_producer_wait (prod, 120000);
+    s_wait_counter (&b, "jobs_acked", (int64_t) jobs, 60000); // untimed: the broker agrees
+    for (int i = 0; i < workers; i++)
+        zl_worker_stop (w[i]);
+    for (int i = 0; i < workers; i++) {
+        pthread_join (threads[i], NULL);
+        zl_worker_destroy (&w[i]);
+    }
+    zl_producer_destroy (&prod);
+    free (names);
+    s_broker_close (&b);
+    s_kill_all ();
+    return (double) jobs / ((double) (t1 - t0) / 1e6);
+}
+
+static int
+s_cmd_full (size_t tenants, uint64_t jobs, int workers, int rounds)
+{
+    zl_log_set_level (ZL_LOG_WARN); // the worker library's connect/stop lines
+    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-bench-sched.XXXXXX");
+    if (!mkdtemp (s_tmp))
+        s_die ("cannot make a temp dir");
+    atexit (s_cleanup);
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+    printf ("zlane-bench-sched --full: %" PRIu64 " jobs through a real broker (durability none), "
+            "%d worker threads, best of %d\n\n",
+            jobs, workers, rounds);
+    printf ("%-6s %14s %14s %8s\n", "policy", "1 tenant/s", "many tenants/s", "ratio");
+    static const char *const scheds[] = {"wfq", "fifo"};
+    for (int p = 0; p < 2; p++) {
+        double one = 0, many = 0;
+        for (int r = 0; r < rounds; r++) { // alternate, so drift hits both alike
+            double a = s_full_run (scheds[p], 1, jobs, workers);
+            double m = s_full_run (scheds[p], tenants, jobs, workers);
+            one = a > one ? a : one;
+            many = m > many ? m : many;
+        }
+        printf ("%-6s %14.0f %14.0f %8.2f   (%zu tenants)\n", scheds[p], one, many, many / one,
+                tenants);
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- main
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: zlane-bench-sched [--tenants N] [--seconds S] [--rounds R]\n"
+             "       zlane-bench-sched --full [--tenants N] [--jobs J] [--workers W] [--rounds R]\n"
+             "In-process: scheduler dispatch cycles/s with N tenants (default 10000) vs 1.\n"
+             "--full: jobs/s through a real broker with N tenants vs 1.\n");
+}
+
+int
+main (int argc, char **argv)
+{
+    size_t tenants = 10000;
+    double seconds = 1.0;
+    int rounds = 3, workers = 2;
+    uint64_t jobs = 400000;
+    bool full = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp (a, "--full"))
+            full = true;
+        else if (!strcmp (a, "--tenants") && v)
+            tenants = strtoull (argv[++i], NULL, 10);
+        else if (!strcmp (a, "--seconds") && v)
+            seconds = atof (argv[++i]);
+        else if (!strcmp (a, "--rounds") && v)
+            rounds = atoi (argv[++i]);
+        else if (!strcmp (a, "--jobs") && v)
+            jobs = strtoull (argv[++i], NULL, 10);
+        else if (!strcmp (a, "--workers") && v)
+            workers = atoi (argv[++i]);
+        else if (!strcmp (a, "-h") || !strcmp (a, "--help")) {
+            s_usage (stdout);
+            return 0;
+        } else {
+            s_usage (stderr);
+            return 2;
+        }
+    }
+    if (tenants < 1 || seconds <= 0 || rounds < 1 || workers < 1 || workers > 32 || jobs < 1) {
+        s_usage (stderr);
+        return 2;
+    }
+    if (!full)
+        return s_cmd_inprocess (tenants, seconds, rounds);
+    ssize_t n = readlink ("/proc/self/exe", s_bindir, sizeof s_bindir - 1);
+    if (n <= 0)
+        s_die ("cannot find my own directory");
+    s_bindir[n] = '\0';
+    char *slash = strrchr (s_bindir, '/');
+    if (slash)
+        *slash = '\0';
+    return s_cmd_full (tenants, jobs, workers, rounds);
+}
