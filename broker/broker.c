@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DRAIN_BATCH 256          // messages per socket per turn
 #define DISPATCH_FRAME_JOBS 256  // jobs per Dispatch frame
@@ -75,6 +76,10 @@ struct _zl_broker_t {
     uint64_t stored_next_id;
     double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
+    zcert_t *cert;            // CURVE: the broker's key pair
+    zactor_t *auth;           // CURVE: the ZAP handler (czmq zauth)
+    zcertstore_t *clients;    // CURVE: allowed clients and their bindings
+    void *monitors[SOCK_COUNT + 1];  // handshake failures on each socket
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
     size_t n_dead, cap_dead;
@@ -90,6 +95,7 @@ typedef struct {
     sock_kind_t sock;
     const zl_peer_t *peer;
     zl_now_t now;
+    zcert_t *cert;  // with CURVE: the client's certificate (role, tenants, lanes)
 } ctx_t;
 
 typedef void (handler_fn) (ctx_t *ctx, const zl_msg_t *msg);
@@ -127,6 +133,63 @@ s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t jo
     s_send (ctx, &reply);
 }
 
+// ---------------------------------------------------------------- authorization
+/*  With CURVE on, each client certificate in the clients directory carries
+    its binding as metadata: role (producer, worker, admin, subscriber),
+    tenants and lanes (comma lists, or "*"). Without CURVE everything is
+    allowed (loopback only, unless --insecure). */
+static bool
+s_listed (const char *list, const char *name)
+{
+    if (!list)
+        return false;
+    if (!strcmp (list, "*"))
+        return true;
+    size_t n = strlen (name);
+    for (const char *p = list; *p;) {
+        const char *comma = strchr (p, ',');
+        size_t len = comma ? (size_t) (comma - p) : strlen (p);
+        while (len && *p == ' ')
+            p++, len--;
+        if (len == n && !strncmp (p, name, n))
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+// True if the sender has one of the roles (comma list); otherwise refuses.
+static bool
+s_role (ctx_t *ctx, const char *roles, const char *what)
+{
+    if (!ctx->self->cfg->curve)
+        return true;
+    const char *role = ctx->cert ? zcert_meta (ctx->cert, "role") : NULL;
+    if (role && s_listed (roles, role))
+        return true;
+    ctx->self->counters[ZL_CTR_UNAUTHORIZED]++;
+    zl_warn ("broker", "%s: key %s (role %s) may not %s", s_sock_names[ctx->sock],
+             ctx->cert ? zcert_public_txt (ctx->cert) : "?", role ? role : "none", what);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    char text[200];
+    snprintf (text, sizeof text, "this key (role %s) may not %s", role ? role : "none", what);
+    reply.u.error = (zl_error_t) {ZL_ERR_UNAUTHORIZED, text, 0, 0};
+    if (zl_wire_send_to (ctx->self->socks[ctx->sock], ctx->peer, ctx->self->codec, &reply) != 0)
+        ctx->self->counters[ZL_CTR_UNREACHABLE]++;
+    return false;
+}
+
+// True if the sender's certificate binds it to `name` in its `what` list.
+static bool
+s_bound (ctx_t *ctx, const char *what, const char *name)
+{
+    if (!ctx->self->cfg->curve)
+        return true;
+    return ctx->cert && s_listed (zcert_meta (ctx->cert, what), name);
+}
+
 // ---------------------------------------------------------------- producers
 static uint64_t
 s_total_depth (zl_broker_t *self)
@@ -154,6 +217,8 @@ static void
 s_on_hello (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
+    if (!s_role (ctx, "producer", "submit jobs"))
+        return;
     zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, true);
     free (p->name);
     p->name = zl_strndup (msg->u.hello.client, strnlen (msg->u.hello.client, MAX_NAME));
@@ -286,6 +351,8 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
     const zl_submit_t *sub = &msg->u.submit;
+    if (!s_role (ctx, "producer", "submit jobs"))
+        return;
     zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, false);
     if (!p) {  // implicit Hello
         p = zl_producers_get (self->producers, ctx->peer, true);
@@ -320,6 +387,13 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         zl_lane_t *lane = s_validate_spec (self, p, spec);
         if (!lane)
             continue;
+        if (!s_bound (ctx, "tenants", spec->tenant)) {
+            s_refuse_job (self, p, spec, ZL_CTR_UNAUTHORIZED, ZL_REJECT_UNAUTHORIZED,
+                          s_fmt (self, "this key may not submit for tenant '%.128s'",
+                                 spec->tenant),
+                          0);
+            continue;
+        }
         if (!room || failed) {
             s_refuse_job (self, p, spec, ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
                           "the broker's store is full", STORE_FULL_RETRY_MS);
@@ -396,6 +470,8 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
     const zl_ready_t *r = &msg->u.ready;
+    if (!s_role (ctx, "worker", "take jobs"))
+        return;
     // capacity 0 is a worker draining before it stops: it keeps what it
     // holds and gets nothing new
     if (r->n_lanes == 0) {
@@ -405,6 +481,11 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     zl_lane_t **lanes = zl_arena_alloc (self->turn, r->n_lanes * sizeof (zl_lane_t *));
     uint32_t n = 0;
     for (size_t i = 0; i < r->n_lanes; i++) {
+        if (!s_bound (ctx, "lanes", r->lanes[i])) {
+            s_reject (ctx, ZL_CTR_UNAUTHORIZED, ZL_ERR_UNAUTHORIZED, 0, 0,
+                      "this key may not take jobs from lane '%.128s'", r->lanes[i]);
+            continue;
+        }
         zl_lane_t *lane = zl_lanes_lookup (self->lanes, r->lanes[i]);
         if (!lane) {
             s_reject (ctx, ZL_CTR_UNKNOWN_LANE, ZL_ERR_UNKNOWN_LANE, 0, 0,
@@ -509,6 +590,8 @@ s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
 static void s_on_admin (ctx_t *ctx, const zl_msg_t *msg);
 
 // ---------------------------------------------------------------- dispatch table
+static void s_drain_monitors (zl_broker_t *self);
+
 static handler_fn *const s_handlers[SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
     [SOCK_FRONTEND] = {[ZL_MSG_HELLO] = s_on_hello, [ZL_MSG_SUBMIT] = s_on_submit},
     [SOCK_BACKEND] = {[ZL_MSG_READY] = s_on_ready,
@@ -520,10 +603,10 @@ static handler_fn *const s_handlers[SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
 };
 
 static void
-s_handle_frame (zl_broker_t *self, sock_kind_t sock, const zl_peer_t *peer, const void *data,
-                size_t size, bool extra_frames, zl_now_t now)
+s_handle_frame (zl_broker_t *self, sock_kind_t sock, const zl_peer_t *peer, zcert_t *cert,
+                const void *data, size_t size, bool extra_frames, zl_now_t now)
 {
-    ctx_t ctx = {self, sock, peer, now};
+    ctx_t ctx = {self, sock, peer, now, cert};
     self->counters[ZL_CTR_FRAMES_IN]++;
     if (extra_frames) {
         s_reject (&ctx, ZL_CTR_BAD_FRAME, ZL_ERR_BAD_FRAME, 0, 0,
@@ -592,7 +675,13 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
             if (!again)
                 break;
         }
-        s_handle_frame (self, sock, &peer, zmq_msg_data (&body), zmq_msg_size (&body), extra,
+        // with CURVE, ZAP put the client's public key on every frame it sends
+        zcert_t *cert = NULL;
+        if (self->clients) {
+            const char *key = zmq_msg_gets (&body, "User-Id");
+            cert = key ? zcertstore_lookup (self->clients, key) : NULL;
+        }
+        s_handle_frame (self, sock, &peer, cert, zmq_msg_data (&body), zmq_msg_size (&body), extra,
                         now);
         zmq_msg_close (&body);
     }
@@ -979,8 +1068,9 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
         if (items[i].revents & ZMQ_POLLIN)
             s_drain (self, (sock_kind_t) i, now);
 
-    // 3. timers
+    // 3. timers (and refused handshakes, counted)
     s_fire_timers (self, now);
+    s_drain_monitors (self);
 
     // 4. dispatch
     s_dispatch (self, now);
@@ -1150,6 +1240,12 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
     r->ok = true;
     r->error = "";
     zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
+    bool changes = req->op == ZL_ADMIN_DLQ_REDRIVE || req->op == ZL_ADMIN_DLQ_PURGE ||
+                   req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME;
+    if (!s_role (ctx, changes ? "admin" : "admin,subscriber",
+                 changes ? "change the broker (redrive, purge, pause, resume)"
+                         : "read the broker's state"))
+        return;
     switch (req->op) {
     case ZL_ADMIN_STATS:
         r->result = ZL_ADMIN_RESULT_STATS;
@@ -1267,6 +1363,111 @@ s_router (const zl_broker_config_t *cfg)
     return zs;
 }
 
+// True for endpoints only this host can reach.
+static bool
+s_local_endpoint (const char *ep)
+{
+    if (!strncmp (ep, "ipc://", 6) || !strncmp (ep, "inproc://", 9))
+        return true;
+    const char *host = strstr (ep, "://");
+    host = host ? host + 3 : ep;
+    return !strncmp (host, "127.", 4) || !strncmp (host, "localhost:", 10) ||
+           !strncmp (host, "[::1]:", 6);
+}
+
+// CURVE on every socket: the broker's key pair, ZAP (czmq zauth) checking
+// client keys against the clients directory, and a monitor on each socket
+// that counts the handshakes it refused.
+static int
+s_secure (zl_broker_t *self, char *err, size_t errlen)
+{
+    const zl_broker_config_t *cfg = self->cfg;
+    const char *eps[] = {cfg->frontend, cfg->backend, cfg->events, cfg->admin};
+    if (!cfg->curve) {
+        for (int i = 0; i < 4; i++)
+            if (!s_local_endpoint (eps[i])) {
+                if (!cfg->insecure) {
+                    snprintf (err, errlen,
+                              "%s is reachable from other hosts but CURVE is off: start with "
+                              "--curve --cert FILE --clients DIR, or with --insecure to accept "
+                              "plaintext",
+                              eps[i]);
+                    return -1;
+                }
+                zl_warn ("broker", "INSECURE: %s is reachable from other hosts without CURVE: "
+                                   "traffic is plaintext and any client may connect",
+                         eps[i]);
+            }
+        return 0;
+    }
+    if (!cfg->cert || !cfg->clients) {
+        snprintf (err, errlen, "--curve needs --cert FILE (the broker's secret certificate) and "
+                               "--clients DIR (allowed client certificates)");
+        return -1;
+    }
+    self->cert = zcert_load (cfg->cert);
+    if (!self->cert) {
+        snprintf (err, errlen, "cannot load the broker certificate %s (make one with zlane-ctl "
+                               "keygen)", cfg->cert);
+        return -1;
+    }
+    struct stat sb;
+    if (stat (cfg->clients, &sb) != 0 || !S_ISDIR (sb.st_mode)) {
+        snprintf (err, errlen, "clients directory %s does not exist", cfg->clients);
+        return -1;
+    }
+    self->clients = zcertstore_new (cfg->clients);
+    self->auth = zactor_new (zauth, NULL);
+    zstr_sendx (self->auth, "CURVE", cfg->clients, NULL);
+    zsock_wait (self->auth);
+    zsock_t *socks[SOCK_COUNT + 1] = {self->zsocks[0], self->zsocks[1], self->zsocks[2],
+                                      self->zevents};
+    for (int i = 0; i < SOCK_COUNT + 1; i++) {
+        zcert_apply (self->cert, socks[i]);
+        zsock_set_curve_server (socks[i], 1);
+        zsock_set_zap_domain (socks[i], "zlane");
+        char ep[64];
+        snprintf (ep, sizeof ep, "inproc://zlane-monitor-%p-%d", (void *) self, i);
+        zmq_socket_monitor (zsock_resolve (socks[i]), ep,
+                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+        self->monitors[i] = zmq_socket (zsys_init (), ZMQ_PAIR);
+        zmq_connect (self->monitors[i], ep);
+    }
+    zl_info ("broker", "CURVE on: key %s, clients from %s", zcert_public_txt (self->cert),
+             cfg->clients);
+    return 0;
+}
+
+// Count refused handshakes (a stranger's key, or not speaking CURVE).
+static void
+s_drain_monitors (zl_broker_t *self)
+{
+    for (int i = 0; i < SOCK_COUNT + 1; i++) {
+        if (!self->monitors[i])
+            continue;
+        zmq_msg_t m;
+        zmq_msg_init (&m);
+        while (zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT) >= 0) {
+            bool first = zmq_msg_size (&m) >= 6;
+            uint16_t event = 0;
+            if (first)
+                memcpy (&event, zmq_msg_data (&m), sizeof event);
+            if (zmq_msg_more (&m)) {  // the endpoint frame
+                zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT);
+            }
+            if (first) {
+                self->counters[ZL_CTR_AUTH_FAILED]++;
+                zl_warn ("broker", "refused a connection on the %s socket (%s)",
+                         i < SOCK_COUNT ? s_sock_names[i] : "events",
+                         event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "unknown key"
+                                                                  : "handshake failed");
+            }
+        }
+        zmq_msg_close (&m);
+    }
+}
+
 static int
 s_write_ports (zl_broker_t *self, const char *path, char *err, size_t errlen)
 {
@@ -1378,6 +1579,10 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->events = zsock_resolve (self->zevents);
     int linger = 0;
     zmq_setsockopt (self->events, ZMQ_LINGER, &linger, sizeof linger);
+    if (s_secure (self, err, errlen) != 0) {
+        zl_broker_destroy (&self);
+        return NULL;
+    }
     if (s_bind (self, self->zsocks[SOCK_FRONTEND], cfg->frontend, 0, err, errlen) ||
         s_bind (self, self->zsocks[SOCK_BACKEND], cfg->backend, 1, err, errlen) ||
         s_bind (self, self->zevents, cfg->events, 2, err, errlen) ||
@@ -1413,6 +1618,12 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_producers_destroy (&self->producers);
     zl_store_close (&self->store);
     zl_arena_destroy (&self->frame);
+    for (int i = 0; i < SOCK_COUNT + 1; i++)
+        if (self->monitors[i])
+            zmq_close (self->monitors[i]);
+    zactor_destroy (&self->auth);
+    zcertstore_destroy (&self->clients);
+    zcert_destroy (&self->cert);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);

@@ -19,10 +19,10 @@ void
 zl_broker_config_defaults (zl_broker_config_t *cfg)
 {
     memset (cfg, 0, sizeof *cfg);
-    cfg->frontend = zl_strdup ("tcp://*:5570");
-    cfg->backend = zl_strdup ("tcp://*:5571");
-    cfg->events = zl_strdup ("tcp://*:5572");
-    cfg->admin = zl_strdup ("tcp://*:5573");
+    cfg->frontend = zl_strdup ("tcp://127.0.0.1:5570");
+    cfg->backend = zl_strdup ("tcp://127.0.0.1:5571");
+    cfg->events = zl_strdup ("tcp://127.0.0.1:5572");
+    cfg->admin = zl_strdup ("tcp://127.0.0.1:5573");
     cfg->data_dir = zl_strdup ("./zlane-data");
     cfg->durability = ZL_DURABILITY_FSYNC;
     cfg->map_size = 4ULL << 30;
@@ -285,6 +285,14 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
     else if (!strcmp (key, "dedup_window"))
         return s_dur (key, value, &cfg->dedup_window_ms, err, errlen);
+    else if (!strcmp (key, "curve"))
+        return s_bool (key, value, &cfg->curve, err, errlen);
+    else if (!strcmp (key, "insecure"))
+        return s_bool (key, value, &cfg->insecure, err, errlen);
+    else if (!strcmp (key, "cert"))
+        s_set_str (&cfg->cert, value);
+    else if (!strcmp (key, "clients"))
+        s_set_str (&cfg->clients, value);
     else if (!strcmp (key, "default_lane"))
         s_set_str (&cfg->default_lane, value);
     else if (!strcmp (key, "auto_lanes"))
@@ -383,6 +391,8 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->ports_file);
     free (cfg->data_dir);
     free (cfg->default_lane);
+    free (cfg->cert);
+    free (cfg->clients);
     for (size_t i = 0; i < cfg->n_lanes; i++)
         free (cfg->lanes[i].name);
     free (cfg->lanes);

@@ -52,6 +52,10 @@ typedef struct {
     uint64_t dedup_window_ms;
     bool auto_lanes;           // undeclared lanes are created on first use
     char *default_lane;        // jobs for undeclared lanes go here (NULL = reject)
+    bool curve;                // CURVE encryption and ZAP authentication on every socket
+    char *cert;                // the broker's secret certificate file (zcert format)
+    char *clients;             // directory of allowed client public certificates
+    bool insecure;             // allow non-loopback endpoints without CURVE
     int verbose;
     zl_lane_config_t lane_defaults;  // template for lanes that do not say
     zl_lane_config_t *lanes;

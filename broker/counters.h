@@ -20,6 +20,8 @@
     X (NOT_READY, "err_not_ready") \
     X (MAX_RUN, "err_max_run") \
     X (UNREACHABLE, "err_peer_unreachable") \
+    X (UNAUTHORIZED, "err_unauthorized") \
+    X (AUTH_FAILED, "err_auth_failed") \
     X (SUBMITTED, "jobs_submitted") \
     X (ACCEPTED, "jobs_accepted") \
     X (DUPLICATES, "jobs_duplicate") \

@@ -30,10 +30,10 @@ s_usage (FILE *out)
         "\n"
         "Options (each also settable in the config file; flags win):\n"
         "  -c, --config FILE        zconfig file (see deploy/broker.cfg)\n"
-        "      --frontend EP        producer endpoint        [tcp://*:5570]\n"
-        "      --backend EP         worker endpoint          [tcp://*:5571]\n"
-        "      --events EP          DLQ events PUB endpoint  [tcp://*:5572]\n"
-        "      --admin EP           admin endpoint           [tcp://*:5573]\n"
+        "      --frontend EP        producer endpoint        [tcp://127.0.0.1:5570]\n"
+        "      --backend EP         worker endpoint          [tcp://127.0.0.1:5571]\n"
+        "      --events EP          DLQ events PUB endpoint  [tcp://127.0.0.1:5572]\n"
+        "      --admin EP           admin endpoint           [tcp://127.0.0.1:5573]\n"
         "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
         "      --data DIR           data directory           [./zlane-data]\n"
         "      --durability MODE    fsync | none             [fsync]\n"
@@ -55,6 +55,11 @@ s_usage (FILE *out)
         "      --max-run DUR        default max run time, 0 = none [0]\n"
         "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
         "      --dedup-window DUR   idempotency key window   [24h]\n"
+        "      --curve              CURVE encryption + authentication on every socket\n"
+        "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
+        "      --clients DIR        public certificates of the clients allowed in; each\n"
+        "                           carries role, tenants and lanes (zlane-ctl keygen)\n"
+        "      --insecure           allow non-loopback endpoints without CURVE (warns)\n"
         "      --set KEY=VALUE      any config key, e.g. lanes/chat/rate=50\n"
         "  -v, --verbose            debug logging (twice: protocol trace)\n"
         "  -h, --help               this help\n"
@@ -72,7 +77,7 @@ main (int argc, char **argv)
 
     enum { O_FRONTEND = 256, O_BACKEND, O_EVENTS, O_ADMIN, O_PORTS, O_DATA, O_DUR, O_MAP, O_SCHED,
            O_LANE, O_AUTO, O_DEFLANE, O_MAXPAY, O_DEPTH, O_WINDOW, O_HB, O_LIVE, O_LEASE, O_ATTEMPTS,
-           O_BBASE, O_BCAP, O_NOJIT, O_MAXRUN, O_ALERT, O_DEDUP, O_SET };
+           O_BBASE, O_BCAP, O_NOJIT, O_MAXRUN, O_ALERT, O_DEDUP, O_SET, O_CURVE, O_CERT, O_CLIENTS, O_INSECURE };
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'},   {"frontend", required_argument, 0, O_FRONTEND},
         {"backend", required_argument, 0, O_BACKEND}, {"events", required_argument, 0, O_EVENTS},
@@ -91,6 +96,8 @@ main (int argc, char **argv)
         {"backoff-cap", required_argument, 0, O_BCAP}, {"no-jitter", no_argument, 0, O_NOJIT},
         {"max-run", required_argument, 0, O_MAXRUN}, {"dlq-alert", required_argument, 0, O_ALERT},
         {"dedup-window", required_argument, 0, O_DEDUP}, {"set", required_argument, 0, O_SET},
+        {"curve", no_argument, 0, O_CURVE}, {"cert", required_argument, 0, O_CERT},
+        {"clients", required_argument, 0, O_CLIENTS}, {"insecure", no_argument, 0, O_INSECURE},
         {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
 
@@ -132,6 +139,10 @@ main (int argc, char **argv)
         case O_LIVE: key = "liveness"; break;
         case O_ALERT: key = "dlq_alert_interval"; break;
         case O_DEDUP: key = "dedup_window"; break;
+        case O_CURVE: key = "curve"; optarg = "true"; break;
+        case O_CERT: key = "cert"; break;
+        case O_CLIENTS: key = "clients"; break;
+        case O_INSECURE: key = "insecure"; optarg = "true"; break;
         case O_LEASE: key = "defaults/lane/lease"; break;
         case O_ATTEMPTS: key = "defaults/lane/max_attempts"; break;
         case O_BBASE: key = "defaults/lane/backoff_base"; break;
