@@ -1089,6 +1089,36 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 }
 
 int
+zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
+                const void *data, size_t size)
+{
+    int sock = -1;
+    for (int i = 0; i < SOCK_COUNT; i++)
+        if (!strcmp (which, s_sock_names[i]))
+            sock = i;
+    if (sock < 0 || self->failed)
+        return -1;
+    zl_arena_reset (self->turn);
+    zl_now_t now = zl_now ();
+    if (zl_store_begin (self->store) != ZL_STORE_OK)
+        return -1;
+    zl_peer_t p;
+    p.len = (uint8_t) (peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
+    memcpy (p.data, peer, p.len);
+    s_handle_frame (self, (sock_kind_t) sock, &p, NULL, data, size, false, now);
+    s_fire_timers (self, now);
+    s_dispatch (self, now);
+    if (s_commit (self) != 0) {
+        self->failed = true;
+        return -1;
+    }
+    s_flush_producers (self);
+    s_flush_workers (self, now);
+    s_publish_dead (self);
+    return 0;
+}
+
+int
 zl_broker_run (zl_broker_t *self, volatile int *stop)
 {
     while (!*stop && !self->failed)

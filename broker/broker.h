@@ -20,6 +20,13 @@ void zl_broker_destroy (zl_broker_t **self_p);
 int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
 /*  Run turns until `*stop` becomes non-zero. Returns 0. */
 int zl_broker_run (zl_broker_t *self, volatile int *stop);
+/*  Handle one frame as if `peer` (routing id bytes) had sent it on socket
+    `which` ("frontend", "backend", "admin"), then run the rest of a turn
+    (timers, dispatch, commit, replies). For fuzzing and tests; returns 0,
+    or -1 if `which` is not a socket name or the store failed. */
+int zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
+                    const void *data, size_t size);
+
 /*  Return the endpoint actually bound for "frontend", "backend", "events"
     or "admin" (ephemeral ports resolved), or NULL. Borrowed. */
 const char *zl_broker_endpoint (zl_broker_t *self, const char *which);
