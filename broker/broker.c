@@ -455,6 +455,9 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 static zl_bworker_t *
 s_worker (ctx_t *ctx)
 {
+    // a key removed from the clients directory loses its rights at once
+    if (!s_role (ctx, "worker", "take jobs"))
+        return NULL;
     zl_bworker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
     if (!w) {
         s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
@@ -979,7 +982,13 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
             gone[n_gone++] = w;
         }
     }
-    // jobs queued for an unreachable worker go back to ready with the rest
+    // jobs queued for an unreachable worker go back to ready with the rest.
+    // This turn's batch is committed already: their state changes open the
+    // next one, which the next turn commits before it replies.
+    if (n_gone && zl_store_begin (self->store) != ZL_STORE_OK) {
+        self->failed = true;
+        return;
+    }
     for (size_t i = 0; i < n_gone; i++)
         s_worker_gone (self, gone[i], "unreachable", now);
 }
@@ -1439,6 +1448,13 @@ s_secure (zl_broker_t *self, char *err, size_t errlen)
     if (!self->cert) {
         snprintf (err, errlen, "cannot load the broker certificate %s (make one with zlane-ctl "
                                "keygen)", cfg->cert);
+        return -1;
+    }
+    // a public certificate loads too, with a secret key of zeros: every
+    // handshake would then fail while the broker looks healthy
+    if (!strcmp (zcert_secret_txt (self->cert), "0000000000000000000000000000000000000000")) {
+        snprintf (err, errlen, "the broker certificate %s holds no secret key: give the "
+                               "NAME_secret file that zlane-ctl keygen wrote", cfg->cert);
         return -1;
     }
     struct stat sb;

@@ -1,5 +1,10 @@
 #include "bucket.h"
 
+#include <math.h>
+
+// a token that is whole but for rounding counts as whole
+#define WHOLE (1.0 - 1e-9)
+
 static void
 s_refill (zl_bucket_t *b, int64_t now_ms)
 {
@@ -28,7 +33,7 @@ zl_bucket_ready (zl_bucket_t *b, int64_t now_ms)
     if (b->rate <= 0)
         return true;
     s_refill (b, now_ms);
-    return b->tokens >= 1.0;
+    return b->tokens >= WHOLE;
 }
 
 void
@@ -46,8 +51,8 @@ zl_bucket_next_ms (zl_bucket_t *b, int64_t now_ms)
     if (b->rate <= 0)
         return now_ms;
     s_refill (b, now_ms);
-    if (b->tokens >= 1.0)
+    if (b->tokens >= WHOLE)
         return now_ms;
     double wait_ms = (1.0 - b->tokens) * 1000.0 / b->rate;
-    return now_ms + (int64_t) wait_ms + 1;
+    return now_ms + (int64_t) ceil (wait_ms - 1e-9);
 }

@@ -59,10 +59,10 @@ test_defaults (void **state)
     (void)state;
     zl_broker_config_t cfg;
     zl_broker_config_defaults (&cfg);
-    assert_string_equal (cfg.frontend, "tcp://*:5570");
-    assert_string_equal (cfg.backend, "tcp://*:5571");
-    assert_string_equal (cfg.events, "tcp://*:5572");
-    assert_string_equal (cfg.admin, "tcp://*:5573");
+    assert_string_equal (cfg.frontend, "tcp://127.0.0.1:5570");
+    assert_string_equal (cfg.backend, "tcp://127.0.0.1:5571");
+    assert_string_equal (cfg.events, "tcp://127.0.0.1:5572");
+    assert_string_equal (cfg.admin, "tcp://127.0.0.1:5573");
     assert_int_equal (cfg.durability, ZL_DURABILITY_FSYNC);
     assert_int_equal (cfg.scheduler, ZL_SCHED_WFQ);
     assert_int_equal (cfg.heartbeat_ms, 1000);
@@ -315,7 +315,7 @@ test_missing_file (void **state)
     assert_int_equal (zl_broker_config_load (&cfg, "/nonexistent/zlane.cfg", err, sizeof err), -1);
     assert_non_null (strstr (err, "/nonexistent/zlane.cfg"));
     // the config is left usable
-    assert_string_equal (cfg.frontend, "tcp://*:5570");
+    assert_string_equal (cfg.frontend, "tcp://127.0.0.1:5570");
     zl_broker_config_free (&cfg);
 }
 
@@ -328,7 +328,7 @@ test_empty_file_keeps_defaults (void **state)
     zl_broker_config_defaults (&cfg);
     char err[512] = "";
     assert_int_equal (zl_broker_config_load (&cfg, path, err, sizeof err), 0);
-    assert_string_equal (cfg.frontend, "tcp://*:5570");
+    assert_string_equal (cfg.frontend, "tcp://127.0.0.1:5570");
     assert_int_equal (cfg.n_lanes, 0);
     zl_broker_config_free (&cfg);
     s_remove (path);

@@ -665,7 +665,7 @@ static zl_job_t *
 s_w_lease (world_t *w, zl_lane_t *lane, zl_job_t *expect, zl_bworker_t *worker, int64_t t)
 {
     w->now = s_clock (MONO_BASE_MS, t);
-    zl_job_t *job = zl_sched_pop (w->sched, lane);
+    zl_job_t *job = zl_sched_pop (w->sched, lane, INT64_MAX / 4);
     assert_non_null (job);
     if (expect)
         assert_ptr_equal (job, expect);
@@ -739,7 +739,7 @@ s_snapshot (world_t *w, snap_t *s)
     zl_lane_t *lanes[2] = {w->work, w->mail};
     for (int l = 0; l < 2; l++) {
         zl_job_t *j;
-        while ((j = zl_sched_pop (w->sched, lanes[l]))) {
+        while ((j = zl_sched_pop (w->sched, lanes[l], INT64_MAX / 4))) {
             assert_true (s->n_ready[l] < MAX_JOBS);
             s->seq[l][s->n_ready[l]] = j->seq;
             s->ready[l][s->n_ready[l]++] = j->id;
