@@ -26,6 +26,10 @@ static const char *s_usage =
     "  --config FILE       read these options from the 'worker' section of a zconfig\n"
     "                      file (see deploy/worker.cfg); flags given here win\n"
     "  --broker ENDPOINT   broker backend endpoint (default tcp://127.0.0.1:5571)\n"
+    "  --curve-server FILE the broker's public certificate: talk CURVE\n"
+    "  --cert FILE         this worker's secret certificate (NAME_secret from\n"
+    "                      zlane-ctl keygen NAME --role worker --lanes LIST); the\n"
+    "                      broker refuses a Ready for lanes the key is not bound to\n"
     "  --lanes LIST        comma-separated lanes to serve (required)\n"
     "  --exec CMD          shell command run for each job (required)\n"
     "  --concurrency N     jobs run at once (default 1)\n"
@@ -69,7 +73,9 @@ static const char *s_usage =
     "jobs finish for up to --kill-grace, then cancel them as above, and exit once\n"
     "the broker confirmed every result. A second signal cancels running jobs at once.\n";
 
-static zl_worker_t *s_worker; // for the signal handler
+static zl_worker_t *s_worker;     // for the signal handler
+static char *s_config_values[64]; // option values read from --config (owned)
+static size_t s_n_config_values;
 
 /*  --config FILE: the "worker" section of a zconfig file, turned into the
     equivalent flags placed before the command line's own (so flags win).
@@ -113,9 +119,9 @@ s_config_argv (int argc, char **argv, int *argc_out)
                     *c = '-';
             out[n] = flags[n];
             n++;
-            out[n++] = zl_strdup (value);  // lives as long as the process
+            out[n++] = s_config_values[s_n_config_values++] = zl_strdup (value);
         }
-        // the tree is kept: option values point into it
+        zconfig_destroy (&root); // the names and values were copied
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp (argv[i], "--config")) {
@@ -129,6 +135,16 @@ s_config_argv (int argc, char **argv, int *argc_out)
     out[n] = NULL;
     *argc_out = n;
     return out;
+}
+
+/*  Free what s_config_argv returned, once nothing uses the option values. */
+static void
+s_config_free (char **cargv)
+{
+    for (size_t i = 0; i < s_n_config_values; i++)
+        free (s_config_values[i]);
+    s_n_config_values = 0;
+    free (cargv);
 }
 
 static void
@@ -209,7 +225,7 @@ main (int argc, char **argv)
     zl_worker_opts_t opts;
     zl_worker_opts_defaults (&opts);
     zl_exec_opts_t exec_opts = {.kill_grace_ms = 2000};
-    const char *lanes_text = NULL;
+    const char *lanes_text = NULL, *curve_server = NULL, *cert = NULL;
     int verbose = 0;
 
     enum {
@@ -223,7 +239,9 @@ main (int argc, char **argv)
         OPT_LIVENESS,
         OPT_NO_EXTEND,
         OPT_ACK_EARLY,
-        OPT_KILL_GRACE
+        OPT_KILL_GRACE,
+        OPT_CURVE_SERVER,
+        OPT_CERT
     };
     static const struct option longopts[] = {
         {"broker", required_argument, NULL, OPT_BROKER},
@@ -237,6 +255,8 @@ main (int argc, char **argv)
         {"no-extend", no_argument, NULL, OPT_NO_EXTEND},
         {"ack-early", no_argument, NULL, OPT_ACK_EARLY},
         {"kill-grace", required_argument, NULL, OPT_KILL_GRACE},
+        {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
+        {"cert", required_argument, NULL, OPT_CERT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -248,6 +268,8 @@ main (int argc, char **argv)
     while (!bad && (c = getopt_long (argc, argv, "vh", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_BROKER: opts.endpoint = optarg; break;
+        case OPT_CURVE_SERVER: curve_server = optarg; break;
+        case OPT_CERT: cert = optarg; break;
         case OPT_LANES: lanes_text = optarg; break;
         case OPT_EXEC: exec_opts.command = optarg; break;
         case OPT_CONCURRENCY:
@@ -271,7 +293,10 @@ main (int argc, char **argv)
             bad = s_parse_duration ("--kill-grace", optarg, &exec_opts.kill_grace_ms);
             break;
         case 'v': verbose++; break;
-        case 'h': fputs (s_usage, stdout); return 0;
+        case 'h':
+            fputs (s_usage, stdout);
+            s_config_free (cargv);
+            return 0;
         default: bad = -1;
         }
     }
@@ -283,6 +308,11 @@ main (int argc, char **argv)
         fprintf (stderr, "zlane-worker: --lanes and --exec are required (see --help)\n");
         bad = -1;
     }
+    char err[512];
+    if (!bad && zl_curve_load (&opts.curve, curve_server, cert, err, sizeof err) != 0) {
+        fprintf (stderr, "zlane-worker: %s (--curve-server FILE --cert FILE)\n", err);
+        bad = -1;
+    }
     char **lanes = NULL;
     size_t n_lanes = bad ? 0 : s_split_lanes (lanes_text, &lanes);
     if (!bad && n_lanes == 0)
@@ -291,6 +321,7 @@ main (int argc, char **argv)
         for (size_t i = 0; i < n_lanes; i++)
             free (lanes[i]);
         free (lanes);
+        s_config_free (cargv);
         return 2;
     }
     zl_log_set_level (verbose >= 2 ? ZL_LOG_TRACE : verbose == 1 ? ZL_LOG_DEBUG : ZL_LOG_INFO);
@@ -306,6 +337,7 @@ main (int argc, char **argv)
 
     int rc = 1;
     zl_worker_t *worker = zl_worker_new (&opts);
+    memset (&opts.curve, 0, sizeof opts.curve); // the worker has its copy
     if (worker) {
         exec_opts.worker_name = zl_worker_name (worker);
         context.exec = zl_exec_new (&exec_opts);
@@ -328,5 +360,6 @@ main (int argc, char **argv)
     for (size_t i = 0; i < n_lanes; i++)
         free (lanes[i]);
     free (lanes);
+    s_config_free (cargv);
     return rc;
 }

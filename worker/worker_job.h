@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 typedef enum {
-    ZL_HELD_BACKLOG = 0, // received, waiting for a free handler thread
-    ZL_HELD_RUNNING      // handed to a handler thread
+    ZL_HELD_BACKLOG = 0, // received; the I/O thread has not handed it over yet
+    ZL_HELD_HANDED       // in the handler threads' work queue, or running
 } zl_held_state_t;
 
 typedef struct _zl_held_job_t {
@@ -36,6 +36,7 @@ typedef struct _zl_held_job_t {
     // written by the handler thread before it hands the job back
     zl_worker_result_t result;
     uint64_t run_us;
+    bool skipped;                 // cancelled before a handler thread took it: it never ran
     struct _zl_held_job_t *qnext; // backlog (I/O thread), work or done queue link
 } zl_held_job_t;
 

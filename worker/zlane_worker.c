@@ -2,18 +2,22 @@
 
     Threads. The thread that calls zl_worker_run owns the broker connection
     and every piece of worker state (the held jobs, the pending settlements,
-    the timers). Handler threads only see the jobs handed to them: they take
-    one from the work queue (mutex + condvar), run the handler, put the job
-    back on the done queue and signal the I/O thread over an inproc PAIR.
-    zl_worker_stop only bumps a counter and writes an eventfd, so it is safe
-    from signal handlers.
+    the timers). Handler threads only see the jobs handed to them: once per
+    turn the I/O thread moves its whole backlog onto the shared work queue
+    (mutex + condvar), and each handler thread takes one job at a time, runs
+    it and puts it on the done queue, back to back, without waiting for the
+    I/O thread. The I/O thread is signalled only when the done queue stops
+    being empty, and takes every result at once. zl_worker_stop only bumps a
+    counter and writes an eventfd, so it is safe from signal handlers.
 
-    Job life. Dispatch -> held (BACKLOG) -> a free handler thread takes it
-    (RUNNING) -> result -> a pending settlement (Ack or Nack) -> Settled from
-    the broker (or a refusal) -> forgotten. Held jobs are extended at
-    half-life and cancelled when their lease is lost; pending settlements are
-    resent after every reconnect with the same lease token: the broker's
-    fencing decides whether they still count.
+    Job life. Dispatch -> held (BACKLOG) -> the work queue (HANDED) -> a
+    handler thread runs it -> result -> a pending settlement (Ack or Nack)
+    -> Settled from the broker (or a refusal) -> forgotten. Jobs start in
+    receipt order. Held jobs, queued or running, are extended at half-life
+    and cancelled when their lease is lost; a job cancelled before a handler
+    thread takes it never runs and is handed back (TRANSIENT Nack). Pending
+    settlements are resent after every reconnect with the same lease token:
+    the broker's fencing decides whether they still count.
 
     Cost. The loop does O(1) (timers: O(log n)) work per job and never scans
     what it holds on an ordinary turn: held jobs and pending settlements are
@@ -103,10 +107,10 @@ struct _zl_worker_t {
     // Shared with handler threads, guarded by `lock`.
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
-    zl_held_job_t *work_head, *work_tail; // jobs for handler threads
-    zl_held_job_t *done_head, *done_tail; // jobs whose handler returned
+    zl_held_job_t *work_head, *work_tail; // jobs no handler thread has taken yet
+    zl_held_job_t *done_head, *done_tail; // jobs whose handler returned (or skipped)
     uint32_t n_waiting;                   // handler threads blocked on work_ready
-    bool quit;                            // handler threads exit when idle
+    bool quit;                            // handler threads exit once the work queue is empty
     zsock_t *signal_tx;                   // "done queue is no longer empty"
 
     // Shared with anyone: stop requests and counters.
@@ -121,7 +125,7 @@ struct _zl_worker_t {
     zl_codec_t *codec;
     pthread_t *threads;
     uint32_t n_threads;
-    uint32_t idle;                        // handler threads without a job
+    uint32_t n_handed;                    // HANDED jobs: queued or running, not back yet
     zl_held_job_t *held_head, *held_tail; // every held job, in receipt order
     size_t n_held;
     uint64_t held_seq;                          // receipt counter
@@ -632,7 +636,7 @@ s_connect (zl_worker_t *self, int64_t now_ms)
 {
     self->dealer = zsock_new (ZMQ_DEALER);
     if (self->dealer) {
-        // CURVE keys, when they come, are set here: before connect.
+        zl_curve_apply (&self->opts.curve, self->dealer); // before connect
         zsock_set_linger (self->dealer, 0);
         if (zsock_connect (self->dealer, "%s", self->endpoint) != 0) {
             zl_error (S_COMPONENT, "cannot connect to %s: %s", self->endpoint,
@@ -816,47 +820,64 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
 
 // ------------------------------------------------------------------ handler threads
 
+/*  Run one job's handler; fills the job's result and run time. */
+static void
+s_run (zl_worker_t *self, zl_held_job_t *h)
+{
+    memset (&h->result, 0, sizeof h->result);
+    int64_t start = zl_clock_mono_us ();
+    self->opts.handler (&h->pub, &h->result, self->opts.handler_arg);
+    h->run_us = (uint64_t)(zl_clock_mono_us () - start);
+    h->result.error[ZL_WORKER_ERROR_MAX - 1] = '\0';
+}
+
+/*  Take jobs from the work queue, oldest first, until told to quit and the
+    queue is empty. Each result goes on the done queue in the same lock hold
+    that takes the next job. A job cancelled before it is taken (its lease
+    was lost while it waited) does not run: it goes back marked skipped and
+    the I/O thread hands it back. Acked-early jobs always run. */
 static void *
 s_handler_thread (void *arg)
 {
     zl_worker_t *self = arg;
+    zl_held_job_t *h = NULL; // the job this thread finished last
+    pthread_mutex_lock (&self->lock);
     for (;;) {
-        pthread_mutex_lock (&self->lock);
+        if (h) {
+            bool was_empty = !self->done_head;
+            h->qnext = NULL;
+            if (self->done_tail)
+                self->done_tail->qnext = h;
+            else
+                self->done_head = h;
+            self->done_tail = h;
+            // One signal per empty -> non-empty transition, sent before this
+            // thread may wait below; the I/O thread drains the signals
+            // before it takes the queue, so none is missed.
+            if (was_empty)
+                zmq_send (zsock_resolve (self->signal_tx), "", 0, ZMQ_DONTWAIT);
+        }
         while (!self->work_head && !self->quit) {
             self->n_waiting++;
             pthread_cond_wait (&self->work_ready, &self->lock);
             self->n_waiting--;
         }
-        zl_held_job_t *h = self->work_head;
-        if (h) {
-            self->work_head = h->qnext;
-            if (!self->work_head)
-                self->work_tail = NULL;
-        }
-        pthread_mutex_unlock (&self->lock);
+        h = self->work_head;
         if (!h)
-            return NULL; // quit and nothing left
-
-        memset (&h->result, 0, sizeof h->result);
-        int64_t start = zl_clock_mono_us ();
-        self->opts.handler (&h->pub, &h->result, self->opts.handler_arg);
-        h->run_us = (uint64_t)(zl_clock_mono_us () - start);
-        h->result.error[ZL_WORKER_ERROR_MAX - 1] = '\0';
-
-        pthread_mutex_lock (&self->lock);
-        bool was_empty = !self->done_head;
-        h->qnext = NULL;
-        if (self->done_tail)
-            self->done_tail->qnext = h;
-        else
-            self->done_head = h;
-        self->done_tail = h;
-        // One signal per empty -> non-empty transition; the I/O thread drains
-        // the signals before it takes the queue, so none is missed.
-        if (was_empty)
-            zmq_send (zsock_resolve (self->signal_tx), "", 0, ZMQ_DONTWAIT);
+            break; // quit and nothing left
+        self->work_head = h->qnext;
+        if (!self->work_head)
+            self->work_tail = NULL;
         pthread_mutex_unlock (&self->lock);
+
+        if (!h->acked_early && zl_worker_job_cancelled (&h->pub))
+            h->skipped = true;
+        else
+            s_run (self, h);
+        pthread_mutex_lock (&self->lock);
     }
+    pthread_mutex_unlock (&self->lock);
+    return NULL;
 }
 
 static int
@@ -879,7 +900,6 @@ s_start_threads (zl_worker_t *self)
         self->n_threads++;
     }
     pthread_sigmask (SIG_SETMASK, &old, NULL);
-    self->idle = self->n_threads;
     return rc;
 }
 
@@ -896,11 +916,33 @@ s_stop_threads (zl_worker_t *self)
     self->n_threads = 0;
 }
 
+/*  Take the work queue: the jobs no handler thread has taken yet, oldest
+    first, linked by qnext. They are the I/O thread's again. */
+static zl_held_job_t *
+s_work_take_all (zl_worker_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    zl_held_job_t *first = self->work_head;
+    self->work_head = self->work_tail = NULL;
+    pthread_mutex_unlock (&self->lock);
+    for (zl_held_job_t *h = first; h; h = h->qnext) {
+        h->state = ZL_HELD_BACKLOG;
+        self->n_handed--;
+    }
+    return first;
+}
+
 /*  Turn a finished job into a pending settlement and forget the job. */
 static void
 s_on_result (zl_worker_t *self, zl_held_job_t *h)
 {
-    self->idle++;
+    self->n_handed--;
+    if (h->skipped) {
+        // cancelled while it waited in the work queue: it never ran
+        s_hand_back (self, h, ZL_FAIL_TRANSIENT,
+                     zl_worker_cancel_text (zl_worker_job_cancel_reason (&h->pub)));
+        return;
+    }
     const zl_worker_result_t *r = &h->result;
     const char *outcome = zl_worker_outcome_name (r->outcome);
     if (h->acked_early) {
@@ -1003,7 +1045,9 @@ static int s_send_ready (zl_worker_t *self, int64_t now_ms);
 static void s_flush (zl_worker_t *self, int64_t now_ms);
 
 /*  zl_worker_stop was called: tell the broker to send nothing new (Ready
-    with capacity 0), stop taking work and hand back the backlog. */
+    with capacity 0), stop taking work and hand back every job no handler
+    thread has taken (in ack_early mode the queued ones are acked already:
+    they run, as if started). */
 static void
 s_begin_drain (zl_worker_t *self, int64_t now_ms)
 {
@@ -1016,12 +1060,21 @@ s_begin_drain (zl_worker_t *self, int64_t now_ms)
     // anyway, or this one cannot be sent, the flush sends it (capacity 0).
     if (self->dealer && !self->need_ready && s_send_ready (self, now_ms) != 0)
         self->need_ready = true;
-    zl_held_job_t *h;
+    // The work queue first: it holds older jobs than the backlog.
+    zl_held_job_t *h = self->opts.ack_early ? NULL : s_work_take_all (self);
+    while (h) {
+        zl_held_job_t *next = h->qnext;
+        s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
+        h = next;
+    }
     while ((h = s_backlog_pop (self)))
         s_hand_back (self, h, ZL_FAIL_THROTTLED, "worker shutting down");
 }
 
-/*  Give backlog jobs to free handler threads, in receipt order. */
+/*  Move the backlog onto the work queue, in receipt order: all of it, so
+    handler threads run job after job without waiting for this thread. In
+    ack_early mode only one job per thread without one: each is acked
+    first, and the local backlog must stay bounded. */
 static void
 s_start_jobs (zl_worker_t *self, int64_t now_ms)
 {
@@ -1029,14 +1082,15 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
         return;
     zl_held_job_t *first = NULL, *last = NULL, *h;
     uint32_t n = 0;
-    while (self->idle > 0 && (h = s_backlog_pop (self))) {
+    while ((!self->opts.ack_early || self->n_handed < self->n_threads) &&
+           (h = s_backlog_pop (self))) {
         if (zl_worker_job_cancelled (&h->pub)) {
             s_hand_back (self, h, ZL_FAIL_TRANSIENT,
                          zl_worker_cancel_text (zl_worker_job_cancel_reason (&h->pub)));
             continue;
         }
-        h->state = ZL_HELD_RUNNING;
-        self->idle--;
+        h->state = ZL_HELD_HANDED;
+        self->n_handed++;
         if (self->opts.ack_early) {
             h->acked_early = true;
             s_settle (self, h, true, ZL_FAIL_UNSPECIFIED, NULL, 0, 0);
@@ -1266,9 +1320,10 @@ zl_worker_run (zl_worker_t *self)
             s_recv_all (self, now);
     }
 
-    // On error, release whatever is still held: handlers get cancelled so
-    // that the join below returns.
+    // On error, release whatever is still held: queued jobs are taken back
+    // and running ones cancelled, so that the join below returns.
     s_cancel_all (self, ZL_WORKER_SHUTDOWN);
+    (void)s_work_take_all (self); // its jobs are still held: forgotten below
     s_stop_threads (self);
     s_take_results (self);
     self->backlog_head = self->backlog_tail = NULL;

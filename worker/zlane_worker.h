@@ -9,6 +9,7 @@
 #ifndef ZLANE_WORKER_H
 #define ZLANE_WORKER_H
 
+#include "curve.h"
 #include "msg.h"
 
 #include <stdbool.h>
@@ -128,6 +129,7 @@ typedef struct {
     bool ack_early;
     zl_worker_handler_fn *handler;
     void *handler_arg;
+    zl_curve_t curve; // CURVE keys (zl_curve_load), set on every connection; zero = plaintext
 } zl_worker_opts_t;
 
 /*  Fill `opts` with the defaults above (no lanes, no handler). */

@@ -135,6 +135,26 @@ s_broker_settle (s_broker_t *b, uint64_t job_id, uint64_t lease)
     s_broker_send (b, &m);
 }
 
+/*  Answer the Ack or Nack just received (b->msg) with one Settled naming
+    every item, as the broker does: one message per batch, never one per
+    item (a burst of those could overflow the ROUTER's high-water mark,
+    which drops messages silently). */
+static void
+s_broker_settle_batch (s_broker_t *b)
+{
+    assert_true (b->msg.kind == ZL_MSG_ACK || b->msg.kind == ZL_MSG_NACK);
+    bool ack = b->msg.kind == ZL_MSG_ACK;
+    size_t n = ack ? b->msg.u.ack.n : b->msg.u.nack.n;
+    zl_lease_ref_t *refs = calloc (n ? n : 1, sizeof *refs);
+    for (size_t i = 0; i < n; i++)
+        refs[i] =
+            ack ? (zl_lease_ref_t){b->msg.u.ack.items[i].job_id, b->msg.u.ack.items[i].lease}
+                : (zl_lease_ref_t){b->msg.u.nack.items[i].job_id, b->msg.u.nack.items[i].lease};
+    zl_msg_t m = {.kind = ZL_MSG_SETTLED, .u.settled = {n, refs}};
+    s_broker_send (b, &m);
+    free (refs);
+}
+
 static void
 s_broker_error (s_broker_t *b, zl_error_code_t code, uint64_t job_id, uint64_t lease)
 {
@@ -184,6 +204,7 @@ typedef struct {
     bool saw_cancel;
     zl_worker_cancel_t reason;
     uint64_t acked_at_start;
+    uint64_t order[16]; // job ids in the order their handlers started (the first 16)
 } s_ctx_t;
 
 static void
@@ -214,6 +235,8 @@ s_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
     zl_worker_stats_t stats;
     zl_worker_stats (ctx->worker, &stats);
     ctx->acked_at_start = stats.acked;
+    if (ctx->started < 16)
+        ctx->order[ctx->started] = job->job_id;
     ctx->started++;
     pthread_cond_broadcast (&ctx->cond);
     pthread_mutex_unlock (&ctx->lock);
@@ -368,14 +391,8 @@ s_finish (s_fixture_t *f, bool hurry)
             exited = true;
         else if (n > 0 && (items[0].revents & ZMQ_POLLIN)) {
             zl_msg_kind_t k = s_broker_recv (&f->broker, 0);
-            if (k == ZL_MSG_ACK)
-                for (size_t i = 0; i < f->broker.msg.u.ack.n; i++)
-                    s_broker_settle (&f->broker, f->broker.msg.u.ack.items[i].job_id,
-                                     f->broker.msg.u.ack.items[i].lease);
-            if (k == ZL_MSG_NACK)
-                for (size_t i = 0; i < f->broker.msg.u.nack.n; i++)
-                    s_broker_settle (&f->broker, f->broker.msg.u.nack.items[i].job_id,
-                                     f->broker.msg.u.nack.items[i].lease);
+            if (k == ZL_MSG_ACK || k == ZL_MSG_NACK)
+                s_broker_settle_batch (&f->broker);
         }
     }
     if (!exited) {
@@ -829,6 +846,79 @@ test_stop_sends_ready_zero (void **state)
     assert_int_equal (stats.settled, 3);
 }
 
+/*  Jobs waiting for a handler thread: their leases are extended while they
+    wait, one whose lease is lost never runs and is handed back (TRANSIENT,
+    "lease lost"), and the others start in receipt order. */
+static void
+test_queued_jobs (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.prefetch = 3; // concurrency 1: one runs, three wait
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[4] = {s_job (71, "wait-go"), s_job (72, "ack"), s_job (73, "ack"),
+                            s_job (74, "ack")};
+    jobs[1].lease_ms = 200;
+    s_broker_dispatch (&f->broker, jobs, 4);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+
+    // 72 waits behind 71 and its lease is extended all the same.
+    bool extended = false;
+    int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (!extended) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_EXTEND, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_EXTEND);
+        const zl_extend_t *ext = &f->broker.msg.u.extend;
+        for (size_t i = 0; i < ext->n; i++)
+            extended |= ext->items[i].job_id == 72 && ext->items[i].lease == jobs[1].lease;
+    }
+
+    // 73 loses its lease while it waits. The Ready that NOT_READY asks for
+    // shows the worker has read the Error before it (one connection keeps
+    // the order), so 73 is cancelled before any handler can take it.
+    s_broker_error (&f->broker, ZL_ERR_STALE_LEASE, 73, jobs[2].lease);
+    s_broker_error (&f->broker, ZL_ERR_NOT_READY, 0, 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_int_equal (f->ctx.started, 1);
+    s_ctx_go (&f->ctx);
+
+    int acks = 0, nacks = 0;
+    deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (acks < 3 || nacks < 1) {
+        zl_msg_kind_t k = s_broker_next (&f->broker, (int)(deadline - zl_clock_mono_ms ()));
+        if (k == ZL_MSG_ACK) {
+            for (size_t i = 0; i < f->broker.msg.u.ack.n; i++)
+                assert_int_not_equal (f->broker.msg.u.ack.items[i].job_id, 73);
+            acks += (int)f->broker.msg.u.ack.n;
+            s_broker_settle_batch (&f->broker);
+        } else if (k == ZL_MSG_NACK) {
+            const zl_nack_t *nack = &f->broker.msg.u.nack;
+            assert_int_equal (nack->n, 1);
+            assert_int_equal (nack->items[0].job_id, 73);
+            assert_true (nack->items[0].lease == jobs[2].lease);
+            assert_int_equal (nack->items[0].cls, ZL_FAIL_TRANSIENT);
+            assert_string_equal (nack->items[0].error, "lease lost");
+            assert_int_equal (nack->items[0].run_us, 0);
+            nacks++;
+            s_broker_settle_batch (&f->broker);
+        } else
+            assert_true (k == ZL_MSG_EXTEND); // nothing else may come
+    }
+    assert_int_equal (acks, 3);
+    assert_int_equal (s_finish (f, false), 0);
+    assert_int_equal (f->ctx.started, 3); // 73 never ran
+    assert_int_equal (f->ctx.order[0], 71);
+    assert_int_equal (f->ctx.order[1], 72);
+    assert_int_equal (f->ctx.order[2], 74);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.lease_lost, 1);
+    assert_int_equal (stats.acked, 3);
+    assert_int_equal (stats.nacked, 1);
+    assert_int_equal (stats.settled, 4);
+}
+
 /*  Two attempts of one job held at once (the earlier one cancelled and
     still finishing): every answer from the broker reaches the attempt whose
     lease it names, and nothing is left pending. A job dispatched twice
@@ -969,8 +1059,8 @@ test_many_jobs (void **state)
             assert_true (ack->items[i].lease == jobs[k].lease);
             acked[k] = true;
             n_acked++;
-            s_broker_settle (&f->broker, ack->items[i].job_id, ack->items[i].lease);
         }
+        s_broker_settle_batch (&f->broker);
     }
     zl_worker_stop (f->worker);
     struct pollfd p = {f->exit_fd, POLLIN, 0};
@@ -1017,6 +1107,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_not_ready, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stop_drains, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stop_sends_ready_zero, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_queued_jobs, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_same_job_two_leases, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_extend_many, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_many_jobs, s_setup, s_teardown),
