@@ -10,13 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <sys/statvfs.h>
 
 #define FULL_MARGIN (4u << 20)  // bytes kept free so acks and deletes always fit
 #define IDEM_SEP '\0'           // tenant IDEM_SEP key: a C string cannot hold it
 
 struct _zl_store_t {
+    int lock_fd;       // flock on DIR/zlane.lock: one broker per data directory
     MDB_env *env;
     MDB_txn *txn;      // the turn's batch
     MDB_txn *sub;      // nested batch of one Submit
@@ -76,7 +80,7 @@ s_check_dir (const char *dir, char *err, size_t errlen)
     while ((e = readdir (d))) {
         const char *n = e->d_name;
         if (!strcmp (n, ".") || !strcmp (n, "..") || !strcmp (n, "data.mdb") ||
-            !strcmp (n, "lock.mdb"))
+            !strcmp (n, "lock.mdb") || !strcmp (n, "zlane.lock"))
             continue;
         snprintf (err, errlen,
                   "%s is not a zlane data directory: it holds '%s' (give --data an empty or "
@@ -163,7 +167,23 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
 {
     if (s_check_dir (dir, err, errlen) != 0)
         return NULL;
+    // LMDB would let a second process share the store; two brokers on one
+    // store would each hand out the same jobs, so the second one refuses
+    char lock_path[4096];
+    snprintf (lock_path, sizeof lock_path, "%s/zlane.lock", dir);
+    int lock_fd = open (lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (lock_fd < 0) {
+        snprintf (err, errlen, "cannot open %s: %s", lock_path, strerror (errno));
+        return NULL;
+    }
+    if (flock (lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf (err, errlen, "%s is in use by another zlane-broker (%s is locked)", dir,
+                  lock_path);
+        close (lock_fd);
+        return NULL;
+    }
     zl_store_t *self = ZL_NEW (zl_store_t);
+    self->lock_fd = lock_fd;
     self->dir = zl_strdup (dir);
     self->mode = mode;
     self->map_size = map_size;
@@ -214,6 +234,8 @@ zl_store_close (zl_store_t **self_p)
         mdb_env_close (self->env);
     }
     zl_arena_destroy (&self->scratch);
+    if (self->lock_fd >= 0)
+        close (self->lock_fd);  // releases the flock
     free (self->dir);
     free (self);
     *self_p = NULL;
