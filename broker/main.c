@@ -15,56 +15,55 @@ static volatile int s_stop = 0;
 static void
 s_on_signal (int sig)
 {
-    (void) sig;
+    (void)sig;
     s_stop = 1;
 }
 
 static void
 s_usage (FILE *out)
 {
-    fprintf (out,
-        "Usage: zlane-broker [OPTIONS]\n"
-        "\n"
-        "The zlane job broker: accepts jobs from producers, leases them to workers,\n"
-        "retries failures with backoff and parks poison jobs in a dead-letter queue.\n"
-        "\n"
-        "Options (each also settable in the config file; flags win):\n"
-        "  -c, --config FILE        zconfig file (see deploy/broker.cfg)\n"
-        "      --frontend EP        producer endpoint        [tcp://127.0.0.1:5570]\n"
-        "      --backend EP         worker endpoint          [tcp://127.0.0.1:5571]\n"
-        "      --events EP          DLQ events PUB endpoint  [tcp://127.0.0.1:5572]\n"
-        "      --admin EP           admin endpoint           [tcp://127.0.0.1:5573]\n"
-        "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
-        "      --data DIR           data directory           [./zlane-data]\n"
-        "      --durability MODE    fsync | none             [fsync]\n"
-        "      --map-size SIZE      the store's size limit   [4GiB]\n"
-        "      --scheduler S        wfq | fifo               [wfq]\n"
-        "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
-        "      --auto-lanes         create undeclared lanes on first use\n"
-        "      --default-lane NAME  jobs for undeclared lanes go to this lane\n"
-        "      --max-payload SIZE   largest payload accepted [1MiB]\n"
-        "      --max-depth N        most jobs queued in all  [10000000]\n"
-        "      --producer-window N  most credit one producer holds [20000]\n"
-        "      --heartbeat DUR      heartbeat interval       [1s]\n"
-        "      --liveness N         missed heartbeats before a worker is dead [3]\n"
-        "      --lease DUR          default lease            [30s]\n"
-        "      --max-attempts N     default attempts before the DLQ [5]\n"
-        "      --backoff-base DUR   retry backoff base       [1s]\n"
-        "      --backoff-cap DUR    retry backoff cap        [5m]\n"
-        "      --no-jitter          retry at the backoff bound (experiments only)\n"
-        "      --max-run DUR        default max run time, 0 = none [0]\n"
-        "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
-        "      --dedup-window DUR   idempotency key window   [24h]\n"
-        "      --curve              CURVE encryption + authentication on every socket\n"
-        "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
-        "      --clients DIR        public certificates of the clients allowed in; each\n"
-        "                           carries role, tenants and lanes (zlane-ctl keygen)\n"
-        "      --insecure           allow non-loopback endpoints without CURVE (warns)\n"
-        "      --set KEY=VALUE      any config key, e.g. lanes/chat/rate=50\n"
-        "  -v, --verbose            debug logging (twice: protocol trace)\n"
-        "  -h, --help               this help\n"
-        "\n"
-        "Durations take ms, s, m, h suffixes; sizes take KiB, MiB, GiB.\n");
+    fprintf (out, "Usage: zlane-broker [OPTIONS]\n"
+                  "\n"
+                  "The zlane job broker: accepts jobs from producers, leases them to workers,\n"
+                  "retries failures with backoff and parks poison jobs in a dead-letter queue.\n"
+                  "\n"
+                  "Options (each also settable in the config file; flags win):\n"
+                  "  -c, --config FILE        zconfig file (see deploy/broker.cfg)\n"
+                  "      --frontend EP        producer endpoint        [tcp://127.0.0.1:5570]\n"
+                  "      --backend EP         worker endpoint          [tcp://127.0.0.1:5571]\n"
+                  "      --events EP          DLQ events PUB endpoint  [tcp://127.0.0.1:5572]\n"
+                  "      --admin EP           admin endpoint           [tcp://127.0.0.1:5573]\n"
+                  "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
+                  "      --data DIR           data directory           [./zlane-data]\n"
+                  "      --durability MODE    fsync | none             [fsync]\n"
+                  "      --map-size SIZE      the store's size limit   [4GiB]\n"
+                  "      --scheduler S        wfq | fifo               [wfq]\n"
+                  "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
+                  "      --auto-lanes         create undeclared lanes on first use\n"
+                  "      --default-lane NAME  jobs for undeclared lanes go to this lane\n"
+                  "      --max-payload SIZE   largest payload accepted [1MiB]\n"
+                  "      --max-depth N        most jobs queued in all  [10000000]\n"
+                  "      --producer-window N  most credit one producer holds [20000]\n"
+                  "      --heartbeat DUR      heartbeat interval       [1s]\n"
+                  "      --liveness N         missed heartbeats before a worker is dead [3]\n"
+                  "      --lease DUR          default lease            [30s]\n"
+                  "      --max-attempts N     default attempts before the DLQ [5]\n"
+                  "      --backoff-base DUR   retry backoff base       [1s]\n"
+                  "      --backoff-cap DUR    retry backoff cap        [5m]\n"
+                  "      --no-jitter          retry at the backoff bound (experiments only)\n"
+                  "      --max-run DUR        default max run time, 0 = none [0]\n"
+                  "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
+                  "      --dedup-window DUR   idempotency key window   [24h]\n"
+                  "      --curve              CURVE encryption + authentication on every socket\n"
+                  "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
+                  "      --clients DIR        public certificates of the clients allowed in; each\n"
+                  "                           carries role, tenants and lanes (zlane-ctl keygen)\n"
+                  "      --insecure           allow non-loopback endpoints without CURVE (warns)\n"
+                  "      --set KEY=VALUE      any config key, e.g. lanes/chat/rate=50\n"
+                  "  -v, --verbose            debug logging (twice: protocol trace)\n"
+                  "  -h, --help               this help\n"
+                  "\n"
+                  "Durations take ms, s, m, h suffixes; sizes take KiB, MiB, GiB.\n");
 }
 
 int
@@ -75,31 +74,72 @@ main (int argc, char **argv)
     zl_broker_config_defaults (&cfg);
     char err[512];
 
-    enum { O_FRONTEND = 256, O_BACKEND, O_EVENTS, O_ADMIN, O_PORTS, O_DATA, O_DUR, O_MAP, O_SCHED,
-           O_LANE, O_AUTO, O_DEFLANE, O_MAXPAY, O_DEPTH, O_WINDOW, O_HB, O_LIVE, O_LEASE, O_ATTEMPTS,
-           O_BBASE, O_BCAP, O_NOJIT, O_MAXRUN, O_ALERT, O_DEDUP, O_SET, O_CURVE, O_CERT, O_CLIENTS, O_INSECURE };
-    static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},   {"frontend", required_argument, 0, O_FRONTEND},
-        {"backend", required_argument, 0, O_BACKEND}, {"events", required_argument, 0, O_EVENTS},
-        {"admin", required_argument, 0, O_ADMIN}, {"ports-file", required_argument, 0, O_PORTS},
-        {"data", required_argument, 0, O_DATA},  {"durability", required_argument, 0, O_DUR},
-        {"map-size", required_argument, 0, O_MAP},
-        {"scheduler", required_argument, 0, O_SCHED}, {"lane", required_argument, 0, O_LANE},
-        {"auto-lanes", no_argument, 0, O_AUTO},
-        {"default-lane", required_argument, 0, O_DEFLANE},  {"max-payload", required_argument, 0, O_MAXPAY},
-        {"max-depth", required_argument, 0, O_DEPTH},
-        {"producer-window", required_argument, 0, O_WINDOW},
-        {"heartbeat", required_argument, 0, O_HB}, {"liveness", required_argument, 0, O_LIVE},
-        {"lease", required_argument, 0, O_LEASE},
-        {"max-attempts", required_argument, 0, O_ATTEMPTS},
-        {"backoff-base", required_argument, 0, O_BBASE},
-        {"backoff-cap", required_argument, 0, O_BCAP}, {"no-jitter", no_argument, 0, O_NOJIT},
-        {"max-run", required_argument, 0, O_MAXRUN}, {"dlq-alert", required_argument, 0, O_ALERT},
-        {"dedup-window", required_argument, 0, O_DEDUP}, {"set", required_argument, 0, O_SET},
-        {"curve", no_argument, 0, O_CURVE}, {"cert", required_argument, 0, O_CERT},
-        {"clients", required_argument, 0, O_CLIENTS}, {"insecure", no_argument, 0, O_INSECURE},
-        {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    enum {
+        O_FRONTEND = 256,
+        O_BACKEND,
+        O_EVENTS,
+        O_ADMIN,
+        O_PORTS,
+        O_DATA,
+        O_DUR,
+        O_MAP,
+        O_SCHED,
+        O_LANE,
+        O_AUTO,
+        O_DEFLANE,
+        O_MAXPAY,
+        O_DEPTH,
+        O_WINDOW,
+        O_HB,
+        O_LIVE,
+        O_LEASE,
+        O_ATTEMPTS,
+        O_BBASE,
+        O_BCAP,
+        O_NOJIT,
+        O_MAXRUN,
+        O_ALERT,
+        O_DEDUP,
+        O_SET,
+        O_CURVE,
+        O_CERT,
+        O_CLIENTS,
+        O_INSECURE
+    };
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"frontend", required_argument, 0, O_FRONTEND},
+                                         {"backend", required_argument, 0, O_BACKEND},
+                                         {"events", required_argument, 0, O_EVENTS},
+                                         {"admin", required_argument, 0, O_ADMIN},
+                                         {"ports-file", required_argument, 0, O_PORTS},
+                                         {"data", required_argument, 0, O_DATA},
+                                         {"durability", required_argument, 0, O_DUR},
+                                         {"map-size", required_argument, 0, O_MAP},
+                                         {"scheduler", required_argument, 0, O_SCHED},
+                                         {"lane", required_argument, 0, O_LANE},
+                                         {"auto-lanes", no_argument, 0, O_AUTO},
+                                         {"default-lane", required_argument, 0, O_DEFLANE},
+                                         {"max-payload", required_argument, 0, O_MAXPAY},
+                                         {"max-depth", required_argument, 0, O_DEPTH},
+                                         {"producer-window", required_argument, 0, O_WINDOW},
+                                         {"heartbeat", required_argument, 0, O_HB},
+                                         {"liveness", required_argument, 0, O_LIVE},
+                                         {"lease", required_argument, 0, O_LEASE},
+                                         {"max-attempts", required_argument, 0, O_ATTEMPTS},
+                                         {"backoff-base", required_argument, 0, O_BBASE},
+                                         {"backoff-cap", required_argument, 0, O_BCAP},
+                                         {"no-jitter", no_argument, 0, O_NOJIT},
+                                         {"max-run", required_argument, 0, O_MAXRUN},
+                                         {"dlq-alert", required_argument, 0, O_ALERT},
+                                         {"dedup-window", required_argument, 0, O_DEDUP},
+                                         {"set", required_argument, 0, O_SET},
+                                         {"curve", no_argument, 0, O_CURVE},
+                                         {"cert", required_argument, 0, O_CERT},
+                                         {"clients", required_argument, 0, O_CLIENTS},
+                                         {"insecure", no_argument, 0, O_INSECURE},
+                                         {"verbose", no_argument, 0, 'v'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
 
     // the config file first, so that flags override it
     for (int i = 1; i < argc; i++) {
@@ -110,7 +150,10 @@ main (int argc, char **argv)
             path = argv[i] + 9;
         if (path && zl_broker_config_load (&cfg, path, err, sizeof err) != 0) {
             fprintf (stderr, "zlane-broker: %s\n", err);
-            return 2;
+            {
+                zl_broker_config_free (&cfg);
+                return 2;
+            }
         }
     }
     int verbose = 0, c;
@@ -120,7 +163,10 @@ main (int argc, char **argv)
         switch (c) {
         case 'c': break;
         case 'v': verbose++; break;
-        case 'h': s_usage (stdout); return 0;
+        case 'h':
+            s_usage (stdout);
+            zl_broker_config_free (&cfg);
+            return 0;
         case O_FRONTEND: key = "frontend"; break;
         case O_BACKEND: key = "backend"; break;
         case O_EVENTS: key = "events"; break;
@@ -130,7 +176,10 @@ main (int argc, char **argv)
         case O_DUR: key = "durability"; break;
         case O_MAP: key = "map_size"; break;
         case O_SCHED: key = "scheduler"; break;
-        case O_AUTO: key = "auto_lanes"; optarg = "true"; break;
+        case O_AUTO:
+            key = "auto_lanes";
+            optarg = "true";
+            break;
         case O_DEFLANE: key = "default_lane"; break;
         case O_MAXPAY: key = "max_payload"; break;
         case O_DEPTH: key = "max_depth"; break;
@@ -139,15 +188,24 @@ main (int argc, char **argv)
         case O_LIVE: key = "liveness"; break;
         case O_ALERT: key = "dlq_alert_interval"; break;
         case O_DEDUP: key = "dedup_window"; break;
-        case O_CURVE: key = "curve"; optarg = "true"; break;
+        case O_CURVE:
+            key = "curve";
+            optarg = "true";
+            break;
         case O_CERT: key = "cert"; break;
         case O_CLIENTS: key = "clients"; break;
-        case O_INSECURE: key = "insecure"; optarg = "true"; break;
+        case O_INSECURE:
+            key = "insecure";
+            optarg = "true";
+            break;
         case O_LEASE: key = "defaults/lane/lease"; break;
         case O_ATTEMPTS: key = "defaults/lane/max_attempts"; break;
         case O_BBASE: key = "defaults/lane/backoff_base"; break;
         case O_BCAP: key = "defaults/lane/backoff_cap"; break;
-        case O_NOJIT: key = "defaults/lane/jitter"; optarg = "false"; break;
+        case O_NOJIT:
+            key = "defaults/lane/jitter";
+            optarg = "false";
+            break;
         case O_MAXRUN: key = "defaults/lane/max_run"; break;
         case O_LANE: {
             char name[200];
@@ -160,40 +218,60 @@ main (int argc, char **argv)
             }
             if (!name[0]) {
                 fprintf (stderr, "zlane-broker: --lane needs a name\n");
-                return 2;
+                {
+                    zl_broker_config_free (&cfg);
+                    return 2;
+                }
             }
             snprintf (lane_key, sizeof lane_key, "lanes/%s/weight", name);
             key = lane_key;
-            optarg = (char *) weight;
+            optarg = (char *)weight;
             break;
         }
         case O_SET: {
             char *eq = strchr (optarg, '=');
             if (!eq) {
                 fprintf (stderr, "zlane-broker: --set wants KEY=VALUE, got '%s'\n", optarg);
-                return 2;
+                {
+                    zl_broker_config_free (&cfg);
+                    return 2;
+                }
             }
             *eq = '\0';
             key = optarg;
             optarg = eq + 1;
             break;
         }
-        default: s_usage (stderr); return 2;
+        default:
+            s_usage (stderr);
+            {
+                zl_broker_config_free (&cfg);
+                return 2;
+            }
         }
         if (key && zl_broker_config_set (&cfg, key, optarg, err, sizeof err) != 0) {
             fprintf (stderr, "zlane-broker: %s\n", err);
-            return 2;
+            {
+                zl_broker_config_free (&cfg);
+                return 2;
+            }
         }
     }
     if (optind < argc) {
         fprintf (stderr, "zlane-broker: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return 2;
+        {
+            zl_broker_config_free (&cfg);
+            return 2;
+        }
     }
     zl_log_set_level (verbose >= 2 ? ZL_LOG_TRACE : verbose ? ZL_LOG_DEBUG : ZL_LOG_INFO);
     if (cfg.n_lanes == 0 && !cfg.auto_lanes) {
         fprintf (stderr, "zlane-broker: no lanes declared: use --lane NAME, a lanes section "
                          "in the config file, or --auto-lanes\n");
-        return 2;
+        {
+            zl_broker_config_free (&cfg);
+            return 2;
+        }
     }
 
     if (cfg.default_lane) {
@@ -202,10 +280,13 @@ main (int argc, char **argv)
             declared |= !strcmp (cfg.lanes[i].name, cfg.default_lane);
         if (!declared && !cfg.auto_lanes) {
             fprintf (stderr, "zlane-broker: default lane '%s' is not declared\n", cfg.default_lane);
-            return 2;
+            {
+                zl_broker_config_free (&cfg);
+                return 2;
+            }
         }
     }
-    zsys_handler_set (NULL);  // our own signal handling, not czmq's
+    zsys_handler_set (NULL); // our own signal handling, not czmq's
     zsys_init ();
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);

@@ -22,6 +22,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 static char *
 s_path (const char *dir, const char *name)
 {
@@ -195,6 +199,68 @@ test_broker_start_and_stats (void **state)
     assert_int_equal (zlt_stats (admin, &st, 100), -1); // nobody answers now
 }
 
+/*  Kill and restart: the new process serves the same four endpoints from
+    the same data (a job accepted before the kill is ready after it), an
+    admin client connected before the kill is answered by the new broker,
+    and a restart while the old broker still holds the ports gives up at
+    its deadline rather than hanging. */
+static void
+test_broker_kill_and_restart (void **state)
+{
+    const char *args[] = {"--lane", "a", "--durability", "fsync", NULL};
+    zlt_broker_t *b = zlt_broker_start (args);
+    assert_non_null (b);
+    const char *which[] = {"frontend", "backend", "events", "admin"};
+    char before[4][256];
+    for (int i = 0; i < 4; i++)
+        snprintf (before[i], sizeof before[i], "%s", zlt_broker_endpoint (b, which[i]));
+    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
+    assert_non_null (producer);
+    assert_non_null (admin);
+    zl_job_spec_t spec = {.seq = 1, .tenant = "t1", .lane = "a", .idempotency_key = "k1"};
+    spec.payload = (zl_bytes_t){(const uint8_t *)"x", 1};
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){1, &spec};
+    assert_int_equal (zlt_client_send (producer, &m), 0);
+    assert_int_equal (zlt_client_expect (producer, ZL_MSG_ACCEPTED, &m, 5000), 0);
+    assert_int_equal (m.kind, ZL_MSG_ACCEPTED);
+
+    pid_t old_pid = zlt_proc_pid (zlt_broker_proc (b));
+    assert_int_equal (zlt_broker_kill (b), 0);
+    assert_int_equal (zlt_proc_exit_code (zlt_broker_proc (b)), 128 + SIGKILL);
+    assert_int_equal (zlt_broker_kill (b), -1); // nothing runs now
+    assert_int_equal (zlt_broker_restart (b, 10000), 0);
+    assert_true (zlt_proc_pid (zlt_broker_proc (b)) != old_pid);
+    assert_int_equal (zlt_proc_exit_code (zlt_broker_proc (b)), -1);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal (zlt_broker_endpoint (b, which[i]), before[i]);
+    zl_group_stats_t g;
+    assert_int_equal (zlt_group (admin, "a", "t1", &g), 0); // the old client, reconnected
+    assert_int_equal (g.ready, 1);
+
+    // a restart while another socket holds the frontend port: retried until
+    // its deadline, reported; once the port is free the restart succeeds
+    assert_int_equal (zlt_broker_kill (b), 0);
+    int port = atoi (strrchr (before[0], ':') + 1);
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal (bind (fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal (listen (fd, 1), 0);
+    int64_t t0 = zlt_now_ms ();
+    assert_int_equal (zlt_broker_restart (b, 500), -1);
+    int64_t took = zlt_now_ms () - t0;
+    assert_true (took >= 400 && took < 5000);
+    close (fd);
+    assert_int_equal (zlt_broker_restart (b, 10000), 0);
+    assert_int_equal (zlt_group (admin, "a", "t1", &g), 0);
+    assert_int_equal (g.ready, 1);
+}
+
 static void
 test_broker_that_cannot_start (void **state)
 {
@@ -363,6 +429,69 @@ test_handler_records (void **state)
     s_th_free (&th);
 }
 
+/*  --log: a start line, then an end line with the exit code, both stamped
+    with wall-clock ms in order; --sleep-attempt: the sleep applies to that
+    attempt only; --ok-if-exists: the file's existence beats every rule. */
+static void
+test_handler_log_and_conditions (void **state)
+{
+    th_t th;
+    s_th_init (&th, "POISON");
+    char *log = s_path (th.dir, "log"), *marker = s_path (th.dir, "marker");
+    const char *opts[] = {"--log",           log,    "--sleep",  "5000",
+                          "--sleep-attempt", "2",    "--poison", "POISON",
+                          "--ok-if-exists",  marker, NULL};
+    int64_t t0 = zlt_now_ms ();
+    assert_int_equal (s_th_run (&th, 1, opts), 1); // poison, and no 5 s sleep on attempt 1
+    assert_true (zlt_now_ms () - t0 < 4000);
+    assert_int_equal (zlt_write_file (marker, "", 0), 0);
+    assert_int_equal (s_th_run (&th, 3, opts), 0); // the marker wins over --poison
+    char *text = zlt_read_file (log, NULL);
+    assert_non_null (text);
+    unsigned long id[4];
+    unsigned att[4];
+    long pid[4];
+    long long ms[4];
+    int rc[2];
+    char *save = NULL, *line;
+    line = strtok_r (text, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (sscanf (line, "start %lu %u %ld %lld", &id[0], &att[0], &pid[0], &ms[0]), 4);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (
+        sscanf (line, "end %lu %u %ld %lld %d", &id[1], &att[1], &pid[1], &ms[1], &rc[0]), 5);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (sscanf (line, "start %lu %u %ld %lld", &id[2], &att[2], &pid[2], &ms[2]), 4);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (
+        sscanf (line, "end %lu %u %ld %lld %d", &id[3], &att[3], &pid[3], &ms[3], &rc[1]), 5);
+    assert_null (strtok_r (NULL, "\n", &save));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal (id[i], 42);
+    assert_int_equal (att[0], 1);
+    assert_int_equal (att[1], 1);
+    assert_int_equal (att[2], 3);
+    assert_int_equal (att[3], 3);
+    assert_int_equal (pid[0], pid[1]);
+    assert_int_equal (pid[2], pid[3]);
+    assert_int_equal (rc[0], 1);
+    assert_int_equal (rc[1], 0);
+    assert_true (ms[0] <= ms[1] && ms[1] <= ms[2] && ms[2] <= ms[3]);
+    assert_true (ms[0] > 1600000000000LL); // wall clock, not monotonic
+    free (text);
+
+    // the sleep does happen on its attempt
+    const char *sleepy[] = {"--sleep", "150", "--sleep-attempt", "2", NULL};
+    t0 = zlt_now_ms ();
+    assert_int_equal (s_th_run (&th, 2, sleepy), 0);
+    assert_true (zlt_now_ms () - t0 >= 150);
+    free (log), free (marker);
+    s_th_free (&th);
+}
+
 int
 main (void)
 {
@@ -374,10 +503,12 @@ main (void)
         cmocka_unit_test_teardown (test_cleanup_kills_the_group, zlt_teardown),
         cmocka_unit_test_teardown (test_bin_dir, zlt_teardown),
         cmocka_unit_test_teardown (test_broker_start_and_stats, zlt_teardown),
+        cmocka_unit_test_teardown (test_broker_kill_and_restart, zlt_teardown),
         cmocka_unit_test_teardown (test_broker_that_cannot_start, zlt_teardown),
         cmocka_unit_test_teardown (test_sub_client_events, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_outcomes, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_records, zlt_teardown),
+        cmocka_unit_test_teardown (test_handler_log_and_conditions, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -62,6 +62,7 @@ struct _zlt_broker_t {
     const char *dir; // a registered temp dir
     char err_path[PATH_MAX];
     char endpoints[4][256];
+    char **args; // the extra flags, kept for restarts (NULL-terminated)
 };
 
 struct _zlt_client_t {
@@ -594,62 +595,75 @@ s_read_ports (zlt_broker_t *self, const char *path)
     return found == 0xf ? 0 : -1;
 }
 
-zlt_broker_t *
-zlt_broker_start (const char *const args[])
+// True if `path` has text past byte `from` that contains `needle`.
+static bool
+s_file_says (const char *path, size_t from, const char *needle)
 {
-    static const char *const default_args[] = {"--lane", "a", "--lane", "b", NULL};
-    if (!args)
-        args = default_args;
-    const char *dir = zlt_tmpdir ();
-    if (!dir)
-        return NULL;
+    size_t len;
+    char *text = zlt_read_file (path, &len);
+    bool found = text && len > from && strstr (text + from, needle) != NULL;
+    free (text);
+    return found;
+}
+
+static size_t
+s_file_size (const char *path)
+{
+    struct stat st;
+    return stat (path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+// Launch one broker process: on the endpoints it bound before if `again`,
+// else on ephemeral ports; wait for its ports file until `deadline`. Returns
+// 0 once it is up, -1 if it exited or timed out (`*bind_failed` set if its
+// stderr says it could not bind). self->proc is the process either way.
+static int
+s_launch (zlt_broker_t *self, bool again, int64_t deadline, bool *bind_failed)
+{
+    *bind_failed = false;
     char *bin = zlt_bin_path ("zlane-broker");
     char ports[PATH_MAX], data[PATH_MAX];
-    snprintf (ports, sizeof ports, "%s/ports", dir);
-    snprintf (data, sizeof data, "%s/data", dir);
+    snprintf (ports, sizeof ports, "%s/ports", self->dir);
+    snprintf (data, sizeof data, "%s/data", self->dir);
+    unlink (ports); // a restart must not read the last run's file
     const char *argv[128];
     size_t n = 0;
-    const char *fixed[] = {bin,
-                           "--frontend",
-                           "tcp://127.0.0.1:*",
-                           "--backend",
-                           "tcp://127.0.0.1:*",
-                           "--events",
-                           "tcp://127.0.0.1:*",
-                           "--admin",
-                           "tcp://127.0.0.1:*",
-                           "--ports-file",
-                           ports,
-                           "--data",
-                           data};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        argv[n++] = fixed[i];
-    for (size_t i = 0; args[i] && n < 127; i++)
-        argv[n++] = args[i];
+    argv[n++] = bin;
+    for (int i = 0; i < 4; i++) {
+        static const char *const flags[4] = {"--frontend", "--backend", "--events", "--admin"};
+        argv[n++] = flags[i];
+        argv[n++] = again ? self->endpoints[i] : "tcp://127.0.0.1:*";
+    }
+    argv[n++] = "--ports-file";
+    argv[n++] = ports;
+    argv[n++] = "--data";
+    argv[n++] = data;
+    for (size_t i = 0; self->args[i] && n < 127; i++)
+        argv[n++] = self->args[i];
     argv[n] = NULL;
 
-    zlt_broker_t *self = ZL_NEW (zlt_broker_t);
-    self->dir = dir;
-    snprintf (self->err_path, sizeof self->err_path, "%s/broker.err", dir);
+    size_t err_from = s_file_size (self->err_path);
     // watch the dir before the broker starts: the rename cannot be missed
     int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
-    if (ino >= 0 && inotify_add_watch (ino, dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0)
+    if (ino >= 0 && inotify_add_watch (ino, self->dir, IN_MOVED_TO | IN_CLOSE_WRITE) < 0)
         s_close (&ino);
     self->proc = zlt_spawn (argv, NULL, NULL, self->err_path);
     free (bin);
+    // registered after its process: cleanup (last in, first out) destroys
+    // the broker, and with it the process, before anything else of it
+    s_unregister (self);
     s_register (RES_BROKER, self);
-    int64_t deadline = zlt_now_ms () + BROKER_START_MS;
     bool up = false;
     while (self->proc && !(up = s_read_ports (self, ports) == 0)) {
         if (s_reap (self->proc, WNOHANG)) {
             fprintf (stderr, "zltest: zlane-broker exited (code %d) before writing %s\n",
                      zlt_proc_exit_code (self->proc), ports);
+            *bind_failed = s_file_says (self->err_path, err_from, "cannot bind");
             break;
         }
         int64_t left = deadline - zlt_now_ms ();
         if (left <= 0) {
-            fprintf (stderr, "zltest: zlane-broker wrote no ports file in %d ms\n",
-                     BROKER_START_MS);
+            fprintf (stderr, "zltest: zlane-broker wrote no ports file in time\n");
             break;
         }
         struct pollfd pfds[2] = {{ino, POLLIN, 0}, {self->proc->pidfd, POLLIN, 0}};
@@ -664,11 +678,65 @@ zlt_broker_start (const char *const args[])
             ;
     }
     s_close (&ino);
-    if (!up) {
+    return up ? 0 : -1;
+}
+
+zlt_broker_t *
+zlt_broker_start (const char *const args[])
+{
+    static const char *const default_args[] = {"--lane", "a", "--lane", "b", NULL};
+    if (!args)
+        args = default_args;
+    const char *dir = zlt_tmpdir ();
+    if (!dir)
+        return NULL;
+    zlt_broker_t *self = ZL_NEW (zlt_broker_t);
+    self->dir = dir;
+    snprintf (self->err_path, sizeof self->err_path, "%s/broker.err", dir);
+    size_t n_args = 0;
+    while (args[n_args])
+        n_args++;
+    self->args = zl_malloc ((n_args + 1) * sizeof (char *));
+    for (size_t i = 0; i < n_args; i++)
+        self->args[i] = zl_strdup (args[i]);
+    self->args[n_args] = NULL;
+    bool bind_failed;
+    if (s_launch (self, false, zlt_now_ms () + BROKER_START_MS, &bind_failed) != 0) {
         zlt_dump_file ("zlane-broker stderr", self->err_path, 4000);
         zlt_broker_destroy (&self);
     }
     return self;
+}
+
+int
+zlt_broker_kill (zlt_broker_t *self)
+{
+    if (!self->proc || zlt_proc_signal (self->proc, SIGKILL) != 0)
+        return -1;
+    if (zlt_proc_wait (self->proc, 5000) != 0) {
+        fprintf (stderr, "zltest: zlane-broker survives SIGKILL for 5 s\n");
+        return -1;
+    }
+    return 0;
+}
+
+int
+zlt_broker_restart (zlt_broker_t *self, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    zlt_proc_destroy (&self->proc); // SIGKILLs it if it still runs
+    for (;;) {
+        bool bind_failed;
+        if (s_launch (self, true, deadline, &bind_failed) == 0)
+            return 0;
+        if (!bind_failed || zlt_now_ms () >= deadline)
+            break;
+        // a port of the killed broker is not free yet: try again shortly
+        zlt_proc_destroy (&self->proc);
+        poll (NULL, 0, 50);
+    }
+    zlt_dump_file ("zlane-broker stderr", self->err_path, 4000);
+    return -1;
 }
 
 const char *
@@ -713,6 +781,9 @@ zlt_broker_destroy (zlt_broker_t **self_p)
         return;
     zlt_broker_t *self = *self_p;
     zlt_proc_destroy (&self->proc);
+    for (size_t i = 0; self->args && self->args[i]; i++)
+        free (self->args[i]);
+    free (self->args);
     s_unregister (self);
     free (self);
     *self_p = NULL;

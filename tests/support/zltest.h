@@ -88,6 +88,16 @@ zlt_proc_t *zlt_broker_proc (zlt_broker_t *self);
 /*  SIGTERM the broker and wait up to `timeout_ms`. Returns its exit code,
     or -1 if it had to be killed. */
 int zlt_broker_stop (zlt_broker_t *self, int timeout_ms);
+/*  SIGKILL the broker process, as a crash would, and reap it. Returns 0, or
+    -1 if no broker process was running. */
+int zlt_broker_kill (zlt_broker_t *self);
+/*  Start the broker again (a running one is SIGKILLed first) in the same
+    temp dir with the same --data, the same flags and the four endpoints it
+    bound at its first start, so clients reconnect to it. While the new
+    process fails to bind (a port not yet free) it is retried until
+    `timeout_ms`. Returns 0 once the new broker wrote its ports file, or -1
+    (its stderr printed); zlt_broker_proc is the new process either way. */
+int zlt_broker_restart (zlt_broker_t *self, int timeout_ms);
 /*  Kill (if running) and free the broker; nulls the caller's pointer. */
 void zlt_broker_destroy (zlt_broker_t **self_p);
 
