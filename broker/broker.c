@@ -72,7 +72,6 @@ struct _zl_broker_t {
     zl_producers_t *producers;
     zl_store_t *store;
     zl_arena_t *frame;  // records loaded for one Dispatch frame or event
-    uint64_t next_lease;
     uint64_t stored_next_id;
     double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
@@ -758,6 +757,25 @@ s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
     self->dead_ids[self->n_dead++] = job->id;
 }
 
+// A producer that has sent nothing for a while is forgotten: its credit goes
+// back to the others. If it comes back, its next Submit is an implicit Hello.
+#define PRODUCER_IDLE_MS (5 * 60 * 1000)
+
+static void
+s_forget_producers (zl_broker_t *self, zl_now_t now)
+{
+    size_t n;
+    zl_producer_t **all = zl_producers_all (self->producers, &n);
+    for (size_t i = 0; i < n;) {
+        if (now.mono_ms - all[i]->last_seen_ms > PRODUCER_IDLE_MS && !all[i]->n_acc &&
+            !all[i]->n_rej) {
+            zl_producers_remove (self->producers, all[i]);  // swaps the last into slot i
+            all = zl_producers_all (self->producers, &n);
+        } else
+            i++;
+    }
+}
+
 static void
 s_fire_timers (zl_broker_t *self, zl_now_t now)
 {
@@ -771,6 +789,8 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         s_dlq_alert (self, now);
         self->next_alert_ms = now.mono_ms + (int64_t) self->cfg->dlq_alert_ms;
     }
+    if (now.mono_ms >= self->next_prune_ms)
+        s_forget_producers (self, now);
     if (now.mono_ms >= self->next_prune_ms) {
         if (zl_store_begin (self->store) == ZL_STORE_OK)
             zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
@@ -834,7 +854,8 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
             zl_job_t *job = s_next_job (self, w, now);
             if (!job)
                 continue;
-            zl_jobs_lease (self->jobs, job, w, self->next_lease++, now);
+            // a random token: a worker cannot guess another's lease
+            zl_jobs_lease (self->jobs, job, w, zl_rng_next (&self->rng) | 1, now);
             zl_worker_queue_job (w, job);
             self->counters[ZL_CTR_DISPATCHED]++;
             progress = true;
@@ -1615,8 +1636,6 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         zl_broker_destroy (&self);
         return NULL;
     }
-    // lease tokens never repeat across restarts: start from the wall clock
-    self->next_lease = (uint64_t) zl_clock_wall_us () << 8;
     for (int i = 0; i < SOCK_COUNT; i++) {
         self->zsocks[i] = s_router (cfg);
         self->socks[i] = zsock_resolve (self->zsocks[i]);

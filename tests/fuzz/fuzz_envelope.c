@@ -1,0 +1,318 @@
+/*  fuzz_envelope: libFuzzer target for the codec (common/codec.c).
+    Decode the input; if it is a valid Envelope, encode the message, decode
+    that again and require the round trip to be stable: the second decode
+    succeeds, yields the same message field by field, and encodes to the
+    same bytes. Any difference aborts with the field that differs. */
+#include "codec.h"
+#include "msg.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *s_field; // the field being compared, for the report
+
+static void
+s_fail (const char *what)
+{
+    fprintf (stderr, "fuzz_envelope: round trip not stable: %s (%s)\n", what,
+             s_field ? s_field : "?");
+    abort ();
+}
+
+#define EQ(a, b)                                                                                   \
+    do {                                                                                           \
+        s_field = #a;                                                                              \
+        if ((a) != (b))                                                                            \
+            s_fail ("value differs");                                                              \
+    } while (0)
+
+static void
+s_str (const char *a, const char *b, const char *name)
+{
+    s_field = name;
+    if (strcmp (a ? a : "", b ? b : "") != 0)
+        s_fail ("string differs");
+}
+#define STR(a, b) s_str ((a), (b), #a)
+
+static void
+s_bytes (zl_bytes_t a, zl_bytes_t b)
+{
+    s_field = "bytes";
+    if (a.len != b.len || (a.len && memcmp (a.data, b.data, a.len) != 0))
+        s_fail ("bytes differ");
+}
+
+static void
+s_headers (size_t na, const zl_header_t *a, size_t nb, const zl_header_t *b)
+{
+    EQ (na, nb);
+    for (size_t i = 0; i < na; i++) {
+        STR (a[i].key, b[i].key);
+        STR (a[i].value, b[i].value);
+    }
+}
+
+static void
+s_filter (const zl_dlq_filter_t *a, const zl_dlq_filter_t *b)
+{
+    STR (a->lane, b->lane);
+    STR (a->tenant, b->tenant);
+    EQ (a->all, b->all);
+    EQ (a->n_ids, b->n_ids);
+    for (size_t i = 0; i < a->n_ids; i++)
+        EQ (a->ids[i], b->ids[i]);
+}
+
+static void
+s_dead_letter (const zl_dead_letter_t *a, const zl_dead_letter_t *b)
+{
+    EQ (a->job_id, b->job_id);
+    STR (a->tenant, b->tenant);
+    STR (a->lane, b->lane);
+    s_bytes (a->payload, b->payload);
+    STR (a->idempotency_key, b->idempotency_key);
+    EQ (a->enqueued_at_ms, b->enqueued_at_ms);
+    EQ (a->dead_at_ms, b->dead_at_ms);
+    STR (a->error, b->error);
+    EQ (a->n_attempts, b->n_attempts);
+    for (size_t i = 0; i < a->n_attempts; i++) {
+        const zl_attempt_t *x = &a->attempts[i], *y = &b->attempts[i];
+        EQ (x->attempt, y->attempt);
+        STR (x->worker, y->worker);
+        EQ (x->started_at_ms, y->started_at_ms);
+        EQ (x->ended_at_ms, y->ended_at_ms);
+        EQ (x->outcome, y->outcome);
+        STR (x->error, y->error);
+    }
+    s_headers (a->n_headers, a->headers, b->n_headers, b->headers);
+}
+
+static void
+s_groups (size_t na, const zl_group_stats_t *a, size_t nb, const zl_group_stats_t *b)
+{
+    EQ (na, nb);
+    for (size_t i = 0; i < na; i++) {
+        const zl_group_stats_t *x = &a[i], *y = &b[i];
+        STR (x->lane, y->lane);
+        STR (x->tenant, y->tenant);
+        EQ (x->ready, y->ready);
+        EQ (x->delayed, y->delayed);
+        EQ (x->in_flight, y->in_flight);
+        EQ (x->dlq, y->dlq);
+        EQ (x->oldest_ready_age_ms, y->oldest_ready_age_ms);
+        EQ (x->oldest_dlq_age_ms, y->oldest_dlq_age_ms);
+        EQ (x->submitted, y->submitted);
+        EQ (x->acked, y->acked);
+        EQ (x->nacked_transient, y->nacked_transient);
+        EQ (x->nacked_throttled, y->nacked_throttled);
+        EQ (x->nacked_permanent, y->nacked_permanent);
+        EQ (x->lease_expired, y->lease_expired);
+        EQ (x->dead_lettered, y->dead_lettered);
+        EQ (x->run_us, y->run_us);
+        EQ (x->throttled, y->throttled);
+        EQ (x->capped, y->capped);
+        EQ (x->paused, y->paused);
+    }
+}
+
+static void
+s_stats (const zl_stats_t *a, const zl_stats_t *b)
+{
+    EQ (a->uptime_ms, b->uptime_ms);
+    EQ (a->n_counters, b->n_counters);
+    for (size_t i = 0; i < a->n_counters; i++) {
+        STR (a->counters[i].name, b->counters[i].name);
+        EQ (a->counters[i].value, b->counters[i].value);
+    }
+    s_groups (a->n_lanes, a->lanes, b->n_lanes, b->lanes);
+    s_groups (a->n_tenants, a->tenants, b->n_tenants, b->tenants);
+    s_groups (a->n_groups, a->groups, b->n_groups, b->groups);
+    EQ (a->n_latencies, b->n_latencies);
+    for (size_t i = 0; i < a->n_latencies; i++) {
+        const zl_latency_t *x = &a->latencies[i], *y = &b->latencies[i];
+        STR (x->name, y->name);
+        EQ (x->count, y->count);
+        EQ (x->p50_us, y->p50_us);
+        EQ (x->p90_us, y->p90_us);
+        EQ (x->p99_us, y->p99_us);
+        EQ (x->max_us, y->max_us);
+    }
+    EQ (a->workers, b->workers);
+    EQ (a->producers, b->producers);
+}
+
+// Compare two decoded messages field by field.
+static void
+s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
+{
+    EQ (a->kind, b->kind);
+    switch (a->kind) {
+    case ZL_MSG_HELLO: STR (a->u.hello.client, b->u.hello.client); break;
+    case ZL_MSG_SUBMIT:
+        EQ (a->u.submit.n, b->u.submit.n);
+        for (size_t i = 0; i < a->u.submit.n; i++) {
+            const zl_job_spec_t *x = &a->u.submit.jobs[i], *y = &b->u.submit.jobs[i];
+            EQ (x->seq, y->seq);
+            STR (x->tenant, y->tenant);
+            STR (x->lane, y->lane);
+            s_bytes (x->payload, y->payload);
+            STR (x->idempotency_key, y->idempotency_key);
+            EQ (x->delay_ms, y->delay_ms);
+            EQ (x->max_attempts, y->max_attempts);
+            EQ (x->lease_ms, y->lease_ms);
+            EQ (x->max_run_ms, y->max_run_ms);
+            s_headers (x->n_headers, x->headers, y->n_headers, y->headers);
+        }
+        break;
+    case ZL_MSG_ACCEPTED:
+        EQ (a->u.accepted.n, b->u.accepted.n);
+        for (size_t i = 0; i < a->u.accepted.n; i++) {
+            EQ (a->u.accepted.jobs[i].seq, b->u.accepted.jobs[i].seq);
+            EQ (a->u.accepted.jobs[i].job_id, b->u.accepted.jobs[i].job_id);
+            EQ (a->u.accepted.jobs[i].duplicate, b->u.accepted.jobs[i].duplicate);
+        }
+        break;
+    case ZL_MSG_REJECTED:
+        EQ (a->u.rejected.n, b->u.rejected.n);
+        for (size_t i = 0; i < a->u.rejected.n; i++) {
+            const zl_rejection_t *x = &a->u.rejected.jobs[i], *y = &b->u.rejected.jobs[i];
+            EQ (x->seq, y->seq);
+            EQ (x->code, y->code);
+            STR (x->reason, y->reason);
+            EQ (x->retry_after_ms, y->retry_after_ms);
+        }
+        break;
+    case ZL_MSG_CREDIT: EQ (a->u.credit.limit, b->u.credit.limit); break;
+    case ZL_MSG_READY:
+        STR (a->u.ready.name, b->u.ready.name);
+        EQ (a->u.ready.capacity, b->u.ready.capacity);
+        EQ (a->u.ready.n_lanes, b->u.ready.n_lanes);
+        for (size_t i = 0; i < a->u.ready.n_lanes; i++)
+            STR (a->u.ready.lanes[i], b->u.ready.lanes[i]);
+        break;
+    case ZL_MSG_HEARTBEAT: break;
+    case ZL_MSG_EXTEND:
+        EQ (a->u.extend.n, b->u.extend.n);
+        for (size_t i = 0; i < a->u.extend.n; i++) {
+            EQ (a->u.extend.items[i].job_id, b->u.extend.items[i].job_id);
+            EQ (a->u.extend.items[i].lease, b->u.extend.items[i].lease);
+            EQ (a->u.extend.items[i].lease_ms, b->u.extend.items[i].lease_ms);
+        }
+        break;
+    case ZL_MSG_ACK:
+        EQ (a->u.ack.n, b->u.ack.n);
+        for (size_t i = 0; i < a->u.ack.n; i++) {
+            EQ (a->u.ack.items[i].job_id, b->u.ack.items[i].job_id);
+            EQ (a->u.ack.items[i].lease, b->u.ack.items[i].lease);
+            EQ (a->u.ack.items[i].run_us, b->u.ack.items[i].run_us);
+        }
+        break;
+    case ZL_MSG_NACK:
+        EQ (a->u.nack.n, b->u.nack.n);
+        for (size_t i = 0; i < a->u.nack.n; i++) {
+            const zl_nack_item_t *x = &a->u.nack.items[i], *y = &b->u.nack.items[i];
+            EQ (x->job_id, y->job_id);
+            EQ (x->lease, y->lease);
+            EQ (x->cls, y->cls);
+            STR (x->error, y->error);
+            EQ (x->retry_after_ms, y->retry_after_ms);
+            EQ (x->run_us, y->run_us);
+        }
+        break;
+    case ZL_MSG_DISPATCH:
+        EQ (a->u.dispatch.n, b->u.dispatch.n);
+        for (size_t i = 0; i < a->u.dispatch.n; i++) {
+            const zl_job_msg_t *x = &a->u.dispatch.jobs[i], *y = &b->u.dispatch.jobs[i];
+            EQ (x->job_id, y->job_id);
+            EQ (x->lease, y->lease);
+            EQ (x->attempt, y->attempt);
+            STR (x->tenant, y->tenant);
+            STR (x->lane, y->lane);
+            s_bytes (x->payload, y->payload);
+            s_headers (x->n_headers, x->headers, y->n_headers, y->headers);
+            STR (x->idempotency_key, y->idempotency_key);
+            EQ (x->lease_ms, y->lease_ms);
+            EQ (x->max_run_ms, y->max_run_ms);
+            EQ (x->max_attempts, y->max_attempts);
+            EQ (x->enqueued_at_ms, y->enqueued_at_ms);
+        }
+        break;
+    case ZL_MSG_SETTLED:
+        EQ (a->u.settled.n, b->u.settled.n);
+        for (size_t i = 0; i < a->u.settled.n; i++) {
+            EQ (a->u.settled.items[i].job_id, b->u.settled.items[i].job_id);
+            EQ (a->u.settled.items[i].lease, b->u.settled.items[i].lease);
+        }
+        break;
+    case ZL_MSG_ERROR:
+        EQ (a->u.error.code, b->u.error.code);
+        STR (a->u.error.message, b->u.error.message);
+        EQ (a->u.error.job_id, b->u.error.job_id);
+        EQ (a->u.error.lease, b->u.error.lease);
+        break;
+    case ZL_MSG_DEAD_LETTER: s_dead_letter (&a->u.dead_letter, &b->u.dead_letter); break;
+    case ZL_MSG_DLQ_ALERT:
+        EQ (a->u.dlq_alert.depth, b->u.dlq_alert.depth);
+        EQ (a->u.dlq_alert.oldest_age_ms, b->u.dlq_alert.oldest_age_ms);
+        break;
+    case ZL_MSG_ADMIN_REQUEST: {
+        const zl_admin_request_t *x = &a->u.admin_request, *y = &b->u.admin_request;
+        EQ (x->request_id, y->request_id);
+        EQ (x->op, y->op);
+        s_filter (&x->filter, &y->filter);
+        EQ (x->limit, y->limit);
+        EQ (x->after_id, y->after_id);
+        EQ (x->job_id, y->job_id);
+        STR (x->lane, y->lane);
+        break;
+    }
+    case ZL_MSG_ADMIN_REPLY: {
+        const zl_admin_reply_t *x = &a->u.admin_reply, *y = &b->u.admin_reply;
+        EQ (x->request_id, y->request_id);
+        EQ (x->ok, y->ok);
+        STR (x->error, y->error);
+        EQ (x->result, y->result);
+        if (x->result == ZL_ADMIN_RESULT_STATS)
+            s_stats (&x->stats, &y->stats);
+        EQ (x->n_dead_letters, y->n_dead_letters);
+        for (size_t i = 0; i < x->n_dead_letters; i++)
+            s_dead_letter (&x->dead_letters[i], &y->dead_letters[i]);
+        if (x->result == ZL_ADMIN_RESULT_DEAD_LETTER)
+            s_dead_letter (&x->dead_letter, &y->dead_letter);
+        EQ (x->count, y->count);
+        break;
+    }
+    default: s_fail ("decoded an unknown kind");
+    }
+    s_field = NULL;
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+    static zl_codec_t *first, *second;
+    if (!first) {
+        first = zl_codec_new ();
+        second = zl_codec_new ();
+    }
+    zl_msg_t m1, m2;
+    zl_decode_rc_t rc = zl_codec_decode (first, data, size, &m1);
+    if (rc != ZL_DECODE_OK)
+        return 0;
+    if (m1.kind <= ZL_MSG_NONE || m1.kind >= ZL_MSG_KIND_COUNT)
+        s_fail ("decode returned OK with no kind");
+    size_t n1, n2;
+    const uint8_t *e1 = zl_codec_encode (first, &m1, &n1);
+    if (!e1)
+        s_fail ("a decoded message does not encode");
+    if (zl_codec_decode (second, e1, n1, &m2) != ZL_DECODE_OK)
+        s_fail ("the encoding of a decoded message does not decode");
+    s_msg_equal (&m1, &m2);
+    const uint8_t *e2 = zl_codec_encode (second, &m2, &n2);
+    if (!e2 || n1 != n2 || memcmp (e1, e2, n1) != 0)
+        s_fail ("re-encoding gives different bytes");
+    return 0;
+}

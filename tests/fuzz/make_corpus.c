@@ -1,0 +1,608 @@
+/*  make_corpus: writes the seed corpus of the fuzz targets.
+
+        fuzz_make_corpus DIR     (the committed copy is tests/fuzz/corpus)
+
+    DIR/fuzz_envelope/   one encoded Envelope of every message kind
+    DIR/fuzz_broker_<socket>/ record sequences in fuzz_broker.c's input format:
+                         flags:u8 [idlen:u8 id] len:u16le frame
+    Output is deterministic: rerun it after a change to the protocol and
+    commit the result. */
+#include "codec.h"
+#include "msg.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+// record flags (see fuzz_broker.c)
+#define PEER(n) (n)
+#define LITERAL 3
+#define PATCH 4
+#define ADVANCE(k) ((k) << 3) // 0, 1, 50, 400, 1500, 5000, 40000 ms, 25 h
+
+static const char *s_root;
+static zl_codec_t *s_codec;
+
+typedef struct {
+    uint8_t data[65536];
+    size_t len;
+} buf_t;
+
+static void
+s_mkdir (const char *path)
+{
+    if (mkdir (path, 0755) != 0 && errno != EEXIST) {
+        perror (path);
+        exit (1);
+    }
+}
+
+static void
+s_write (const char *dir, const char *name, const void *data, size_t len)
+{
+    char path[4096];
+    snprintf (path, sizeof path, "%s/%s", s_root, dir);
+    s_mkdir (path);
+    snprintf (path, sizeof path, "%s/%s/%s", s_root, dir, name);
+    FILE *f = fopen (path, "wb");
+    if (!f || fwrite (data, 1, len, f) != len || fclose (f) != 0) {
+        perror (path);
+        exit (1);
+    }
+}
+
+static const void *
+s_encode (const zl_msg_t *m, size_t *len)
+{
+    const void *data = zl_codec_encode (s_codec, m, len);
+    if (!data) {
+        fprintf (stderr, "make_corpus: cannot encode %s\n", zl_msg_kind_name (m->kind));
+        exit (1);
+    }
+    return data;
+}
+
+static void
+s_envelope (const char *name, const zl_msg_t *m)
+{
+    size_t len;
+    const void *data = s_encode (m, &len);
+    s_write ("fuzz_envelope", name, data, len);
+}
+
+// Append one record: `peer` is a literal routing id when flags say LITERAL.
+static void
+s_record (buf_t *b, uint8_t flags, const char *peer, const zl_msg_t *m)
+{
+    size_t len = 0;
+    const void *data = m ? s_encode (m, &len) : NULL;
+    size_t need = 1 + ((flags & 3) == LITERAL ? 1 + strlen (peer) : 0) + 2 + len;
+    if (b->len + need > sizeof b->data) {
+        fprintf (stderr, "make_corpus: sequence too long\n");
+        exit (1);
+    }
+    b->data[b->len++] = flags;
+    if ((flags & 3) == LITERAL) {
+        b->data[b->len++] = (uint8_t)strlen (peer);
+        memcpy (b->data + b->len, peer, strlen (peer));
+        b->len += strlen (peer);
+    }
+    b->data[b->len++] = (uint8_t)(len & 0xff);
+    b->data[b->len++] = (uint8_t)(len >> 8);
+    if (len)
+        memcpy (b->data + b->len, data, len);
+    b->len += len;
+}
+
+// A record whose frame is raw bytes (not an Envelope).
+static void
+s_raw (buf_t *b, uint8_t flags, const void *frame, size_t len)
+{
+    b->data[b->len++] = flags;
+    b->data[b->len++] = (uint8_t)(len & 0xff);
+    b->data[b->len++] = (uint8_t)(len >> 8);
+    memcpy (b->data + b->len, frame, len);
+    b->len += len;
+}
+
+// ---------------------------------------------------------------- messages
+static const zl_header_t s_headers[] = {{"trace-id", "abc123"}, {"content-type", "json"}};
+static const char *s_lanes[] = {"a", "b"};
+
+static zl_msg_t
+s_hello (const char *client)
+{
+    zl_msg_t m = {.kind = ZL_MSG_HELLO};
+    m.u.hello.client = client;
+    return m;
+}
+
+static zl_job_spec_t s_specs[16];
+
+// A Submit of `n` jobs; `variant` picks tenants, lanes, keys, delays.
+static zl_msg_t
+s_submit (size_t n, int variant)
+{
+    static char keys[16][16];
+    for (size_t i = 0; i < n && i < 16; i++) {
+        snprintf (keys[i], sizeof keys[i], "key-%zu", i % 3);
+        s_specs[i] = (zl_job_spec_t){.seq = i + 1,
+                                     .tenant = (i + (size_t)variant) % 2 ? "acme" : "globex",
+                                     .lane = i % 2 ? "b" : "a",
+                                     .payload = {(const uint8_t *)"{\"n\":1}", 7},
+                                     .idempotency_key = variant == 1 ? keys[i] : "",
+                                     .delay_ms = variant == 2 ? (uint32_t)(i * 500) : 0,
+                                     .max_attempts = variant == 3 ? 1 : 0,
+                                     .lease_ms = variant == 3 ? 1000 : 0,
+                                     .max_run_ms = variant == 3 ? 3000 : 0,
+                                     .n_headers = i % 2 ? 2 : 0,
+                                     .headers = (zl_header_t *)s_headers};
+    }
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){n < 16 ? n : 16, s_specs};
+    return m;
+}
+
+static zl_msg_t
+s_ready (uint32_t capacity, size_t n_lanes)
+{
+    zl_msg_t m = {.kind = ZL_MSG_READY};
+    m.u.ready = (zl_ready_t){"worker-1", n_lanes, s_lanes, capacity};
+    return m;
+}
+
+static zl_ack_item_t s_acks[4] = {{1, 0, 1500}, {2, 0, 2500}, {3, 0, 100}, {4, 1, 100}};
+static zl_nack_item_t s_nacks[3] = {{1, 0, ZL_FAIL_TRANSIENT, "boom", 0, 10},
+                                    {2, 0, ZL_FAIL_THROTTLED, "slow down", 2000, 20},
+                                    {3, 0, ZL_FAIL_PERMANENT, "bad input", 0, 30}};
+static zl_extend_item_t s_extends[2] = {{1, 0, 60000}, {2, 0, 5000}};
+
+static zl_msg_t
+s_ack (size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_ACK};
+    m.u.ack = (zl_ack_t){n, s_acks};
+    return m;
+}
+
+static zl_msg_t
+s_nack (size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_NACK};
+    m.u.nack = (zl_nack_t){n, s_nacks};
+    return m;
+}
+
+static zl_msg_t
+s_extend (size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_EXTEND};
+    m.u.extend = (zl_extend_t){n, s_extends};
+    return m;
+}
+
+static zl_msg_t
+s_heartbeat (void)
+{
+    zl_msg_t m = {.kind = ZL_MSG_HEARTBEAT};
+    return m;
+}
+
+static uint64_t s_ids[3] = {1, 2, 3};
+
+static zl_msg_t
+s_admin (zl_admin_op_t op, int variant)
+{
+    zl_msg_t m = {.kind = ZL_MSG_ADMIN_REQUEST};
+    zl_admin_request_t *r = &m.u.admin_request;
+    r->request_id = 7 + (uint64_t)variant;
+    r->op = op;
+    r->filter = (zl_dlq_filter_t){"", "", 0, NULL, false};
+    r->lane = "";
+    switch (variant) {
+    case 1: r->filter.all = true; break;
+    case 2: r->filter.lane = "a"; break;
+    case 3: r->filter.tenant = "t1"; break;
+    case 4:
+        r->filter.n_ids = 3;
+        r->filter.ids = s_ids;
+        break;
+    default: break;
+    }
+    if (op == ZL_ADMIN_DLQ_LIST) {
+        r->limit = variant == 5 ? 2 : 0;
+        r->after_id = variant == 5 ? 1 : 0;
+    }
+    if (op == ZL_ADMIN_DLQ_SHOW)
+        r->job_id = 1;
+    if (op == ZL_ADMIN_PAUSE || op == ZL_ADMIN_RESUME)
+        r->lane = variant == 6 ? "nope" : "a";
+    return m;
+}
+
+// ---------------------------------------------------------------- envelopes
+static void
+s_envelopes (void)
+{
+    zl_msg_t m = s_hello ("producer-1");
+    s_envelope ("hello", &m);
+    m = s_submit (3, 1);
+    s_envelope ("submit", &m);
+    m = s_submit (4, 2);
+    s_envelope ("submit-delayed", &m);
+
+    zl_acceptance_t acc[2] = {{1, 100, false}, {2, 42, true}};
+    m = (zl_msg_t){.kind = ZL_MSG_ACCEPTED};
+    m.u.accepted = (zl_accepted_t){2, acc};
+    s_envelope ("accepted", &m);
+
+    zl_rejection_t rej[2] = {{3, ZL_REJECT_QUEUE_FULL, "the broker's queue is full", 200},
+                             {4, ZL_REJECT_UNKNOWN_LANE, "lane 'x' is not declared", 0}};
+    m = (zl_msg_t){.kind = ZL_MSG_REJECTED};
+    m.u.rejected = (zl_rejected_t){2, rej};
+    s_envelope ("rejected", &m);
+
+    m = (zl_msg_t){.kind = ZL_MSG_CREDIT};
+    m.u.credit.limit = 20000;
+    s_envelope ("credit", &m);
+
+    m = s_ready (8, 2);
+    s_envelope ("ready", &m);
+    m = s_heartbeat ();
+    s_envelope ("heartbeat", &m);
+    m = s_extend (2);
+    s_envelope ("extend", &m);
+    m = s_ack (3);
+    s_envelope ("ack", &m);
+    m = s_nack (3);
+    s_envelope ("nack", &m);
+
+    zl_job_msg_t jobs[2] = {{.job_id = 100,
+                             .lease = 0x123456789abcull,
+                             .attempt = 1,
+                             .tenant = "acme",
+                             .lane = "a",
+                             .payload = {(const uint8_t *)"hello", 5},
+                             .n_headers = 2,
+                             .headers = (zl_header_t *)s_headers,
+                             .idempotency_key = "job-100",
+                             .lease_ms = 30000,
+                             .max_run_ms = 0,
+                             .max_attempts = 5,
+                             .enqueued_at_ms = 1767225600000ull},
+                            {.job_id = 101,
+                             .lease = 7,
+                             .attempt = 3,
+                             .tenant = "globex",
+                             .lane = "b",
+                             .idempotency_key = "order-9",
+                             .lease_ms = 1000,
+                             .max_run_ms = 60000,
+                             .max_attempts = 3}};
+    m = (zl_msg_t){.kind = ZL_MSG_DISPATCH};
+    m.u.dispatch = (zl_dispatch_t){2, jobs};
+    s_envelope ("dispatch", &m);
+
+    zl_lease_ref_t refs[2] = {{100, 0x123456789abcull}, {101, 7}};
+    m = (zl_msg_t){.kind = ZL_MSG_SETTLED};
+    m.u.settled = (zl_settled_t){2, refs};
+    s_envelope ("settled", &m);
+
+    m = (zl_msg_t){.kind = ZL_MSG_ERROR};
+    m.u.error = (zl_error_t){ZL_ERR_STALE_LEASE, "ack for job 100 with stale lease 6", 100, 6};
+    s_envelope ("error", &m);
+
+    zl_attempt_t attempts[2] = {
+        {1, "worker-1", 1767225600000ull, 1767225601000ull, ZL_OUTCOME_TRANSIENT, "timeout"},
+        {2, "worker-2", 1767225602000ull, 1767225603000ull, ZL_OUTCOME_PERMANENT, "bad input"}};
+    zl_dead_letter_t dl = {.job_id = 100,
+                           .tenant = "acme",
+                           .lane = "a",
+                           .payload = {(const uint8_t *)"hello", 5},
+                           .idempotency_key = "job-100",
+                           .enqueued_at_ms = 1767225600000ull,
+                           .dead_at_ms = 1767225603000ull,
+                           .error = "bad input",
+                           .n_attempts = 2,
+                           .attempts = attempts,
+                           .n_headers = 1,
+                           .headers = (zl_header_t *)s_headers};
+    m = (zl_msg_t){.kind = ZL_MSG_DEAD_LETTER};
+    m.u.dead_letter = dl;
+    s_envelope ("dead-letter", &m);
+
+    m = (zl_msg_t){.kind = ZL_MSG_DLQ_ALERT};
+    m.u.dlq_alert = (zl_dlq_alert_t){3, 60000};
+    s_envelope ("dlq-alert", &m);
+
+    static const struct {
+        zl_admin_op_t op;
+        int variant;
+        const char *name;
+    } ops[] = {{ZL_ADMIN_STATS, 0, "admin-stats"},       {ZL_ADMIN_DLQ_LIST, 5, "admin-dlq-list"},
+               {ZL_ADMIN_DLQ_SHOW, 0, "admin-dlq-show"}, {ZL_ADMIN_DLQ_REDRIVE, 4, "admin-redrive"},
+               {ZL_ADMIN_DLQ_PURGE, 2, "admin-purge"},   {ZL_ADMIN_PAUSE, 0, "admin-pause"},
+               {ZL_ADMIN_RESUME, 0, "admin-resume"}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        m = s_admin (ops[i].op, ops[i].variant);
+        s_envelope (ops[i].name, &m);
+    }
+
+    zl_counter_t counters[2] = {{"frames_in", 10}, {"accepted", 7}};
+    zl_group_stats_t groups[1] = {{.lane = "a",
+                                   .tenant = "acme",
+                                   .ready = 3,
+                                   .in_flight = 1,
+                                   .dlq = 1,
+                                   .oldest_ready_age_ms = 50,
+                                   .submitted = 10,
+                                   .acked = 5,
+                                   .nacked_transient = 1,
+                                   .run_us = 12345,
+                                   .paused = true}};
+    zl_latency_t lat[1] = {{"submit_to_ack", 5, 100, 200, 300, 400}};
+    m = (zl_msg_t){.kind = ZL_MSG_ADMIN_REPLY};
+    m.u.admin_reply = (zl_admin_reply_t){.request_id = 7,
+                                         .ok = true,
+                                         .error = "",
+                                         .result = ZL_ADMIN_RESULT_STATS,
+                                         .stats = {.uptime_ms = 1000,
+                                                   .n_counters = 2,
+                                                   .counters = counters,
+                                                   .n_lanes = 1,
+                                                   .lanes = groups,
+                                                   .n_tenants = 1,
+                                                   .tenants = groups,
+                                                   .n_groups = 1,
+                                                   .groups = groups,
+                                                   .n_latencies = 1,
+                                                   .latencies = lat,
+                                                   .workers = 2,
+                                                   .producers = 1}};
+    s_envelope ("admin-reply-stats", &m);
+    m.u.admin_reply = (zl_admin_reply_t){.request_id = 8,
+                                         .ok = true,
+                                         .error = "",
+                                         .result = ZL_ADMIN_RESULT_DLQ_LIST,
+                                         .n_dead_letters = 1,
+                                         .dead_letters = &dl};
+    s_envelope ("admin-reply-dlq-list", &m);
+    m.u.admin_reply = (zl_admin_reply_t){.request_id = 9,
+                                         .ok = true,
+                                         .error = "",
+                                         .result = ZL_ADMIN_RESULT_DEAD_LETTER,
+                                         .dead_letter = dl};
+    s_envelope ("admin-reply-dead-letter", &m);
+    m.u.admin_reply = (zl_admin_reply_t){
+        .request_id = 10, .ok = false, .error = "say which dead letters", .result = 0};
+    s_envelope ("admin-reply-error", &m);
+    m.u.admin_reply = (zl_admin_reply_t){
+        .request_id = 11, .ok = true, .error = "", .result = ZL_ADMIN_RESULT_COUNT, .count = 4};
+    s_envelope ("admin-reply-count", &m);
+}
+
+// ---------------------------------------------------------------- sequences
+static void
+s_frontend (void)
+{
+    const char *dir = "fuzz_broker_frontend";
+    buf_t *b = calloc (1, sizeof *b);
+    zl_msg_t m;
+
+    m = s_hello ("producer-1");
+    s_record (b, PEER (0), NULL, &m);
+    m = s_submit (4, 0);
+    s_record (b, PEER (0), NULL, &m);
+    s_write (dir, "hello-submit", b->data, b->len);
+
+    b->len = 0; // implicit hello, then the same keys twice (duplicates)
+    m = s_submit (6, 1);
+    s_record (b, PEER (1), NULL, &m);
+    s_record (b, PEER (1), NULL, &m);
+    s_write (dir, "idempotent-twice", b->data, b->len);
+
+    b->len = 0; // the key again after the dedup window
+    m = s_submit (3, 1);
+    s_record (b, PEER (0), NULL, &m);
+    s_record (b, PEER (0) | ADVANCE (7), NULL, &m);
+    s_write (dir, "idempotent-expired", b->data, b->len);
+
+    b->len = 0;
+    m = s_submit (5, 2);
+    s_record (b, PEER (2), NULL, &m);
+    s_record (b, PEER (2) | ADVANCE (4), NULL, &m);
+    s_write (dir, "delayed", b->data, b->len);
+
+    b->len = 0; // invalid specs of every kind
+    static char long_name[200];
+    memset (long_name, 'x', sizeof long_name - 1);
+    static uint8_t big[1100];
+    zl_job_spec_t bad[5] = {{.seq = 1, .tenant = "", .lane = "a", .idempotency_key = ""},
+                            {.seq = 2, .tenant = "acme", .lane = "", .idempotency_key = ""},
+                            {.seq = 3, .tenant = long_name, .lane = "a", .idempotency_key = ""},
+                            {.seq = 4, .tenant = "acme", .lane = "nope", .idempotency_key = ""},
+                            {.seq = 5,
+                             .tenant = "acme",
+                             .lane = "a",
+                             .payload = {big, sizeof big},
+                             .idempotency_key = ""}};
+    m = (zl_msg_t){.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){5, bad};
+    s_record (b, PEER (0), NULL, &m);
+    s_write (dir, "invalid-specs", b->data, b->len);
+
+    b->len = 0; // producers with their own routing ids
+    m = s_hello ("a");
+    s_record (b, LITERAL, "producer-x", &m);
+    m = s_submit (16, 3);
+    s_record (b, LITERAL, "producer-x", &m);
+    s_record (b, LITERAL, "", &m);
+    s_write (dir, "literal-peers", b->data, b->len);
+
+    b->len = 0; // what does not belong on this socket
+    m = s_ack (2);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_ready (4, 2);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_admin (ZL_ADMIN_STATS, 0);
+    s_record (b, PEER (0), NULL, &m);
+    s_raw (b, PEER (0), "\x08\x02", 2); // version 2
+    s_raw (b, PEER (0), "\xff\xff\xff", 3);
+    s_raw (b, PEER (0), "", 0);
+    s_write (dir, "wrong-kinds", b->data, b->len);
+
+    b->len = 0; // more jobs than credit: re-hello resets the count
+    m = s_hello ("p");
+    s_record (b, PEER (0), NULL, &m);
+    m = s_submit (16, 0);
+    for (int i = 0; i < 4; i++)
+        s_record (b, PEER (0), NULL, &m);
+    m = s_hello ("p");
+    s_record (b, PEER (0), NULL, &m);
+    s_write (dir, "credit", b->data, b->len);
+    free (b);
+}
+
+static void
+s_backend (void)
+{
+    const char *dir = "fuzz_broker_backend";
+    buf_t *b = calloc (1, sizeof *b);
+    zl_msg_t m;
+
+    m = s_ready (4, 2);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_ack (3);
+    s_record (b, PEER (0) | PATCH, NULL, &m);
+    s_record (b, PEER (0) | PATCH, NULL, &m); // again: unknown or stale
+    s_write (dir, "ready-ack", b->data, b->len);
+
+    b->len = 0;
+    m = s_ready (4, 2);
+    s_record (b, PEER (1), NULL, &m);
+    m = s_nack (3);
+    s_record (b, PEER (1) | PATCH, NULL, &m);
+    m = s_heartbeat ();
+    s_record (b, PEER (1) | ADVANCE (4), NULL, &m);
+    s_write (dir, "ready-nack", b->data, b->len);
+
+    b->len = 0;
+    m = s_ready (2, 1);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_extend (2);
+    s_record (b, PEER (0) | PATCH | ADVANCE (4), NULL, &m);
+    m = s_ack (2);
+    s_record (b, PEER (0) | PATCH | ADVANCE (6), NULL, &m); // after the lease lapsed
+    s_write (dir, "extend-lapse", b->data, b->len);
+
+    b->len = 0; // a worker that goes silent is dead; its acks then need Ready
+    m = s_ready (8, 2);
+    s_record (b, PEER (2), NULL, &m);
+    m = s_heartbeat ();
+    s_record (b, PEER (0), NULL, &m);
+    s_record (b, PEER (0) | ADVANCE (5), NULL, &m);
+    m = s_ack (2);
+    s_record (b, PEER (2) | PATCH, NULL, &m);
+    m = s_ready (8, 2);
+    s_record (b, PEER (2), NULL, &m);
+    s_write (dir, "dead-worker", b->data, b->len);
+
+    b->len = 0; // a worker nobody can reach
+    m = s_ready (4, 2);
+    s_record (b, LITERAL, "ghost", &m);
+    m = s_ack (1);
+    s_record (b, LITERAL | PATCH, "ghost", &m);
+    s_write (dir, "unreachable", b->data, b->len);
+
+    b->len = 0;
+    static const char *odd[] = {"nope", "a", "a", ""};
+    m = (zl_msg_t){.kind = ZL_MSG_READY};
+    m.u.ready = (zl_ready_t){"odd", 4, odd, 3};
+    s_record (b, PEER (0), NULL, &m);
+    m.u.ready = (zl_ready_t){"none", 0, odd, 3};
+    s_record (b, PEER (1), NULL, &m);
+    m = s_ready (0, 2); // draining
+    s_record (b, PEER (0), NULL, &m);
+    m = s_ack (1); // before Ready
+    s_record (b, PEER (2), NULL, &m);
+    m = s_submit (1, 0); // wrong socket
+    s_record (b, PEER (2), NULL, &m);
+    s_write (dir, "odd-ready", b->data, b->len);
+
+    b->len = 0; // retries until the DLQ
+    m = s_ready (16, 2);
+    s_record (b, PEER (0), NULL, &m);
+    for (int i = 0; i < 6; i++) {
+        m = s_nack (1);
+        s_record (b, PEER (0) | PATCH, NULL, &m);
+        m = s_heartbeat ();
+        s_record (b, PEER (0) | ADVANCE (6), NULL, &m);
+    }
+    s_write (dir, "retries", b->data, b->len);
+    free (b);
+}
+
+static void
+s_admin_seqs (void)
+{
+    const char *dir = "fuzz_broker_admin";
+    buf_t *b = calloc (1, sizeof *b);
+    zl_msg_t m;
+    static const struct {
+        zl_admin_op_t op;
+        int variant;
+        const char *name;
+    } ops[] = {{ZL_ADMIN_STATS, 0, "stats"},
+               {ZL_ADMIN_DLQ_LIST, 0, "dlq-list"},
+               {ZL_ADMIN_DLQ_LIST, 5, "dlq-list-page"},
+               {ZL_ADMIN_DLQ_LIST, 2, "dlq-list-lane"},
+               {ZL_ADMIN_DLQ_SHOW, 0, "dlq-show"},
+               {ZL_ADMIN_DLQ_REDRIVE, 1, "redrive-all"},
+               {ZL_ADMIN_DLQ_REDRIVE, 4, "redrive-ids"},
+               {ZL_ADMIN_DLQ_PURGE, 3, "purge-tenant"},
+               {ZL_ADMIN_DLQ_PURGE, 0, "purge-unnarrowed"},
+               {ZL_ADMIN_PAUSE, 0, "pause"},
+               {ZL_ADMIN_PAUSE, 6, "pause-unknown"},
+               {ZL_ADMIN_NONE, 0, "no-op"}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        b->len = 0;
+        m = s_admin (ops[i].op, ops[i].variant);
+        s_record (b, PEER (i % 3) | PATCH, NULL, &m);
+        m = s_admin (ZL_ADMIN_STATS, 0);
+        s_record (b, PEER (0) | ADVANCE (3), NULL, &m);
+        s_write (dir, ops[i].name, b->data, b->len);
+    }
+    b->len = 0; // pause, time passes, resume, stats
+    m = s_admin (ZL_ADMIN_PAUSE, 0);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_admin (ZL_ADMIN_STATS, 0);
+    s_record (b, PEER (1) | ADVANCE (6), NULL, &m);
+    m = s_admin (ZL_ADMIN_RESUME, 0);
+    s_record (b, PEER (0), NULL, &m);
+    m = s_admin (ZL_ADMIN_DLQ_LIST, 1);
+    s_record (b, LITERAL, "ops", &m);
+    s_write (dir, "pause-resume", b->data, b->len);
+    free (b);
+}
+
+int
+main (int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf (stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    s_root = argv[1];
+    s_mkdir (s_root);
+    s_codec = zl_codec_new ();
+    s_envelopes ();
+    s_frontend ();
+    s_backend ();
+    s_admin_seqs ();
+    zl_codec_destroy (&s_codec);
+    printf ("make_corpus: wrote the seed corpus to %s\n", s_root);
+    return 0;
+}
