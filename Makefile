@@ -4,8 +4,10 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
+# seconds each libFuzzer target runs in `make test` (fuzz_smoke)
+export ZLANE_FUZZ_SECONDS ?= 30
 
-.PHONY: all deps build build-asan demo test test-unit test-asan clean format
+.PHONY: all deps build build-asan demo test bench experiments fuzz clean format
 
 all: build
 
@@ -23,16 +25,26 @@ build-asan: deps
 demo: build
 	@deploy/demo.sh $(BUILD)/bin
 
-# The whole suite on the normal build, then again under ASan + UBSan.
+# The whole suite on the normal build (unit tests in parallel, then the
+# process-level tests one at a time so their timings are their own), then
+# again under ASan + UBSan (the 20,000-job crash test only once).
 test: build build-asan
-	cd $(BUILD) && ctest --output-on-failure -j2
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j2
+	cd $(BUILD) && ctest --output-on-failure -j2 -LE integration
+	cd $(BUILD) && ctest --output-on-failure -L integration
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j2 -LE "integration|slow"
+	cd $(ASAN_BUILD) && ctest --output-on-failure -L integration -LE slow
 
-test-unit: build
-	cd $(BUILD) && ctest --output-on-failure -j2 -L unit
+bench: build
+	@bench/run-bench.sh $(BUILD)/bin
+
+experiments: build
+	@bench/run-experiments.sh $(BUILD)/bin
+
+fuzz: deps
+	@tests/fuzz/run.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(gcc make cmake pkg-config
           libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
-          libcmocka-dev liblmdb-dev iproute2 procps)
+          libcmocka-dev liblmdb-dev iproute2 procps
+          clang libclang-rt-dev)  # libFuzzer: the fuzz targets of make test
 if [ "$#" -gt 0 ]; then packages+=("$@"); fi
 
 missing=()
