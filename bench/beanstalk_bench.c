@@ -1,0 +1,470 @@
+/*  zlane-beanstalk-bench: the zlane-bench workload against beanstalkd, for a
+    side-by-side comparison. Speaks the beanstalkd text protocol over TCP
+    (put / reserve / delete / stats); starts its own beanstalkd on 127.0.0.1.
+
+    zlane-beanstalk-bench throughput [--jobs N] [--consumers C] [--payload B]
+                         [--reserve-depth D] [--durability memory|nosync|binlog|fsync]
+                         [--beanstalkd PATH]
+        one producer (this process) pipelines N puts (at most 1024 unanswered,
+        like a credit window), C consumer processes reserve (D at a time,
+        default 64; 1 = the classic blocking loop) and delete every job they
+        get; reports jobs/s from the first put to the N-th delete. Durability:
+        memory = no binlog; nosync = -b DIR -F (written, never fsynced: like
+        zlane --durability none); binlog = -b DIR (beanstalkd's default: fsync
+        at most every 50 ms); fsync = -b DIR -f0 (fsync on every write).
+    zlane-beanstalk-bench memory [--jobs N] [--payload B]
+        puts N jobs with no consumer and reports beanstalkd's RSS per job.
+
+    Every process it starts is killed at exit, by PID. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 34
+#define PUT_WINDOW 1024
+
+static pid_t s_pids[MAX_PROCS];
+static int s_n_pids;
+static char s_tmp[PATH_MAX];
+
+static void
+s_cleanup (void)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            waitpid (s_pids[i], NULL, 0);
+    s_n_pids = 0;
+    if (s_tmp[0]) {
+        char cmd[PATH_MAX + 16];
+        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+        if (system (cmd) != 0)
+            fprintf (stderr, "zlane-beanstalk-bench: could not remove %s\n", s_tmp);
+        s_tmp[0] = '\0';
+    }
+}
+
+static void
+s_on_signal (int sig)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    _exit (128 + sig);
+}
+
+static void
+s_die (const char *msg)
+{
+    fprintf (stderr, "zlane-beanstalk-bench: %s\n", msg);
+    exit (1); // atexit: s_cleanup (in the parent)
+}
+
+static double
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+// ---------------------------------------------------------------- connection
+typedef struct {
+    int fd;
+    char in[1 << 16];
+    size_t in_len;
+} conn_t;
+
+static int
+s_connect (int port)
+{
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)port)};
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    if (fd < 0 || connect (fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void
+s_write_all (int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write (fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            s_die ("write to beanstalkd failed");
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+// Read more bytes (blocking). Returns 0, or -1 on EOF/error.
+static int
+s_fill (conn_t *c)
+{
+    if (c->in_len == sizeof c->in)
+        s_die ("reply too long");
+    ssize_t r;
+    do
+        r = read (c->fd, c->in + c->in_len, sizeof c->in - c->in_len);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return -1;
+    c->in_len += (size_t)r;
+    return 0;
+}
+
+// If a full line (and, for RESERVED/OK, its body) is buffered, copy the
+// line into `line`, set *body_len, consume it all and return 1; else 0.
+static int
+s_take_reply (conn_t *c, char *line, size_t cap, size_t *body_len)
+{
+    char *eol = memmem (c->in, c->in_len, "\r\n", 2);
+    if (!eol)
+        return 0;
+    size_t ll = (size_t)(eol - c->in);
+    size_t body = 0;
+    unsigned long long id, bytes;
+    char tmp[128];
+    size_t tl = ll < sizeof tmp - 1 ? ll : sizeof tmp - 1;
+    memcpy (tmp, c->in, tl);
+    tmp[tl] = '\0';
+    if (sscanf (tmp, "RESERVED %llu %llu", &id, &bytes) == 2)
+        body = bytes + 2;
+    else if (sscanf (tmp, "OK %llu", &bytes) == 1)
+        body = bytes + 2;
+    if (c->in_len < ll + 2 + body)
+        return 0;
+    size_t copy = ll < cap - 1 ? ll : cap - 1;
+    memcpy (line, c->in, copy);
+    line[copy] = '\0';
+    if (body_len)
+        *body_len = body;
+    // keep the body of an OK (stats) reply after the line for the caller
+    if (!strncmp (line, "OK ", 3) && body && cap > copy + 1 + body) {
+        line[copy] = '\n';
+        memcpy (line + copy + 1, c->in + ll + 2, body - 2);
+        line[copy + 1 + body - 2] = '\0';
+    }
+    size_t used = ll + 2 + body;
+    memmove (c->in, c->in + used, c->in_len - used);
+    c->in_len -= used;
+    return 1;
+}
+
+static void
+s_reply (conn_t *c, char *line, size_t cap)
+{
+    while (!s_take_reply (c, line, cap, NULL))
+        if (s_fill (c) != 0)
+            s_die ("beanstalkd closed the connection");
+}
+
+// A stats value of the server, or -1.
+static long long
+s_stat (conn_t *c, const char *name)
+{
+    static char buf[1 << 15];
+    s_write_all (c->fd, "stats\r\n", 7);
+    s_reply (c, buf, sizeof buf);
+    char key[96];
+    snprintf (key, sizeof key, "\n%s: ", name);
+    char *p = strstr (buf, key);
+    return p ? atoll (p + strlen (key)) : -1;
+}
+
+// ---------------------------------------------------------------- server
+static pid_t
+s_start_server (const char *path, const char *durability, int *port_out)
+{
+    // a free port: bind to 0, read it, close (beanstalkd takes a number)
+    int probe = socket (AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (probe < 0 || bind (probe, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname (probe, (struct sockaddr *)&a, &al) != 0)
+        s_die ("cannot find a free port");
+    int port = ntohs (a.sin_port);
+    close (probe);
+    char ps[16], dir[PATH_MAX + 16], log[PATH_MAX + 16];
+    snprintf (ps, sizeof ps, "%d", port);
+    snprintf (dir, sizeof dir, "%s/binlog", s_tmp);
+    snprintf (log, sizeof log, "%s/beanstalkd.log", s_tmp);
+    char *argv[12] = {(char *)path, "-l", "127.0.0.1", "-p", ps, NULL};
+    int argc = 5;
+    if (strcmp (durability, "memory") != 0) {
+        if (mkdir (dir, 0700) != 0)
+            s_die ("cannot make the binlog dir");
+        argv[argc++] = "-b";
+        argv[argc++] = dir;
+        if (!strcmp (durability, "fsync"))
+            argv[argc++] = "-f0";
+        else if (!strcmp (durability, "nosync"))
+            argv[argc++] = "-F";
+        else if (strcmp (durability, "binlog") != 0)
+            s_die ("--durability: memory, nosync, binlog or fsync");
+    }
+    argv[argc] = NULL;
+    pid_t pid = fork ();
+    if (pid == 0) {
+        if (!freopen (log, "a", stderr))
+            _exit (127);
+        execv (path, argv);
+        execvp (path, argv);
+        fprintf (stderr, "exec %s: %s\n", path, strerror (errno));
+        _exit (127);
+    }
+    if (pid < 0)
+        s_die ("fork failed");
+    s_pids[s_n_pids++] = pid;
+    double deadline = s_now () + 10;
+    for (;;) {
+        int fd = s_connect (port);
+        if (fd >= 0) {
+            close (fd);
+            break;
+        }
+        if (s_now () > deadline || waitpid (pid, NULL, WNOHANG) == pid)
+            s_die ("beanstalkd did not start (is it installed?)");
+        usleep (10000);
+    }
+    *port_out = port;
+    return pid;
+}
+
+// ---------------------------------------------------------------- roles
+// A consumer. depth 1: the classic loop, a blocking "reserve", then
+// "delete ID" and the next "reserve" in one write. depth > 1: `depth`
+// non-blocking reserves ("reserve-with-timeout 0") kept outstanding, each
+// answer followed by its delete and a new reserve; a round of nothing but
+// TIMED_OUT waits 100 us before asking again. (Blocking reserves cannot be
+// pipelined: a delete queued behind one waits for it.)
+static void
+s_consumer (int port, int depth)
+{
+    conn_t *c = calloc (1, sizeof *c);
+    c->fd = s_connect (port);
+    if (c->fd < 0)
+        _exit (1);
+    const char *reserve = depth > 1 ? "reserve-with-timeout 0\r\n" : "reserve\r\n";
+    size_t rl = strlen (reserve);
+    size_t cap = (size_t)depth * 64 + 256;
+    char *out = malloc (cap);
+    size_t ol = 0;
+    for (int i = 0; i < depth; i++) {
+        memcpy (out + ol, reserve, rl);
+        ol += rl;
+    }
+    s_write_all (c->fd, out, ol);
+    char line[256];
+    for (;;) {
+        if (s_fill (c) != 0)
+            _exit (0);
+        ol = 0;
+        size_t body;
+        int got = 0, empty = 0;
+        while (s_take_reply (c, line, sizeof line, &body)) {
+            unsigned long long id, bytes;
+            if (sscanf (line, "RESERVED %llu %llu", &id, &bytes) == 2) {
+                ol += (size_t)snprintf (out + ol, cap - ol, "delete %llu\r\n%s", id, reserve);
+                got++;
+            } else if (!strcmp (line, "TIMED_OUT")) {
+                memcpy (out + ol, reserve, rl);
+                ol += rl;
+                empty++;
+            } else if (strcmp (line, "DELETED") != 0)
+                _exit (2);
+            if (ol > cap - 96) {
+                s_write_all (c->fd, out, ol);
+                ol = 0;
+            }
+        }
+        if (empty && !got)
+            usleep (100);
+        if (ol)
+            s_write_all (c->fd, out, ol);
+    }
+}
+
+// The producer: pipeline `jobs` puts with at most PUT_WINDOW unanswered.
+static void
+s_producer (int port, uint64_t jobs, size_t payload)
+{
+    conn_t *c = calloc (1, sizeof *c);
+    c->fd = s_connect (port);
+    if (c->fd < 0)
+        s_die ("producer cannot connect");
+    char *body = malloc (payload + 2);
+    memset (body, 'x', payload);
+    memcpy (body + payload, "\r\n", 2);
+    char head[64];
+    int hl = snprintf (head, sizeof head, "put 0 0 60 %zu\r\n", payload);
+    size_t one = (size_t)hl + payload + 2;
+    size_t cap = one * 256;
+    char *out = malloc (cap);
+    uint64_t sent = 0, answered = 0;
+    char line[256];
+    while (answered < jobs) {
+        size_t ol = 0;
+        while (sent < jobs && sent - answered < PUT_WINDOW && ol + one <= cap) {
+            memcpy (out + ol, head, (size_t)hl);
+            memcpy (out + ol + hl, body, payload + 2);
+            ol += one;
+            sent++;
+        }
+        if (ol)
+            s_write_all (c->fd, out, ol);
+        // read what is there; block only when the window is full or all sent
+        struct pollfd p = {c->fd, POLLIN, 0};
+        int must = sent == jobs || sent - answered >= PUT_WINDOW;
+        if (poll (&p, 1, must ? -1 : 0) > 0 && s_fill (c) != 0)
+            s_die ("beanstalkd closed the producer connection");
+        while (s_take_reply (c, line, sizeof line, NULL)) {
+            if (strncmp (line, "INSERTED ", 9) != 0) {
+                fprintf (stderr, "put: %s\n", line);
+                s_die ("a put was refused");
+            }
+            answered++;
+        }
+    }
+    free (out);
+    free (body);
+    close (c->fd);
+    free (c);
+}
+
+static uint64_t
+s_rss (pid_t pid)
+{
+    char path[64], line[256];
+    snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen (path, "r");
+    uint64_t rss = 0;
+    if (!f)
+        return 0;
+    while (fgets (line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf (line, "VmRSS: %llu kB", &kb) == 1)
+            rss = kb * 1024;
+    }
+    fclose (f);
+    return rss;
+}
+
+int
+main (int argc, char **argv)
+{
+    if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
+        printf ("usage: zlane-beanstalk-bench throughput|memory [--jobs N] [--consumers C]\n"
+                "       [--payload BYTES] [--reserve-depth D]\n"
+                "       [--durability memory|nosync|binlog|fsync]\n"
+                "       [--beanstalkd PATH]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    const char *mode = argv[1], *durability = "memory", *server = "beanstalkd";
+    uint64_t jobs = 100000;
+    int consumers = 2, depth = 64;
+    size_t payload = 100;
+    for (int i = 2; i < argc; i++) {
+        if (i + 1 >= argc)
+            s_die ("every option takes a value");
+        if (!strcmp (argv[i], "--jobs"))
+            jobs = strtoull (argv[++i], NULL, 10);
+        else if (!strcmp (argv[i], "--consumers"))
+            consumers = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--payload"))
+            payload = (size_t)atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--durability"))
+            durability = argv[++i];
+        else if (!strcmp (argv[i], "--reserve-depth"))
+            depth = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--beanstalkd"))
+            server = argv[++i];
+        else
+            s_die ("unknown option");
+    }
+    if (!jobs || consumers < 1 || consumers > MAX_PROCS - 2 || payload < 1 || depth < 1 ||
+        depth > 4096)
+        s_die ("bad numbers");
+    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-beanstalk.XXXXXX");
+    if (!mkdtemp (s_tmp))
+        s_die ("cannot make a temp dir");
+    atexit (s_cleanup);
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+    signal (SIGPIPE, SIG_IGN);
+    int port;
+    pid_t srv = s_start_server (server, durability, &port);
+
+    if (!strcmp (mode, "memory")) {
+        uint64_t rss0 = s_rss (srv);
+        double t0 = s_now ();
+        s_producer (port, jobs, payload);
+        double secs = s_now () - t0;
+        uint64_t rss1 = s_rss (srv);
+        printf ("beanstalkd memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s "
+                "(%.0f jobs/s); RSS %.1f MiB -> %.1f MiB = %.0f bytes/job\n",
+                durability, jobs, payload, secs, (double)jobs / secs, rss0 / 1048576.0,
+                rss1 / 1048576.0, (double)(rss1 - rss0) / (double)jobs);
+        return 0;
+    }
+    if (strcmp (mode, "throughput") != 0)
+        s_die ("unknown mode (throughput, memory)");
+    for (int i = 0; i < consumers; i++) {
+        pid_t pid = fork ();
+        if (pid == 0) {
+            s_n_pids = 0; // the parent cleans up
+            s_tmp[0] = '\0';
+            s_consumer (port, depth);
+            _exit (0);
+        }
+        if (pid < 0)
+            s_die ("fork failed");
+        s_pids[s_n_pids++] = pid;
+    }
+    conn_t *mon = calloc (1, sizeof *mon);
+    mon->fd = s_connect (port);
+    if (mon->fd < 0)
+        s_die ("cannot connect the monitor");
+    double t0 = s_now ();
+    s_producer (port, jobs, payload);
+    double t_put = s_now ();
+    long long deleted;
+    while ((deleted = s_stat (mon, "cmd-delete")) < (long long)jobs) {
+        if (deleted < 0)
+            s_die ("no cmd-delete in stats");
+        if (s_now () - t0 > 600)
+            s_die ("timed out waiting for the consumers");
+        usleep (1000);
+    }
+    double secs = s_now () - t0;
+    printf ("beanstalkd throughput durability=%s jobs=%" PRIu64 " producers=1 consumers=%d "
+            "reserve-depth=%d payload=%zu: %.2f s, %.0f jobs/s (puts done in %.2f s)\n",
+            durability, jobs, consumers, depth, payload, secs, (double)jobs / secs, t_put - t0);
+    return 0;
+}

@@ -1,0 +1,402 @@
+/*  zlane-bench-latency: submit-to-start latency at a fixed offered rate.
+
+    zlane-bench-latency [--rate R] [--seconds S] [--workers W] [--payload B]
+                        [--durability fsync|none]
+        starts a broker and W worker processes (library workers, no-op
+        handler, 4 slots each, no prefetch), then one producer submits R jobs
+        per second for S seconds on an open-loop schedule: job i is due at
+        t0 + i/R and carries that due time (CLOCK_MONOTONIC, shared by the
+        processes of one machine). Each handler records now - due when it
+        starts, so a producer that falls behind is charged for it (no
+        coordinated omission). Prints p50/p90/p99/p99.9/max.
+    zlane-bench-latency worker --broker EP --out FILE   (used by the above)
+
+    Every process it starts is killed at exit, by PID. */
+#define _GNU_SOURCE
+#include "clock.h"
+#include "zlane_producer.h"
+#include "zlane_worker.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_PROCS 32
+#define WORKER_SLOTS 4
+
+static pid_t s_pids[MAX_PROCS];
+static int s_n_pids;
+static char s_bindir[PATH_MAX];
+static char s_tmp[PATH_MAX];
+
+static void
+s_cleanup (void)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            waitpid (s_pids[i], NULL, 0);
+    s_n_pids = 0;
+    if (s_tmp[0]) {
+        char cmd[PATH_MAX + 16];
+        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
+        if (system (cmd) != 0)
+            fprintf (stderr, "zlane-bench-latency: could not remove %s\n", s_tmp);
+        s_tmp[0] = '\0';
+    }
+}
+
+static void
+s_on_signal (int sig)
+{
+    for (int i = 0; i < s_n_pids; i++)
+        if (s_pids[i] > 0)
+            kill (s_pids[i], SIGKILL);
+    _exit (128 + sig);
+}
+
+static void
+s_die (const char *msg)
+{
+    fprintf (stderr, "zlane-bench-latency: %s\n", msg);
+    exit (1); // atexit: s_cleanup
+}
+
+static pid_t
+s_spawn (char *const argv[], const char *log)
+{
+    pid_t pid = fork ();
+    if (pid == 0) {
+        if (!freopen (log, "a", stderr))
+            _exit (127);
+        execv (argv[0], argv);
+        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
+        _exit (127);
+    }
+    if (pid > 0 && s_n_pids < MAX_PROCS)
+        s_pids[s_n_pids++] = pid;
+    return pid;
+}
+
+// Run zlane-ctl stats --counter NAME; returns the value or -1.
+static long long
+s_counter (const char *admin, const char *name)
+{
+    char cmd[PATH_MAX + 512];
+    snprintf (cmd, sizeof cmd, "'%s/zlane-ctl' --admin '%s' stats --counter %s 2>/dev/null",
+              s_bindir, admin, name);
+    FILE *p = popen (cmd, "r");
+    if (!p)
+        return -1;
+    long long v = -1;
+    if (fscanf (p, "%lld", &v) != 1)
+        v = -1;
+    pclose (p);
+    return v;
+}
+
+static void
+s_wait_counter (const char *admin, const char *name, long long want, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
+    while (s_counter (admin, name) < want) {
+        if (zl_clock_mono_ms () > deadline) {
+            fprintf (stderr, "zlane-bench-latency: timed out waiting for %s >= %lld\n", name, want);
+            exit (1);
+        }
+        usleep (20000);
+    }
+}
+
+// ---------------------------------------------------------------- worker
+typedef struct {
+    pthread_mutex_t lock;
+    int64_t *lat_us;
+    size_t n, cap;
+} samples_t;
+
+static samples_t s_samples = {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0};
+static zl_worker_t *s_worker;
+
+static void
+s_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
+{
+    (void)result;
+    (void)arg;
+    int64_t now = zl_clock_mono_us ();
+    int64_t due;
+    if (job->len < sizeof due)
+        return;
+    memcpy (&due, job->payload, sizeof due);
+    pthread_mutex_lock (&s_samples.lock);
+    if (s_samples.n == s_samples.cap) {
+        s_samples.cap = s_samples.cap ? 2 * s_samples.cap : 65536;
+        s_samples.lat_us = realloc (s_samples.lat_us, s_samples.cap * sizeof (int64_t));
+        if (!s_samples.lat_us)
+            abort ();
+    }
+    s_samples.lat_us[s_samples.n++] = now - due;
+    pthread_mutex_unlock (&s_samples.lock);
+}
+
+static void
+s_stop_worker (int sig)
+{
+    (void)sig;
+    if (s_worker)
+        zl_worker_stop (s_worker);
+}
+
+static int
+s_cmd_worker (int argc, char **argv)
+{
+    const char *endpoint = NULL, *out = NULL;
+    for (int i = 0; i + 1 < argc; i++) {
+        if (!strcmp (argv[i], "--broker"))
+            endpoint = argv[++i];
+        else if (!strcmp (argv[i], "--out"))
+            out = argv[++i];
+    }
+    if (!endpoint || !out)
+        s_die ("worker: --broker EP --out FILE");
+    const char *lanes[] = {"bench"};
+    zl_worker_opts_t opts;
+    zl_worker_opts_defaults (&opts);
+    opts.endpoint = endpoint;
+    opts.lanes = lanes;
+    opts.n_lanes = 1;
+    opts.concurrency = WORKER_SLOTS;
+    opts.prefetch = 0;
+    opts.drain_ms = 1000;
+    opts.handler = s_handler;
+    s_worker = zl_worker_new (&opts);
+    if (!s_worker)
+        s_die ("worker: bad options");
+    signal (SIGTERM, s_stop_worker);
+    signal (SIGINT, s_stop_worker);
+    int rc = zl_worker_run (s_worker);
+    zl_worker_destroy (&s_worker);
+    FILE *f = fopen (out, "w");
+    if (!f)
+        return 1;
+    for (size_t i = 0; i < s_samples.n; i++)
+        fprintf (f, "%" PRId64 "\n", s_samples.lat_us[i]);
+    fclose (f);
+    return rc == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- main run
+static int
+s_cmp_i64 (const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double
+s_pct (const int64_t *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
+    if (r < 1)
+        r = 1;
+    if (r > n)
+        r = n;
+    return (double)v[r - 1] / 1000.0;
+}
+
+int
+main (int argc, char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        char *slash = strrchr (self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf (s_bindir, sizeof s_bindir, "%s", self);
+    }
+    zsys_handler_set (NULL);
+    if (argc >= 2 && !strcmp (argv[1], "worker"))
+        return s_cmd_worker (argc - 2, argv + 2);
+    double rate = 1000, seconds = 5;
+    int workers = 2;
+    size_t payload = 100;
+    const char *durability = "fsync";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h")) {
+            printf ("usage: zlane-bench-latency [--rate R] [--seconds S] [--workers W]\n"
+                    "                           [--payload BYTES] [--durability fsync|none]\n");
+            return 0;
+        }
+        if (i + 1 >= argc)
+            s_die ("every option takes a value");
+        if (!strcmp (argv[i], "--rate"))
+            rate = atof (argv[++i]);
+        else if (!strcmp (argv[i], "--seconds"))
+            seconds = atof (argv[++i]);
+        else if (!strcmp (argv[i], "--workers"))
+            workers = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--payload"))
+            payload = (size_t)atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--durability"))
+            durability = argv[++i];
+        else
+            s_die ("unknown option");
+    }
+    if (rate <= 0 || seconds <= 0 || workers < 1 || workers > MAX_PROCS - 2)
+        s_die ("bad numbers");
+    if (payload < sizeof (int64_t))
+        payload = sizeof (int64_t);
+    uint64_t jobs = (uint64_t)(rate * seconds);
+
+    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-latency.XXXXXX");
+    if (!mkdtemp (s_tmp))
+        s_die ("cannot make a temp dir");
+    atexit (s_cleanup);
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+
+    // the broker, on ephemeral loopback ports
+    char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 32];
+    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
+    snprintf (data, sizeof data, "%s/data", s_tmp);
+    snprintf (ports, sizeof ports, "%s/ports", s_tmp);
+    snprintf (log, sizeof log, "%s/broker.log", s_tmp);
+    char *bargv[] = {bin,
+                     "--lane",
+                     "bench",
+                     "--durability",
+                     (char *)durability,
+                     "--data",
+                     data,
+                     "--frontend",
+                     "tcp://127.0.0.1:*",
+                     "--backend",
+                     "tcp://127.0.0.1:*",
+                     "--events",
+                     "tcp://127.0.0.1:*",
+                     "--admin",
+                     "tcp://127.0.0.1:*",
+                     "--ports-file",
+                     ports,
+                     NULL};
+    pid_t broker = s_spawn (bargv, log);
+    char frontend[320] = "", backend[320] = "", admin[320] = "";
+    int64_t deadline = zl_clock_mono_ms () + 10000;
+    for (;;) {
+        FILE *f = fopen (ports, "r");
+        if (f) {
+            char line[300];
+            while (fgets (line, sizeof line, f)) {
+                line[strcspn (line, "\n")] = '\0';
+                if (!strncmp (line, "frontend=", 9))
+                    snprintf (frontend, sizeof frontend, "%s", line + 9);
+                else if (!strncmp (line, "backend=", 8))
+                    snprintf (backend, sizeof backend, "%s", line + 8);
+                else if (!strncmp (line, "admin=", 6))
+                    snprintf (admin, sizeof admin, "%s", line + 6);
+            }
+            fclose (f);
+            if (*admin)
+                break;
+        }
+        if (zl_clock_mono_ms () > deadline || waitpid (broker, NULL, WNOHANG) == broker)
+            s_die ("the broker did not start (see its log)");
+        usleep (10000);
+    }
+
+    // the workers
+    snprintf (bin, sizeof bin, "%s/zlane-bench-latency", s_bindir);
+    pid_t wpids[MAX_PROCS];
+    char outs[MAX_PROCS][PATH_MAX + 32];
+    for (int w = 0; w < workers; w++) {
+        snprintf (outs[w], sizeof outs[w], "%s/lat%d", s_tmp, w);
+        snprintf (log, sizeof log, "%s/worker%d.log", s_tmp, w);
+        char *wargv[] = {bin, "worker", "--broker", backend, "--out", outs[w], NULL};
+        wpids[w] = s_spawn (wargv, log);
+    }
+    s_wait_counter (admin, "workers_ready", workers, 10000);
+
+    // one producer, open loop
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = frontend;
+    opts.client = "latency";
+    opts.deadline_ms = 60000;
+    zl_producer_t *prod = zl_producer_new (&opts);
+    char *buf = calloc (1, payload);
+    zl_producer_job_t job = {
+        .tenant = "t", .lane = "bench", .payload = buf, .payload_len = payload};
+    int64_t t0 = zl_clock_mono_us () + 100000; // 100 ms to connect
+    uint64_t late = 0;
+    for (uint64_t i = 0; i < jobs; i++) {
+        int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
+        for (;;) {
+            int64_t now = zl_clock_mono_us ();
+            if (now >= due)
+                break;
+            int64_t wait_ms = (due - now) / 1000;
+            if (wait_ms > 0)
+                zl_producer_poll (prod, (int)wait_ms);
+            else {
+                zl_producer_poll (prod, 0);
+                if (due - zl_clock_mono_us () > 50)
+                    usleep (20);
+            }
+        }
+        if (zl_clock_mono_us () - due > 1000)
+            late++;
+        memcpy (buf, &due, sizeof due);
+        if (zl_producer_submit (prod, &job, NULL) != 0)
+            s_die ("submit failed");
+        zl_producer_flush (prod);
+    }
+    int64_t t_sent = zl_clock_mono_us ();
+    if (zl_producer_wait (prod, 60000) != 0)
+        s_die ("the broker did not accept every job");
+    zl_producer_destroy (&prod);
+    free (buf);
+    s_wait_counter (admin, "jobs_acked", (long long)jobs, 60000);
+
+    // stop the workers: each writes its samples
+    size_t n = 0, cap = jobs + 16;
+    int64_t *lat = malloc (cap * sizeof *lat);
+    for (int w = 0; w < workers; w++)
+        kill (wpids[w], SIGTERM);
+    for (int w = 0; w < workers; w++) {
+        waitpid (wpids[w], NULL, 0);
+        for (int i = 0; i < s_n_pids; i++)
+            if (s_pids[i] == wpids[w])
+                s_pids[i] = 0;
+        FILE *f = fopen (outs[w], "r");
+        if (!f)
+            s_die ("a worker wrote no samples");
+        long long v;
+        while (n < cap && fscanf (f, "%lld", &v) == 1)
+            lat[n++] = v;
+        fclose (f);
+    }
+    qsort (lat, n, sizeof *lat, s_cmp_i64);
+    double offered_s = (double)(t_sent - t0) / 1e6;
+    printf ("latency durability=%s rate=%.0f/s jobs=%" PRIu64 " workers=%d payload=%zu: "
+            "submit->start p50 %.2f ms p90 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms "
+            "(%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
+            durability, rate, jobs, workers, payload, s_pct (lat, n, 50), s_pct (lat, n, 90),
+            s_pct (lat, n, 99), s_pct (lat, n, 99.9), n ? (double)lat[n - 1] / 1000.0 : 0.0, n,
+            offered_s, late);
+    free (lat);
+    return n == jobs ? 0 : 1;
+}
