@@ -363,6 +363,69 @@ test_handler_records (void **state)
     s_th_free (&th);
 }
 
+/*  --log: a start line, then an end line with the exit code, both stamped
+    with wall-clock ms in order; --sleep-attempt: the sleep applies to that
+    attempt only; --ok-if-exists: the file's existence beats every rule. */
+static void
+test_handler_log_and_conditions (void **state)
+{
+    th_t th;
+    s_th_init (&th, "POISON");
+    char *log = s_path (th.dir, "log"), *marker = s_path (th.dir, "marker");
+    const char *opts[] = {"--log",           log,    "--sleep",  "5000",
+                          "--sleep-attempt", "2",    "--poison", "POISON",
+                          "--ok-if-exists",  marker, NULL};
+    int64_t t0 = zlt_now_ms ();
+    assert_int_equal (s_th_run (&th, 1, opts), 1); // poison, and no 5 s sleep on attempt 1
+    assert_true (zlt_now_ms () - t0 < 4000);
+    assert_int_equal (zlt_write_file (marker, "", 0), 0);
+    assert_int_equal (s_th_run (&th, 3, opts), 0); // the marker wins over --poison
+    char *text = zlt_read_file (log, NULL);
+    assert_non_null (text);
+    unsigned long id[4];
+    unsigned att[4];
+    long pid[4];
+    long long ms[4];
+    int rc[2];
+    char *save = NULL, *line;
+    line = strtok_r (text, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (sscanf (line, "start %lu %u %ld %lld", &id[0], &att[0], &pid[0], &ms[0]), 4);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (
+        sscanf (line, "end %lu %u %ld %lld %d", &id[1], &att[1], &pid[1], &ms[1], &rc[0]), 5);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (sscanf (line, "start %lu %u %ld %lld", &id[2], &att[2], &pid[2], &ms[2]), 4);
+    line = strtok_r (NULL, "\n", &save);
+    assert_non_null (line);
+    assert_int_equal (
+        sscanf (line, "end %lu %u %ld %lld %d", &id[3], &att[3], &pid[3], &ms[3], &rc[1]), 5);
+    assert_null (strtok_r (NULL, "\n", &save));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal (id[i], 42);
+    assert_int_equal (att[0], 1);
+    assert_int_equal (att[1], 1);
+    assert_int_equal (att[2], 3);
+    assert_int_equal (att[3], 3);
+    assert_int_equal (pid[0], pid[1]);
+    assert_int_equal (pid[2], pid[3]);
+    assert_int_equal (rc[0], 1);
+    assert_int_equal (rc[1], 0);
+    assert_true (ms[0] <= ms[1] && ms[1] <= ms[2] && ms[2] <= ms[3]);
+    assert_true (ms[0] > 1600000000000LL); // wall clock, not monotonic
+    free (text);
+
+    // the sleep does happen on its attempt
+    const char *sleepy[] = {"--sleep", "150", "--sleep-attempt", "2", NULL};
+    t0 = zlt_now_ms ();
+    assert_int_equal (s_th_run (&th, 2, sleepy), 0);
+    assert_true (zlt_now_ms () - t0 >= 150);
+    free (log), free (marker);
+    s_th_free (&th);
+}
+
 int
 main (void)
 {
@@ -378,6 +441,7 @@ main (void)
         cmocka_unit_test_teardown (test_sub_client_events, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_outcomes, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_records, zlt_teardown),
+        cmocka_unit_test_teardown (test_handler_log_and_conditions, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,10 +1,12 @@
 /*  zlane-testhandler: a scriptable job handler for integration tests, run by
     zlane-worker as its --exec command (payload on stdin, job in ZLANE_*).
 
-    Order: read the payload; --record; --echo-env; --sleep; then the first
-    rule that applies decides the exit code: --poison (1), --permanent-if
-    (65), --throttle-ms (75, first attempt only), --fail-until-attempt (1),
-    else --exit (default 0). Plain libc: it starts fast. */
+    Order: read the payload; --record and --log's start line; --echo-env;
+    --sleep (only on attempt N with --sleep-attempt N); then the first rule
+    that applies decides the exit code: --ok-if-exists (0), --poison (1),
+    --permanent-if (65), --throttle-ms (75, first attempt only),
+    --fail-until-attempt (1), else --exit (default 0); then --log's end line.
+    Plain libc: it starts fast. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +26,11 @@ s_usage (FILE *out)
     fprintf (out,
              "Usage: zlane-testhandler [OPTIONS]  (run by zlane-worker --exec)\n"
              "  --record FILE            append \"<ZLANE_JOB_ID> <ZLANE_ATTEMPT> <pid>\" to FILE\n"
+             "  --log FILE               append \"start JOB ATTEMPT PID WALL_MS\" on start and\n"
+             "                           \"end JOB ATTEMPT PID WALL_MS EXIT\" before exiting\n"
              "  --sleep MS               sleep before deciding the outcome\n"
+             "  --sleep-attempt N        sleep only when ZLANE_ATTEMPT is N\n"
+             "  --ok-if-exists FILE      exit 0 if FILE exists (before every other rule)\n"
              "  --exit N                 exit code when no other rule applies [0]\n"
              "  --fail-until-attempt N   exit 1 while ZLANE_ATTEMPT < N\n"
              "  --poison SUBSTR          exit 1 (message on stderr) if the payload has SUBSTR\n"
@@ -84,6 +91,27 @@ s_env (const char *name)
     return v ? v : "";
 }
 
+static long long
+s_wall_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Append `line` to `path` in one O_APPEND write (concurrent handlers never
+// mix lines); exits 3 if it cannot.
+static void
+s_append (const char *path, const char *line, int n)
+{
+    int fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write (fd, line, (size_t)n) != n) {
+        fprintf (stderr, "zlane-testhandler: cannot record to %s: %s\n", path, strerror (errno));
+        exit (3);
+    }
+    close (fd);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -96,6 +124,9 @@ main (int argc, char **argv)
         O_PERMANENT,
         O_THROTTLE,
         O_ECHO_ENV,
+        O_LOG,
+        O_SLEEP_ATTEMPT,
+        O_OK_IF_EXISTS,
         O_HELP
     };
     static const struct option opts[] = {{"record", required_argument, 0, O_RECORD},
@@ -106,10 +137,13 @@ main (int argc, char **argv)
                                          {"permanent-if", required_argument, 0, O_PERMANENT},
                                          {"throttle-ms", required_argument, 0, O_THROTTLE},
                                          {"echo-env", no_argument, 0, O_ECHO_ENV},
+                                         {"log", required_argument, 0, O_LOG},
+                                         {"sleep-attempt", required_argument, 0, O_SLEEP_ATTEMPT},
+                                         {"ok-if-exists", required_argument, 0, O_OK_IF_EXISTS},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
-    const char *record = NULL, *poison = NULL, *permanent = NULL;
-    long sleep_ms = 0, exit_code = 0, fail_until = 0, throttle_ms = -1;
+    const char *record = NULL, *poison = NULL, *permanent = NULL, *log = NULL, *ok_file = NULL;
+    long sleep_ms = 0, exit_code = 0, fail_until = 0, throttle_ms = -1, sleep_attempt = 0;
     int echo_env = 0, c;
     while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -121,6 +155,9 @@ main (int argc, char **argv)
         case O_PERMANENT: permanent = optarg; break;
         case O_THROTTLE: throttle_ms = s_number ("--throttle-ms", optarg); break;
         case O_ECHO_ENV: echo_env = 1; break;
+        case O_LOG: log = optarg; break;
+        case O_SLEEP_ATTEMPT: sleep_attempt = s_number ("--sleep-attempt", optarg); break;
+        case O_OK_IF_EXISTS: ok_file = optarg; break;
         case 'h':
         case O_HELP: s_usage (stdout); return 0;
         default: s_usage (stderr); return 2;
@@ -130,28 +167,31 @@ main (int argc, char **argv)
     char *payload = s_read_all (0, &len);
     long attempt = atol (s_env ("ZLANE_ATTEMPT"));
 
-    if (record) { // one write with O_APPEND: lines from concurrent handlers never mix
+    if (record) {
         char line[256];
         int n = snprintf (line, sizeof line, "%s %s %ld\n", s_env ("ZLANE_JOB_ID"),
                           s_env ("ZLANE_ATTEMPT"), (long)getpid ());
-        int fd = open (record, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0 || write (fd, line, (size_t)n) != n) {
-            fprintf (stderr, "zlane-testhandler: cannot record to %s: %s\n", record,
-                     strerror (errno));
-            return 3;
-        }
-        close (fd);
+        s_append (record, line, n);
+    }
+    if (log) {
+        char line[256];
+        int n = snprintf (line, sizeof line, "start %s %s %ld %lld\n", s_env ("ZLANE_JOB_ID"),
+                          s_env ("ZLANE_ATTEMPT"), (long)getpid (), s_wall_ms ());
+        s_append (log, line, n);
     }
     if (echo_env)
         for (char **e = environ; *e; e++)
             fprintf (stderr, "%s\n", *e);
-    if (sleep_ms > 0) {
+    if (sleep_ms > 0 && (sleep_attempt == 0 || attempt == sleep_attempt)) {
         struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
         while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
             ;
     }
     int rc = (int)exit_code;
-    if (poison && s_contains (payload, len, poison)) {
+    struct stat st;
+    if (ok_file && stat (ok_file, &st) == 0) {
+        rc = 0;
+    } else if (poison && s_contains (payload, len, poison)) {
         fprintf (stderr, "poison payload: contains '%s'\n", poison);
         rc = 1;
     } else if (permanent && s_contains (payload, len, permanent)) {
@@ -163,6 +203,12 @@ main (int argc, char **argv)
     } else if (fail_until > 0 && attempt < fail_until) {
         fprintf (stderr, "failing attempt %ld until attempt %ld\n", attempt, fail_until);
         rc = 1;
+    }
+    if (log) {
+        char line[256];
+        int n = snprintf (line, sizeof line, "end %s %s %ld %lld %d\n", s_env ("ZLANE_JOB_ID"),
+                          s_env ("ZLANE_ATTEMPT"), (long)getpid (), s_wall_ms (), rc);
+        s_append (log, line, n);
     }
     free (payload);
     return rc;
