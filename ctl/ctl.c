@@ -1,11 +1,14 @@
 /*  zlane-ctl: the operator's tool. Talks to the broker's admin socket
-    (stats, dead-letter queue, lanes) and subscribes to its events socket. */
+    (stats, dead-letter queue, lanes), subscribes to its events socket and
+    makes CURVE certificates (keygen). */
 #include "clock.h"
 #include "codec.h"
+#include "curve.h"
 #include "json.h"
 #include "rng.h"
 #include "wire.h"
 
+#include <ctype.h>
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -13,13 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     const char *admin;
     const char *events;
     uint64_t timeout_ms;
     int json;
+    const char *curve_server;  // the broker's public certificate (--curve-server)
+    const char *cert;          // this client's secret certificate (--cert)
+    zl_curve_t curve;          // loaded from the two above; off when both are absent
 } opts_t;
 
 static volatile int s_stop = 0;
@@ -35,7 +43,8 @@ static void
 s_usage (FILE *out)
 {
     fprintf (out,
-        "Usage: zlane-ctl [--admin EP] [--events EP] [--timeout DUR] [--json] COMMAND ...\n"
+        "Usage: zlane-ctl [--admin EP] [--events EP] [--timeout DUR] [--json]\n"
+        "                 [--curve-server FILE --cert FILE] COMMAND ...\n"
         "\n"
         "Commands:\n"
         "  stats [--counter NAME] [--latency NAME]\n"
@@ -47,15 +56,26 @@ s_usage (FILE *out)
         "  dlq purge   (--all | --lane L | --tenant T | ID...)\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
         "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq)\n"
+        "  keygen NAME [--role R] [--tenants LIST] [--lanes LIST] [--dir DIR]\n"
+        "        write a CURVE certificate pair: DIR/NAME (public) and DIR/NAME_secret\n"
         "\n"
         "Options:\n"
         "  --admin EP     broker admin endpoint   [tcp://127.0.0.1:5573]\n"
         "  --events EP    broker events endpoint  [tcp://127.0.0.1:5572]\n"
         "  --timeout DUR  how long to wait for the broker [5s]\n"
         "  --json         machine-readable output (one JSON object per line)\n"
+        "  --curve-server FILE  the broker's public certificate: talk CURVE\n"
+        "                 (default $ZLANE_CURVE_SERVER)\n"
+        "  --cert FILE    this operator's secret certificate, NAME_secret from keygen\n"
+        "                 (default $ZLANE_CERT)\n"
         "  -h, --help     this help (also: zlane-ctl COMMAND --help)\n"
         "\n"
-        "Exit status: 0 ok, 1 the broker refused or failed, 2 usage, 3 broker unreachable.\n");
+        "With CURVE the broker checks the key's role: stats, dlq list and dlq show\n"
+        "need admin or subscriber, redrive, purge, pause and resume need admin,\n"
+        "tail needs any key the broker knows.\n"
+        "\n"
+        "Exit status: 0 ok, 1 the broker refused or failed, 2 usage, 3 broker unreachable\n"
+        "(or it refused the CURVE handshake: an unknown key, or plaintext to a CURVE broker).\n");
 }
 
 static int
@@ -67,23 +87,109 @@ s_fail_usage (const char *fmt, const char *arg)
     return 2;
 }
 
-// ---------------------------------------------------------------- request
-// Send `req` and wait for the reply. Returns 0 with `reply` decoded (borrowed
-// from `codec`), 3 if the broker did not answer in time.
+// ---------------------------------------------------------------- connecting
+// A socket to the broker with this operator's CURVE keys (if any) and a
+// monitor that reports failed handshakes: a refused key is said at once
+// instead of showing up as silence.
+typedef struct {
+    zsock_t *sock;
+    void *handle;
+    zsock_t *monitor; // PAIR receiving the socket's handshake failures
+    const char *endpoint;
+} conn_t;
+
+// Connect `c` to `endpoint` (`what` names it in errors). Returns 0, or 2
+// after saying why (a bad endpoint).
 static int
-s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t *reply,
-           zsock_t **sock_out)
+s_conn_open (conn_t *c, const opts_t *o, int type, const char *endpoint, const char *what)
 {
-    zsock_t *sock = zsock_new (ZMQ_DEALER);
-    void *s = zsock_resolve (sock);
+    memset (c, 0, sizeof *c);
+    c->endpoint = endpoint;
+    c->sock = zsock_new (type);
+    c->handle = zsock_resolve (c->sock);
     int linger = 0;
-    zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect (s, o->admin) != 0) {
-        fprintf (stderr, "zlane-ctl: bad admin endpoint '%s': %s\n", o->admin,
+    zmq_setsockopt (c->handle, ZMQ_LINGER, &linger, sizeof linger);
+    zl_curve_apply (&o->curve, c->sock);
+    char monitor[64];
+    snprintf (monitor, sizeof monitor, "inproc://zlane-ctl-monitor-%p", (void *)c);
+    c->monitor = zsock_new (ZMQ_PAIR);
+    zmq_socket_monitor (c->handle, monitor,
+                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+    zmq_connect (zsock_resolve (c->monitor), monitor);
+    if (zmq_connect (c->handle, endpoint) != 0) {
+        fprintf (stderr, "zlane-ctl: bad %s endpoint '%s': %s\n", what, endpoint,
                  zmq_strerror (errno));
-        zsock_destroy (&sock);
         return 2;
     }
+    return 0;
+}
+
+static void
+s_conn_close (conn_t *c)
+{
+    if (c->handle)
+        zmq_socket_monitor (c->handle, NULL, 0);
+    zsock_destroy (&c->monitor);
+    zsock_destroy (&c->sock);
+    c->handle = NULL;
+}
+
+// Read one handshake failure from the monitor, if there is one, and write
+// it in words into `why`. Returns true if there was one.
+static bool
+s_conn_refused (conn_t *c, const opts_t *o, char *why, size_t size)
+{
+    zmq_msg_t m;
+    zmq_msg_init (&m);
+    if (zmq_msg_recv (&m, zsock_resolve (c->monitor), ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&m);
+        return false;
+    }
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (zmq_msg_size (&m) >= 6) {
+        memcpy (&event, zmq_msg_data (&m), 2);
+        memcpy (&value, (const uint8_t *)zmq_msg_data (&m) + 2, 4);
+    }
+    while (zmq_msg_more (&m)) // the endpoint frame
+        if (zmq_msg_recv (&m, zsock_resolve (c->monitor), ZMQ_DONTWAIT) < 0)
+            break;
+    zmq_msg_close (&m);
+    bool curve = zl_curve_enabled (&o->curve);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        snprintf (why, size,
+                  "the broker at %s refused this key (ZAP status %u): is its public "
+                  "certificate in the broker's clients directory?",
+                  c->endpoint, value);
+    else if (!curve)
+        snprintf (why, size,
+                  "the broker at %s refused the plaintext handshake: it requires "
+                  "CURVE, give --curve-server FILE and --cert FILE",
+                  c->endpoint);
+    else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        snprintf (why, size, "the broker at %s does not use CURVE: drop --curve-server and --cert",
+                  c->endpoint);
+    else
+        snprintf (why, size, "the handshake with the broker at %s failed (event 0x%x, 0x%x)%s",
+                  c->endpoint, event, value,
+                  curve ? ": is --curve-server the broker's public certificate?" : "");
+    return true;
+}
+
+// ---------------------------------------------------------------- request
+// Send `req` and wait for the reply. Returns 0 with `reply` decoded (borrowed
+// from `codec`), 1 if the broker answered with an Error, 3 if it did not
+// answer in time or refused the handshake.
+static int
+s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t *reply,
+           conn_t *conn)
+{
+    if (s_conn_open (conn, o, ZMQ_DEALER, o->admin, "admin") != 0) {
+        s_conn_close (conn);
+        return 2;
+    }
+    void *s = conn->handle;
     zl_rng_t rng;
     zl_rng_seed (&rng, 0);
     req->request_id = zl_rng_next (&rng) >> 1;
@@ -95,8 +201,17 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
         long left = (long) (deadline - zl_clock_mono_ms ());
         if (left <= 0)
             break;
-        zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll (&item, 1, left) <= 0)
+        zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
+                                  {zsock_resolve (conn->monitor), 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll (items, 2, left) <= 0)
+            continue;
+        char why[512];
+        if (s_conn_refused (conn, o, why, sizeof why)) {
+            fprintf (stderr, "zlane-ctl: %s\n", why);
+            s_conn_close (conn);
+            return 3;
+        }
+        if (!(items[0].revents & ZMQ_POLLIN))
             continue;
         zmq_msg_t frame;
         zmq_msg_init (&frame);
@@ -112,27 +227,27 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
         if (reply->kind == ZL_MSG_ERROR) {
             fprintf (stderr, "zlane-ctl: broker error: %s: %s\n",
                      zl_error_code_name (reply->u.error.code), reply->u.error.message);
-            zsock_destroy (&sock);
+            s_conn_close (conn);
             return 1;
         }
         if (reply->kind == ZL_MSG_ADMIN_REPLY &&
-            reply->u.admin_reply.request_id == req->request_id) {
-            *sock_out = sock;  // the reply borrows nothing from it, but keep order simple
-            return 0;
-        }
+            reply->u.admin_reply.request_id == req->request_id)
+            return 0;  // the reply borrows nothing from the socket, but keep order simple
     }
-    fprintf (stderr, "zlane-ctl: no answer from the broker at %s within %" PRIu64 " ms\n",
-             o->admin, o->timeout_ms);
-    zsock_destroy (&sock);
+    fprintf (stderr, "zlane-ctl: no answer from the broker at %s within %" PRIu64 " ms%s\n",
+             o->admin, o->timeout_ms,
+             zl_curve_enabled (&o->curve) ? "" : " (if it runs with --curve, give --curve-server "
+                                                 "and --cert)");
+    s_conn_close (conn);
     return 3;
 }
 
 static int
 s_admin (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t *reply)
 {
-    zsock_t *sock = NULL;
-    int rc = s_request (o, codec, req, reply, &sock);
-    zsock_destroy (&sock);
+    conn_t conn = {0};
+    int rc = s_request (o, codec, req, reply, &conn);
+    s_conn_close (&conn);
     if (rc != 0)
         return rc;
     if (!reply->u.admin_reply.ok) {
@@ -520,7 +635,8 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
             printf ("Usage: zlane-ctl tail [--json] [--topic PREFIX]\n"
                     "Subscribes to the broker's events and prints one line per event until\n"
                     "interrupted. Topics: dlq.<lane>.<tenant> (a job was dead-lettered) and\n"
-                    "alert.dlq (every few seconds while the DLQ is not empty).\n");
+                    "alert.dlq (every few seconds while the DLQ is not empty).\n"
+                    "Exits 3 if the broker refuses the handshake (see --curve-server).\n");
             return 0;
         }
         if (!strcmp (argv[i], "--topic") && i + 1 < argc)
@@ -528,23 +644,32 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
         else
             return s_fail_usage ("tail: unexpected argument '%s'", argv[i]);
     }
-    zsock_t *sock = zsock_new (ZMQ_SUB);
-    void *s = zsock_resolve (sock);
-    if (zmq_connect (s, o->events) != 0) {
-        fprintf (stderr, "zlane-ctl: bad events endpoint '%s': %s\n", o->events,
-                 zmq_strerror (errno));
-        zsock_destroy (&sock);
+    conn_t conn;
+    if (s_conn_open (&conn, o, ZMQ_SUB, o->events, "events") != 0) {
+        s_conn_close (&conn);
         return 2;
     }
+    void *s = conn.handle;
     zmq_setsockopt (s, ZMQ_SUBSCRIBE, topic, strlen (topic));
+    int rc = 0;
     zl_codec_t *codec = zl_codec_new ();
     setvbuf (stdout, NULL, _IOLBF, 0);
     if (!o->json)
         fprintf (stderr, "zlane-ctl: tailing %s (topic prefix '%s'), Ctrl-C to stop\n", o->events,
                  topic);
     while (!s_stop) {
-        zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-        if (zmq_poll (&item, 1, 500) <= 0)
+        zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
+                                  {zsock_resolve (conn.monitor), 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll (items, 2, 500) <= 0)
+            continue;
+        // ZeroMQ does not retry a refused handshake: nothing would ever come
+        char why[512];
+        if (s_conn_refused (&conn, o, why, sizeof why)) {
+            fprintf (stderr, "zlane-ctl: %s\n", why);
+            rc = 3;
+            break;
+        }
+        if (!(items[0].revents & ZMQ_POLLIN))
             continue;
         char t[512];
         int tn = zmq_recv (s, t, sizeof t - 1, 0);
@@ -563,9 +688,10 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
             continue;
         }
         zl_msg_t m;
-        zl_decode_rc_t rc = zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &m);
+        zl_decode_rc_t drc =
+            zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &m);
         zmq_msg_close (&frame);
-        if (rc != ZL_DECODE_OK)
+        if (drc != ZL_DECODE_OK)
             continue;
         char now[40];
         s_time (now, sizeof now, (uint64_t) zl_clock_wall_ms ());
@@ -595,7 +721,196 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
         }
     }
     zl_codec_destroy (&codec);
-    zsock_destroy (&sock);
+    s_conn_close (&conn);
+    return rc;
+}
+
+// ---------------------------------------------------------------- keygen
+static const char *const s_roles[] = {"producer", "worker", "admin", "subscriber"};
+
+static void
+s_keygen_usage (FILE *out)
+{
+    fprintf (out, "Usage: zlane-ctl keygen NAME [--role ROLE] [--tenants LIST] [--lanes LIST]\n"
+                  "                        [--dir DIR]\n"
+                  "Write a new CURVE key pair as two czmq certificates:\n"
+                  "  DIR/NAME         the public certificate, with the role and bindings as\n"
+                  "                   metadata. A client's goes into the broker's --clients\n"
+                  "                   directory; the broker's goes to every client\n"
+                  "                   (--curve-server).\n"
+                  "  DIR/NAME_secret  the key pair (mode 0600): stays on the host that uses\n"
+                  "                   it (--cert).\n"
+                  "Existing files are never overwritten.\n"
+                  "\n"
+                  "  --role ROLE      producer (submit jobs), worker (take jobs), admin (all\n"
+                  "                   of zlane-ctl), subscriber (stats, dlq list/show, tail).\n"
+                  "                   Leave it out for the broker's own certificate.\n"
+                  "  --tenants LIST   producer: the tenants it may submit for (a,b or *)\n"
+                  "  --lanes LIST     worker: the lanes it may take jobs from (a,b or *)\n"
+                  "  --dir DIR        where to write (made if missing) [.]\n"
+                  "Prints the public key and the files written (with --json one object).\n");
+}
+
+// True if `list` is "*" or comma-separated names without blanks.
+static bool
+s_valid_list (const char *list)
+{
+    if (!strcmp (list, "*"))
+        return true;
+    if (!*list)
+        return false;
+    for (const char *p = list; *p; p++) {
+        if (*p == ',' && (p == list || p[1] == ',' || !p[1]))
+            return false; // an empty item
+        if (*p == ' ' || *p == '\t' || *p == '*' || (unsigned char)*p < 0x20)
+            return false;
+    }
+    return true;
+}
+
+static bool
+s_valid_name (const char *name)
+{
+    if (!*name || *name == '.' || strlen (name) > 200)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!(isalnum ((unsigned char)*p) || *p == '-' || *p == '_' || *p == '.' || *p == '@'))
+            return false;
+    return true;
+}
+
+static int
+s_cmd_keygen (const opts_t *o, int argc, char **argv)
+{
+    const char *name = NULL, *role = NULL, *tenants = NULL, *lanes = NULL, *dir = ".";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp (a, "--help") || !strcmp (a, "-h")) {
+            s_keygen_usage (stdout);
+            return 0;
+        }
+        if (!strcmp (a, "--role") || !strcmp (a, "--tenants") || !strcmp (a, "--lanes") ||
+            !strcmp (a, "--dir")) {
+            if (i + 1 >= argc)
+                return s_fail_usage ("keygen: %s needs a value", a);
+            const char *v = argv[++i];
+            if (!strcmp (a, "--role"))
+                role = v;
+            else if (!strcmp (a, "--tenants"))
+                tenants = v;
+            else if (!strcmp (a, "--lanes"))
+                lanes = v;
+            else
+                dir = v;
+        } else if (a[0] == '-')
+            return s_fail_usage ("keygen: unknown option '%s'", a);
+        else if (!name)
+            name = a;
+        else
+            return s_fail_usage ("keygen: unexpected argument '%s'", a);
+    }
+    if (!name)
+        return s_fail_usage ("keygen needs a NAME%s", "");
+    if (!s_valid_name (name))
+        return s_fail_usage ("keygen: '%s' is not a file name (letters, digits, - _ . @)", name);
+    if (strlen (name) > 7 && !strcmp (name + strlen (name) - 7, "_secret"))
+        return s_fail_usage ("keygen: NAME may not end in _secret ('%s')", name);
+    if (role) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof s_roles / sizeof s_roles[0]; i++)
+            known |= !strcmp (role, s_roles[i]);
+        if (!known)
+            return s_fail_usage ("keygen: unknown role '%s' (producer, worker, admin or "
+                                 "subscriber)",
+                                 role);
+    }
+    if (tenants && !s_valid_list (tenants))
+        return s_fail_usage ("keygen: --tenants wants a,b,c or *, not '%s'", tenants);
+    if (lanes && !s_valid_list (lanes))
+        return s_fail_usage ("keygen: --lanes wants a,b,c or *, not '%s'", lanes);
+    if ((tenants || lanes) && !role)
+        return s_fail_usage ("keygen: --tenants and --lanes bind a client: give its --role%s", "");
+    if (tenants && strcmp (role, "producer") != 0)
+        fprintf (stderr,
+                 "zlane-ctl: keygen: note: only producers are bound to tenants; "
+                 "--tenants is recorded but a %s key ignores it\n",
+                 role);
+    if (lanes && strcmp (role, "worker") != 0)
+        fprintf (stderr,
+                 "zlane-ctl: keygen: note: only workers are bound to lanes; "
+                 "--lanes is recorded but a %s key ignores it\n",
+                 role);
+    if (role && !strcmp (role, "producer") && !tenants)
+        fprintf (stderr, "zlane-ctl: keygen: note: a producer key without --tenants may submit "
+                         "for no tenant\n");
+    if (role && !strcmp (role, "worker") && !lanes)
+        fprintf (stderr, "zlane-ctl: keygen: note: a worker key without --lanes may take jobs "
+                         "from no lane\n");
+
+    char pub[4096], secret[4096];
+    if (snprintf (pub, sizeof pub, "%s/%s", dir, name) >= (int)sizeof pub ||
+        snprintf (secret, sizeof secret, "%s/%s_secret", dir, name) >= (int)sizeof secret)
+        return s_fail_usage ("keygen: the path '%s' is too long", dir);
+    const char *paths[] = {pub, secret};
+    for (int i = 0; i < 2; i++)
+        if (access (paths[i], F_OK) == 0) {
+            fprintf (stderr,
+                     "zlane-ctl: keygen: %s already exists; not overwriting it "
+                     "(remove it or pick another NAME)\n",
+                     paths[i]);
+            return 1;
+        }
+    struct stat sb;
+    if (stat (dir, &sb) != 0 && zsys_dir_create ("%s", dir) != 0) {
+        fprintf (stderr, "zlane-ctl: keygen: cannot create %s: %s\n", dir, strerror (errno));
+        return 1;
+    }
+    zcert_t *cert = zcert_new ();
+    zcert_set_meta (cert, "name", "%s", name);
+    if (role)
+        zcert_set_meta (cert, "role", "%s", role);
+    if (tenants)
+        zcert_set_meta (cert, "tenants", "%s", tenants);
+    if (lanes)
+        zcert_set_meta (cert, "lanes", "%s", lanes);
+    // the secret file is never readable by others, not even for a moment
+    mode_t old = umask (077);
+    const char *failed = NULL;
+    if (zcert_save_secret (cert, secret) != 0 || chmod (secret, 0600) != 0)
+        failed = secret;
+    umask (old);
+    if (!failed && zcert_save_public (cert, pub) != 0)
+        failed = pub;
+    if (failed) {
+        fprintf (stderr, "zlane-ctl: keygen: cannot write %s: %s\n", failed, strerror (errno));
+        unlink (secret);
+        unlink (pub);
+        zcert_destroy (&cert);
+        return 1;
+    }
+    if (o->json) {
+        printf ("{\"name\":");
+        zl_json_str (stdout, name);
+        printf (",\"public_key\":\"%s\",\"public\":", zcert_public_txt (cert));
+        zl_json_str (stdout, pub);
+        printf (",\"secret\":");
+        zl_json_str (stdout, secret);
+        printf (",\"role\":");
+        if (role)
+            zl_json_str (stdout, role);
+        else
+            printf ("null");
+        printf ("}\n");
+    } else {
+        printf ("public key %s\n", zcert_public_txt (cert));
+        printf ("wrote %s: public certificate; %s\n", pub,
+                role ? "put it in the broker's clients directory (--clients DIR)"
+                     : "give it to every client host (their --curve-server FILE)");
+        printf ("wrote %s: secret certificate, mode 0600; keep it on the host that uses it "
+                "(%s)\n",
+                secret, role ? "--cert FILE" : "the broker's --cert FILE");
+    }
+    zcert_destroy (&cert);
     return 0;
 }
 
@@ -603,6 +918,8 @@ int
 main (int argc, char **argv)
 {
     opts_t o = {"tcp://127.0.0.1:5573", "tcp://127.0.0.1:5572", 5000, 0};
+    o.curve_server = getenv ("ZLANE_CURVE_SERVER");
+    o.cert = getenv ("ZLANE_CERT");
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp (argv[i], "-h") || !strcmp (argv[i], "--help")) {
@@ -614,6 +931,10 @@ main (int argc, char **argv)
             o.admin = argv[++i];
         else if (!strcmp (argv[i], "--events") && i + 1 < argc)
             o.events = argv[++i];
+        else if (!strcmp (argv[i], "--curve-server") && i + 1 < argc)
+            o.curve_server = argv[++i];
+        else if (!strcmp (argv[i], "--cert") && i + 1 < argc)
+            o.cert = argv[++i];
         else if (!strcmp (argv[i], "--timeout") && i + 1 < argc) {
             if (zl_parse_duration_ms (argv[++i], &o.timeout_ms) != 0)
                 return s_fail_usage ("'%s' is not a duration", argv[i]);
@@ -641,8 +962,21 @@ main (int argc, char **argv)
     sigaction (SIGINT, &sa, NULL);
     sigaction (SIGTERM, &sa, NULL);
     const char *cmd = argv[i];
+    if (o.curve_server && !*o.curve_server)
+        o.curve_server = NULL;
+    if (o.cert && !*o.cert)
+        o.cert = NULL;
+    char err[512];
+    if (strcmp (cmd, "keygen") != 0 &&
+        zl_curve_load (&o.curve, o.curve_server, o.cert, err, sizeof err) != 0) {
+        fprintf (stderr, "zlane-ctl: %s (--curve-server FILE --cert FILE)\n", err);
+        zsys_shutdown ();
+        return 2;
+    }
     int rc;
-    if (!strcmp (cmd, "stats"))
+    if (!strcmp (cmd, "keygen"))
+        rc = s_cmd_keygen (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "stats"))
         rc = s_cmd_stats (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "dlq"))
         rc = s_cmd_dlq (&o, argc - i - 1, argv + i + 1);

@@ -63,6 +63,10 @@ static const char s_usage[] =
     "                        tcp://127.0.0.1:5570)\n"
     "  --timeout D           wait at most D for credit to submit a job, and at most D\n"
     "                        for the broker to accept it (default 30s)\n"
+    "  --curve-server FILE   the broker's public certificate: talk CURVE (default\n"
+    "                        $ZLANE_CURVE_SERVER)\n"
+    "  --cert FILE           this producer's secret certificate, NAME_secret from\n"
+    "                        zlane-ctl keygen (default $ZLANE_CERT)\n"
     "  --json                print {\"seq\":..,\"job_id\":..,\"duplicate\":..} per job\n"
     "  -q, --quiet           print no job ids and no progress; errors only\n"
     "  -v, --verbose         log connection events (twice: debug, three times: trace)\n"
@@ -72,11 +76,14 @@ static const char s_usage[] =
     "A rejected or timed-out job prints an empty line (with --json an object with\n"
     "\"error\") so that output line N still belongs to input line N.\n"
     "\n"
-    "Exit status: 0 all accepted, 1 some rejected, 2 usage error,\n"
-    "3 broker unreachable or a job timed out.\n";
+    "Exit status: 0 all accepted, 1 some rejected (UNAUTHORIZED: this key may not\n"
+    "submit for the tenant), 2 usage error, 3 broker unreachable (or it refused the\n"
+    "CURVE key) or a job timed out.\n";
 
 typedef struct {
     const char *broker;
+    const char *curve_server; // --curve-server, or $ZLANE_CURVE_SERVER
+    const char *cert;         // --cert, or $ZLANE_CERT
     const char *tenant;
     const char *lane;
     const char *key;
@@ -320,7 +327,14 @@ s_submit (s_run_t *run, const zl_producer_job_t *job)
         if (zl_clock_mono_ms () - start >= run->args->timeout_ms) {
             char took[32];
             s_seconds (run->args->timeout_ms, took, sizeof took);
-            if (!zl_producer_connected (run->producer))
+            const char *refusal = zl_producer_refusal (run->producer);
+            if (!zl_producer_connected (run->producer) && *refusal)
+                s_say (run, "broker unreachable at %s for %s: %s", run->args->broker, took,
+                       refusal);
+            else if (*refusal)
+                s_say (run, "no credit from broker at %s for %s: %s", run->args->broker, took,
+                       refusal);
+            else if (!zl_producer_connected (run->producer))
                 s_say (run, "broker unreachable at %s for %s (is zlane-broker running?)",
                        run->args->broker, took);
             else
@@ -571,7 +585,9 @@ enum {
     OPT_JSON,
     OPT_FILE,
     OPT_LINES,
-    OPT_TSV
+    OPT_TSV,
+    OPT_CURVE_SERVER,
+    OPT_CERT
 };
 
 static const struct option s_options[] = {
@@ -590,6 +606,8 @@ static const struct option s_options[] = {
     {"file", required_argument, NULL, OPT_FILE},
     {"lines", no_argument, NULL, OPT_LINES},
     {"tsv", no_argument, NULL, OPT_TSV},
+    {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
+    {"cert", required_argument, NULL, OPT_CERT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -601,7 +619,10 @@ static int
 s_parse_args (int argc, char **argv, s_args_t *args)
 {
     const char *env_broker = getenv ("ZLANE_BROKER");
+    const char *env_server = getenv ("ZLANE_CURVE_SERVER"), *env_cert = getenv ("ZLANE_CERT");
     *args = (s_args_t){.broker = env_broker && *env_broker ? env_broker : "tcp://127.0.0.1:5570",
+                       .curve_server = env_server && *env_server ? env_server : NULL,
+                       .cert = env_cert && *env_cert ? env_cert : NULL,
                        .timeout_ms = 30000};
     uint64_t number;
     int opt;
@@ -609,6 +630,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     while ((opt = getopt_long (argc, argv, ":qvh", s_options, NULL)) != -1) {
         switch (opt) {
         case OPT_BROKER: args->broker = optarg; break;
+        case OPT_CURVE_SERVER: args->curve_server = optarg; break;
+        case OPT_CERT: args->cert = optarg; break;
         case OPT_TENANT: args->tenant = optarg; break;
         case OPT_LANE: args->lane = optarg; break;
         case OPT_KEY: args->key = optarg; break;
@@ -737,7 +760,16 @@ main (int argc, char **argv)
     opts.nonblock = true;
     opts.on_result = s_on_result;
     opts.on_result_arg = &run;
+    char err[512];
+    if (zl_curve_load (&opts.curve, args.curve_server, args.cert, err, sizeof err) != 0) {
+        s_say (NULL, "%s (--curve-server FILE --cert FILE)", err);
+        if (input != STDIN_FILENO)
+            close (input);
+        s_free_args (&args);
+        return S_EXIT_USAGE;
+    }
     run.producer = zl_producer_new (&opts);
+    memset (&opts.curve, 0, sizeof opts.curve);
     if (!run.producer) {
         s_say (NULL, "cannot connect to '%s': %s", args.broker, zmq_strerror (errno));
         if (input != STDIN_FILENO)

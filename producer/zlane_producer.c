@@ -44,6 +44,8 @@
 #define S_RECONNECT_IVL_MAX_MS 2000
 #define S_HEARTBEAT_IVL_MS 1000
 #define S_HEARTBEAT_TIMEOUT_MS 3000
+#define S_REDIAL_MIN_MS 1000 // ZeroMQ gives up on a refused handshake: we dial again
+#define S_REDIAL_MAX_MS 30000
 #define S_MONITOR_EVENTS                                                                           \
     (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |                                      \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
@@ -63,6 +65,7 @@ struct _zl_producer_t {
     bool nonblock;
     zl_producer_result_fn *on_result;
     void *on_result_arg;
+    zl_curve_t curve;  // set on the DEALER before it connects
     char instance[17]; // random hex naming this instance in generated keys
 
     // sockets
@@ -77,6 +80,10 @@ struct _zl_producer_t {
     bool connected;        // a handshake holds
     bool hello_pending;    // this connection still owes the broker a Hello
     bool out_blocked;      // the last send would block: wait for POLLOUT
+    char refused[256];     // why the broker refuses us (a failed handshake, an
+                           // UNAUTHORIZED error); "" after a good handshake
+    int64_t redial_at_ms;  // after a failed handshake: connect again then; 0 = not due
+    uint32_t redial_ms;    // the backoff before the next redial
     int64_t down_since_ms; // when the link was lost (or the producer made)
     uint64_t credit_limit; // specs the broker allows since our Hello
     uint64_t sent_since_hello;
@@ -296,9 +303,10 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
 {
     char took[32];
     if (!self->connected) {
-        snprintf (buf, size, "broker unreachable at %s for %s%s", self->endpoint,
+        snprintf (buf, size, "broker unreachable at %s for %s%s%s%s", self->endpoint,
                   s_duration (now - self->down_since_ms, took, sizeof took),
-                  job->sends ? " (the job was sent; it may have been accepted)" : "");
+                  job->sends ? " (the job was sent; it may have been accepted)" : "",
+                  self->refused[0] ? ": " : "", self->refused);
         return;
     }
     s_duration (now - job->submitted_ms, took, sizeof took);
@@ -313,16 +321,29 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
                   zl_reject_code_name (job->code), job->reason ? job->reason : "");
         break;
     default:
-        snprintf (buf, size, "no credit from broker at %s for %s (queue full?)", self->endpoint,
-                  took);
+        if (self->refused[0])
+            snprintf (buf, size, "no credit from broker at %s for %s: %s", self->endpoint, took,
+                      self->refused);
+        else
+            snprintf (buf, size, "no credit from broker at %s for %s (queue full?)", self->endpoint,
+                      took);
         break;
     }
 }
 
-//  Requeue due retries and time out jobs past their deadline.
+//  Requeue due retries, dial again after a refused handshake and time out
+//  jobs past their deadline.
 static void
 s_run_timers (zl_producer_t *self, int64_t now)
 {
+    if (self->redial_at_ms && now >= self->redial_at_ms) {
+        //  A connection whose handshake failed is not retried by ZeroMQ, but the
+        //  broker may admit us now (its clients directory is reloaded): a new one.
+        self->redial_at_ms = 0;
+        zmq_disconnect (self->handle, self->endpoint);
+        if (zmq_connect (self->handle, self->endpoint) == 0)
+            zl_debug (S_COMPONENT, "dialling %s again after a refused handshake", self->endpoint);
+    }
     while (self->n_retries > 0 && self->retries[0].at_ms <= now) {
         s_timer_t timer = s_retry_pop (self);
         zl_pending_job_t *job = zl_pending_get (self->pending, timer.seq);
@@ -353,8 +374,8 @@ s_run_timers (zl_producer_t *self, int64_t now)
 static int64_t
 s_next_timer (zl_producer_t *self)
 {
-    int64_t next = -1;
-    if (self->n_retries > 0)
+    int64_t next = self->redial_at_ms ? self->redial_at_ms : -1;
+    if (self->n_retries > 0 && (next < 0 || self->retries[0].at_ms < next))
         next = self->retries[0].at_ms;
     zl_pending_job_t *job = zl_pending_get (self->pending, self->live_cursor);
     if (job && job->state != ZL_PENDING_DONE && (next < 0 || job->deadline_ms < next))
@@ -501,6 +522,10 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
                      zl_error_code_name (msg->u.error.code),
                      msg->u.error.message ? msg->u.error.message : "");
         zl_warn (S_COMPONENT, "%s", self->last_error);
+        if (msg->u.error.code == ZL_ERR_UNAUTHORIZED) //  our key's role may not submit
+            snprintf (self->refused, sizeof self->refused, "%s: %s",
+                      zl_error_code_name (msg->u.error.code),
+                      msg->u.error.message ? msg->u.error.message : "");
         break;
     default: zl_debug (S_COMPONENT, "ignoring %s from broker", zl_msg_kind_name (msg->kind)); break;
     }
@@ -553,6 +578,9 @@ s_on_connected (zl_producer_t *self)
     self->connected = false;
     s_drain_socket (self);
     self->connected = true;
+    self->refused[0] = '\0';
+    self->redial_at_ms = 0;
+    self->redial_ms = S_REDIAL_MIN_MS;
     self->hello_pending = true;
     self->out_blocked = false;
     self->credit_limit = 0;
@@ -598,6 +626,50 @@ s_on_disconnected (zl_producer_t *self)
              self->endpoint, zl_pending_size (self->pending));
 }
 
+//  A handshake failed: say why in words people can act on, once per cause.
+//  After an authentication or protocol failure ZeroMQ never tries that
+//  connection again, but the broker may admit the key later (it reloads its
+//  clients directory): dial again after a backoff. A connection error in
+//  the handshake (NO_DETAIL, value = errno) ZeroMQ retries by itself.
+static void
+s_on_refused (zl_producer_t *self, uint16_t event, uint32_t value)
+{
+    //  A broken connection says less than a refusal already known (a CURVE
+    //  broker drops a plaintext client both ways): keep the refusal.
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && self->refused[0])
+        return;
+    char why[sizeof self->refused];
+    bool curve = zl_curve_enabled (&self->curve);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        snprintf (why, sizeof why,
+                  "the broker refused this client's CURVE key (ZAP status %u): is its public "
+                  "certificate in the broker's clients directory?",
+                  value);
+    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        snprintf (why, sizeof why, "the %s handshake failed (%s)%s", curve ? "CURVE" : "plaintext",
+                  zmq_strerror ((int)value),
+                  curve ? ": is the server certificate the broker's?"
+                        : ": the broker probably requires CURVE (a server and a client "
+                          "certificate)");
+    else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        snprintf (why, sizeof why, "%s",
+                  curve ? "the broker does not use CURVE but this client does"
+                        : "the broker requires CURVE (a server and a client certificate)");
+    else
+        snprintf (why, sizeof why, "the %s handshake failed (protocol error 0x%x)",
+                  curve ? "CURVE" : "plaintext", value);
+    bool again = strcmp (why, self->refused) == 0;
+    snprintf (self->refused, sizeof self->refused, "%s", why);
+    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !self->redial_at_ms) {
+        self->redial_at_ms = zl_clock_mono_ms () + self->redial_ms;
+        self->redial_ms =
+            self->redial_ms >= S_REDIAL_MAX_MS / 2 ? S_REDIAL_MAX_MS : self->redial_ms * 2;
+    }
+    s_set_error (self, "handshake with %s failed: %s", self->endpoint, why);
+    if (!again)
+        zl_warn (S_COMPONENT, "%s", self->last_error);
+}
+
 //  Apply every connection event the monitor has queued.
 static void
 s_drain_monitor (zl_producer_t *self)
@@ -629,11 +701,7 @@ s_drain_monitor (zl_producer_t *self)
         case ZMQ_EVENT_DISCONNECTED: s_on_disconnected (self); break;
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-            s_set_error (self, "handshake with %s failed (event 0x%x, value 0x%x)", self->endpoint,
-                         event, value);
-            zl_warn (S_COMPONENT, "%s", self->last_error);
-            break;
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: s_on_refused (self, event, value); break;
         default: break;
         }
     }
@@ -702,6 +770,7 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->nonblock = opts->nonblock;
     self->on_result = opts->on_result;
     self->on_result_arg = opts->on_result_arg;
+    self->curve = opts->curve;
     zl_rng_t rng;
     zl_rng_seed (&rng, 0);
     zl_rng_hex (&rng, self->instance, 16);
@@ -712,6 +781,7 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->next_seq = 1;
     self->live_cursor = 1;
     self->down_since_ms = zl_clock_mono_ms ();
+    self->redial_ms = S_REDIAL_MIN_MS;
 
     self->sock = zsock_new (ZMQ_DEALER);
     self->monitor = zsock_new (ZMQ_PAIR);
@@ -734,6 +804,8 @@ zl_producer_new (const zl_producer_opts_t *opts)
     //  connection died is dropped by ZeroMQ and resent by us after our Hello,
     //  never sent ahead of it.
     s_setsockopt_int (self->handle, ZMQ_IMMEDIATE, 1);
+    //  CURVE keys hold for every reconnect ZeroMQ makes on this socket.
+    zl_curve_apply (&self->curve, self->sock);
 
     //  Watch the DEALER's connection events before connecting, so that the
     //  first handshake is seen too.
@@ -769,6 +841,7 @@ zl_producer_destroy (zl_producer_t **self_p)
     free (self->batch);
     free (self->endpoint);
     free (self->client);
+    memset (&self->curve, 0, sizeof self->curve);
     free (self);
     *self_p = NULL;
 }
@@ -804,8 +877,11 @@ s_set_wait_error (zl_producer_t *self, int64_t start, int64_t now)
 {
     char took[32];
     if (!self->connected)
-        s_set_error (self, "broker unreachable at %s for %s", self->endpoint,
-                     s_duration (now - self->down_since_ms, took, sizeof took));
+        s_set_error (self, "broker unreachable at %s for %s%s%s", self->endpoint,
+                     s_duration (now - self->down_since_ms, took, sizeof took),
+                     self->refused[0] ? ": " : "", self->refused);
+    else if (self->refused[0])
+        s_set_error (self, "no credit from broker at %s: %s", self->endpoint, self->refused);
     else if (start < 0)
         s_set_error (self, "no credit from broker at %s (queue full?)", self->endpoint);
     else
@@ -940,6 +1016,12 @@ const char *
 zl_producer_last_error (zl_producer_t *self)
 {
     return self->last_error;
+}
+
+const char *
+zl_producer_refusal (zl_producer_t *self)
+{
+    return self->refused;
 }
 
 const char *

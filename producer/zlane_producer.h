@@ -9,6 +9,7 @@
 #ifndef ZLANE_PRODUCER_H
 #define ZLANE_PRODUCER_H
 
+#include "curve.h"
 #include "msg.h"
 
 #include <stdbool.h>
@@ -48,6 +49,7 @@ typedef struct {
     uint32_t max_batch;               // job specs per Submit frame; default 256
     zl_producer_result_fn *on_result; // may be NULL
     void *on_result_arg;
+    zl_curve_t curve; // CURVE keys (zl_curve_load); all zero = plaintext
 } zl_producer_opts_t;
 
 /*  A job to submit. Everything is copied by zl_producer_submit. */
@@ -132,6 +134,13 @@ bool zl_producer_connected (zl_producer_t *self);
 /*  Return the last problem in words ("broker unreachable at tcp://... for
     30 s"), or "" if none. Borrowed; valid until the next producer call. */
 const char *zl_producer_last_error (zl_producer_t *self);
+
+/*  Return why the broker refuses this producer: the last handshake failed
+    (with CURVE: a key the broker does not know; plaintext to a CURVE broker)
+    or the broker answered UNAUTHORIZED (this key's role may not submit).
+    "" if neither happened since the last good handshake. Borrowed; valid
+    until the next producer call. */
+const char *zl_producer_refusal (zl_producer_t *self);
 
 /*  Return the endpoint the producer connects to. Borrowed. */
 const char *zl_producer_endpoint (zl_producer_t *self);
