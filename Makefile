@@ -35,10 +35,10 @@ test: build build-asan
 	cd $(ASAN_BUILD) && ctest --output-on-failure -L integration -LE slow
 
 bench: build
-	@bench/run-bench.sh $(BUILD)/bin
+	@ZLANE_BIN=$(BUILD)/bin bench/run-bench.sh
 
 experiments: build
-	@bench/run-experiments.sh $(BUILD)/bin
+	@ZLANE_BIN=$(BUILD)/bin bench/run-experiments.sh
 
 fuzz: deps
 	@tests/fuzz/run.sh

@@ -36,9 +36,12 @@ static int s_n_pids;
 static char s_bindir[PATH_MAX];
 static char s_tmp[PATH_MAX];
 
+static zsock_t *s_admin_sock;  // the admin client, closed at exit
+
 static void
 s_cleanup (void)
 {
+    zsock_destroy (&s_admin_sock);
     for (int i = 0; i < s_n_pids; i++)
         if (s_pids[i] > 0)
             kill (s_pids[i], SIGKILL);
@@ -91,7 +94,7 @@ s_die (const char *msg)
 // ---------------------------------------------------------------- broker
 typedef struct {
     pid_t pid;
-    char frontend[256], backend[256], admin[256];
+    char frontend[320], backend[320], admin[320];
     zsock_t *admin_sock;
     zl_codec_t *codec;
 } broker_t;
@@ -144,6 +147,7 @@ s_broker_start (broker_t *b, const char *durability, const char *extra)
     }
     fclose (f);
     b->admin_sock = zsock_new_dealer (b->admin);
+    s_admin_sock = b->admin_sock;
     b->codec = zl_codec_new ();
 }
 
