@@ -42,5 +42,6 @@ replace_section () {
         fi >"$tmp"
         cat "$file" >>"$tmp"
     fi
+    chmod 644 "$tmp"
     mv "$tmp" "$results"
 }
