@@ -39,7 +39,7 @@ typedef struct zl_job {
     uint64_t id;
     struct zl_job *next;    // READY: flow FIFO link; DEAD: next in the DLQ
     struct zl_flow *flow;   // lane x tenant this job belongs to
-    uint64_t seq;           // order it last became ready (FIFO key) or died
+    uint64_t seq;           // order it last became ready (FIFO key) or died (DLQ order)
     union {
         int64_t due_ms;      // DELAYED, LEASED: monotonic deadline
         int64_t ready_ms;    // READY: monotonic time it became ready (oldest age)

@@ -31,8 +31,8 @@ typedef struct _zl_jobs_t zl_jobs_t;
 
 typedef enum {
     ZL_SETTLE_OK = 0,
-    ZL_SETTLE_UNKNOWN_JOB,  // no such job, or it is not leased
-    ZL_SETTLE_STALE_LEASE,  // the token is not the job's current lease
+    ZL_SETTLE_UNKNOWN_JOB,  // no such job (never issued, or already settled and deleted)
+    ZL_SETTLE_STALE_LEASE,  // the job exists but the token is not its current lease
     ZL_SETTLE_MAX_RUN       // extension refused: past the job's max run time
 } zl_settle_rc_t;
 
