@@ -1,8 +1,10 @@
 #include "sched.h"
 
+#include "heap.h"
 #include "u64map.h"
 #include "zl_alloc.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #define NO_SLOT UINT32_MAX
@@ -15,10 +17,11 @@ typedef struct {
 
 enum { PARK_NONE = 0, PARK_CAP, PARK_TIME };
 
+static bool s_wake_less (const void *a, const void *b);
+
 struct _zl_sched_t {
     zl_sched_policy_t policy;
-    zl_flow_t **wake;  // min-heap of time-parked flows by wake_ms
-    uint32_t n_wake, cap_wake;
+    zl_heap_t *wake;  // time-parked flows by wake_ms
     zl_lane_t **lanes_waiting;  // lanes held back by their rate limit
     int64_t lane_wake_ms;       // earliest of their next tokens, or -1
     zl_u64map_t *by_key;  // (lane, tenant) -> flow
@@ -33,6 +36,7 @@ zl_sched_new (zl_sched_policy_t policy)
     self->policy = policy;
     self->by_key = zl_u64map_new ();
     self->lane_wake_ms = -1;
+    self->wake = zl_heap_new (s_wake_less, offsetof (zl_flow_t, wake_idx), NO_SLOT);
     return self;
 }
 
@@ -53,7 +57,7 @@ zl_sched_destroy (zl_sched_t **self_p)
         free (self->flows[i]);
     }
     free (self->flows);
-    free (self->wake);
+    zl_heap_destroy (&self->wake);
     free (self->lanes_waiting);
     zl_u64map_destroy (&self->by_key);
     free (self);
@@ -98,6 +102,9 @@ zl_sched_flows (zl_sched_t *self, size_t *count)
 }
 
 // ---------------------------------------------------------------- lane heap
+// Each lane's backlogged flows. This heap stays hand-written, unlike the
+// deadline heaps (common/heap.h): it is on the dispatch path, where an
+// inlined comparison on the key matters (bench/bench_sched.c).
 static inline int
 s_less (const zl_flow_t *a, const zl_flow_t *b)
 {
@@ -208,60 +215,11 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
 }
 
 // ---------------------------------------------------------------- parking
-static inline bool
-s_wake_less (const zl_flow_t *a, const zl_flow_t *b)
+// Time-parked flows wait on the shared heap, earliest wake first.
+static bool
+s_wake_less (const void *a, const void *b)
 {
-    return a->wake_ms < b->wake_ms;
-}
-
-static void
-s_wake_set (zl_sched_t *self, uint32_t i, zl_flow_t *f)
-{
-    self->wake[i] = f;
-    f->wake_idx = i;
-}
-
-static void
-s_wake_insert (zl_sched_t *self, zl_flow_t *f)
-{
-    if (self->n_wake == self->cap_wake) {
-        self->cap_wake = self->cap_wake ? self->cap_wake * 2 : 16;
-        self->wake = zl_realloc (self->wake, self->cap_wake * sizeof (zl_flow_t *));
-    }
-    uint32_t i = self->n_wake++;
-    while (i > 0) {
-        uint32_t p = (i - 1) / 2;
-        if (!s_wake_less (f, self->wake[p]))
-            break;
-        s_wake_set (self, i, self->wake[p]);
-        i = p;
-    }
-    s_wake_set (self, i, f);
-}
-
-static zl_flow_t *
-s_wake_pop (zl_sched_t *self)
-{
-    zl_flow_t *top = self->wake[0];
-    top->wake_idx = NO_SLOT;
-    zl_flow_t *last = self->wake[--self->n_wake];
-    if (self->n_wake) {
-        uint32_t i = 0;
-        for (;;) {
-            uint32_t l = 2 * i + 1, r = l + 1, b = i;
-            zl_flow_t *bf = last;
-            if (l < self->n_wake && s_wake_less (self->wake[l], bf))
-                b = l, bf = self->wake[l];
-            if (r < self->n_wake && s_wake_less (self->wake[r], bf))
-                b = r, bf = self->wake[r];
-            if (b == i)
-                break;
-            s_wake_set (self, i, bf);
-            i = b;
-        }
-        s_wake_set (self, i, last);
-    }
-    return top;
+    return ((const zl_flow_t *) a)->wake_ms < ((const zl_flow_t *) b)->wake_ms;
 }
 
 // Why `flow` may not run now (PARK_*), and until when for PARK_TIME.
@@ -296,7 +254,7 @@ s_park (zl_sched_t *self, zl_flow_t *flow, int why, int64_t until)
     } else {
         flow->throttled++;
         flow->wake_ms = until;
-        s_wake_insert (self, flow);
+        zl_heap_set (self->wake, flow);
     }
 }
 
@@ -340,8 +298,9 @@ zl_sched_pause (zl_sched_t *self, zl_flow_t *flow, int64_t until_ms)
 void
 zl_sched_wake (zl_sched_t *self, int64_t now_ms)
 {
-    while (self->n_wake && self->wake[0]->wake_ms <= now_ms)
-        s_unpark (self, s_wake_pop (self));
+    zl_flow_t *top;
+    while ((top = zl_heap_top (self->wake)) && top->wake_ms <= now_ms)
+        s_unpark (self, zl_heap_pop (self->wake));
     if (self->lane_wake_ms >= 0 && self->lane_wake_ms <= now_ms)
         self->lane_wake_ms = -1;  // lanes are looked at again on the next pop
 }
@@ -349,7 +308,8 @@ zl_sched_wake (zl_sched_t *self, int64_t now_ms)
 int64_t
 zl_sched_next_wake (zl_sched_t *self)
 {
-    int64_t next = self->n_wake ? self->wake[0]->wake_ms : -1;
+    zl_flow_t *top = zl_heap_top (self->wake);
+    int64_t next = top ? top->wake_ms : -1;
     if (self->lane_wake_ms >= 0 && (next < 0 || self->lane_wake_ms < next))
         next = self->lane_wake_ms;
     return next;
