@@ -1,6 +1,7 @@
 /*  broker: sockets, the loop, and one handler per message kind.
 
-    Per-turn order (zl_broker_turn), the one place it is written down:
+    Per-turn order (zl_broker_turn waits, s_turn does the rest; zl_broker_feed
+    runs the same s_turn on one frame), the one place it is written down:
       1. wait for input or the next timer
       2. drain a batch from each socket and apply it to memory
          (bad input is answered at once through s_reject: counted, logged)
@@ -1061,40 +1062,32 @@ s_publish_dead (zl_broker_t *self)
 }
 
 // ---------------------------------------------------------------- the turn
-int
-zl_broker_turn (zl_broker_t *self, int max_wait_ms)
+// One frame handed in by zl_broker_feed instead of read from a socket.
+typedef struct {
+    sock_kind_t sock;
+    zl_peer_t peer;
+    const void *data;
+    size_t size;
+} fed_t;
+
+/*  Steps 2-6 of a turn, in their order: drain and apply (the sockets that
+    `items` marks readable, or the one `fed` frame), timers, dispatch,
+    commit, replies. Returns 0, or -1 once the store failed. */
+static int
+s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 {
-    // 1. wait for input or the next timer
-    zl_now_t now = zl_now ();
-    int64_t wake = self->next_heartbeat_ms;
-    if (self->next_alert_ms < wake)
-        wake = self->next_alert_ms;
-    int64_t t = zl_jobs_next_timer (self->jobs);
-    if (t >= 0 && t < wake)
-        wake = t;
-    t = zl_sched_next_wake (self->sched);
-    if (t >= 0 && t < wake)
-        wake = t;
-    long timeout = wake - now.mono_ms;
-    if (timeout < 0)
-        timeout = 0;
-    if (timeout > max_wait_ms)
-        timeout = max_wait_ms;
-    zmq_pollitem_t items[SOCK_COUNT];
-    for (int i = 0; i < SOCK_COUNT; i++)
-        items[i] = (zmq_pollitem_t) {self->socks[i], 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (items, SOCK_COUNT, timeout) < 0 && errno == EINTR)
-        return -1;
     self->counters[ZL_CTR_TURNS]++;
     zl_arena_reset (self->turn);
 
     // 2. drain and apply (every change goes into the turn's store batch)
-    now = zl_now ();
+    zl_now_t now = zl_now ();
     if (zl_store_begin (self->store) != ZL_STORE_OK) {
         self->failed = true;
         return -1;
     }
-    for (int i = 0; i < SOCK_COUNT; i++)
+    if (fed)
+        s_handle_frame (self, fed->sock, &fed->peer, NULL, fed->data, fed->size, false, now);
+    for (int i = 0; items && i < SOCK_COUNT; i++)
         if (items[i].revents & ZMQ_POLLIN)
             s_drain (self, (sock_kind_t) i, now);
 
@@ -1119,33 +1112,46 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 }
 
 int
+zl_broker_turn (zl_broker_t *self, int max_wait_ms)
+{
+    // 1. wait for input or the next timer
+    zl_now_t now = zl_now ();
+    int64_t wake = self->next_heartbeat_ms;
+    if (self->next_alert_ms < wake)
+        wake = self->next_alert_ms;
+    int64_t t = zl_jobs_next_timer (self->jobs);
+    if (t >= 0 && t < wake)
+        wake = t;
+    t = zl_sched_next_wake (self->sched);
+    if (t >= 0 && t < wake)
+        wake = t;
+    long timeout = wake - now.mono_ms;
+    if (timeout < 0)
+        timeout = 0;
+    if (timeout > max_wait_ms)
+        timeout = max_wait_ms;
+    zmq_pollitem_t items[SOCK_COUNT];
+    for (int i = 0; i < SOCK_COUNT; i++)
+        items[i] = (zmq_pollitem_t) {self->socks[i], 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (items, SOCK_COUNT, timeout) < 0 && errno == EINTR)
+        return -1;
+    // 2-6.
+    return s_turn (self, items, NULL);
+}
+
+int
 zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
                 const void *data, size_t size)
 {
-    int sock = -1;
+    fed_t fed = {.sock = SOCK_COUNT, .data = data, .size = size};
     for (int i = 0; i < SOCK_COUNT; i++)
         if (!strcmp (which, s_sock_names[i]))
-            sock = i;
-    if (sock < 0 || self->failed)
+            fed.sock = (sock_kind_t) i;
+    if (fed.sock == SOCK_COUNT || self->failed)
         return -1;
-    zl_arena_reset (self->turn);
-    zl_now_t now = zl_now ();
-    if (zl_store_begin (self->store) != ZL_STORE_OK)
-        return -1;
-    zl_peer_t p;
-    p.len = (uint8_t) (peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
-    memcpy (p.data, peer, p.len);
-    s_handle_frame (self, (sock_kind_t) sock, &p, NULL, data, size, false, now);
-    s_fire_timers (self, now);
-    s_dispatch (self, now);
-    if (s_commit (self) != 0) {
-        self->failed = true;
-        return -1;
-    }
-    s_flush_producers (self);
-    s_flush_workers (self, now);
-    s_publish_dead (self);
-    return 0;
+    fed.peer.len = (uint8_t) (peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
+    memcpy (fed.peer.data, peer, fed.peer.len);
+    return s_turn (self, NULL, &fed);
 }
 
 int
