@@ -758,17 +758,17 @@ s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
     self->dead_ids[self->n_dead++] = job->id;
 }
 
-// A producer that has sent nothing for a while is forgotten: its credit goes
-// back to the others. If it comes back, its next Submit is an implicit Hello.
-#define PRODUCER_IDLE_MS (5 * 60 * 1000)
-
+// A producer that has sent nothing for `producer_idle` is forgotten: its
+// credit goes back to the others. If it comes back, its next Submit is an
+// implicit Hello.
 static void
 s_forget_producers (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
     zl_producer_t **all = zl_producers_all (self->producers, &n);
     for (size_t i = 0; i < n;) {
-        if (now.mono_ms - all[i]->last_seen_ms > PRODUCER_IDLE_MS && !all[i]->n_acc &&
+        if (now.mono_ms - all[i]->last_seen_ms > (int64_t) self->cfg->producer_idle_ms &&
+            !all[i]->n_acc &&
             !all[i]->n_rej) {
             zl_producers_remove (self->producers, all[i]);  // swaps the last into slot i
             all = zl_producers_all (self->producers, &n);

@@ -32,6 +32,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->liveness = 3;
     cfg->max_depth = 10 * 1000 * 1000;
     cfg->producer_window = 20000;
+    cfg->producer_idle_ms = 5 * 60 * 1000;
     cfg->dlq_alert_ms = 10000;
     cfg->dedup_window_ms = 24ULL * 3600 * 1000;
     cfg->lane_defaults = (zl_lane_config_t) {.weight = 1,
@@ -281,6 +282,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_num (key, value, &cfg->max_depth, err, errlen);
     else if (!strcmp (key, "producer_window"))
         return s_num (key, value, &cfg->producer_window, err, errlen);
+    else if (!strcmp (key, "producer_idle"))
+        return s_dur (key, value, &cfg->producer_idle_ms, err, errlen);
     else if (!strcmp (key, "dlq_alert_interval"))
         return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
     else if (!strcmp (key, "dedup_window"))

@@ -48,6 +48,7 @@ typedef struct {
     uint32_t liveness;
     uint64_t max_depth;        // all queued jobs
     uint64_t producer_window;  // credit a producer may hold at once
+    uint64_t producer_idle_ms; // a producer silent this long is forgotten
     uint64_t dlq_alert_ms;
     uint64_t dedup_window_ms;
     bool auto_lanes;           // undeclared lanes are created on first use
