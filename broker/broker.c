@@ -452,13 +452,19 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 }
 
 // ---------------------------------------------------------------- workers
+static void s_worker_gone (zl_broker_t *self, zl_bworker_t *w, const char *why, zl_now_t now);
+
 static zl_bworker_t *
 s_worker (ctx_t *ctx)
 {
-    // a key removed from the clients directory loses its rights at once
-    if (!s_role (ctx, "worker", "take jobs"))
-        return NULL;
     zl_bworker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
+    // a key removed from the clients directory loses its rights at once: its
+    // messages are refused and its jobs go to other workers
+    if (!s_role (ctx, "worker", "take jobs")) {
+        if (w)
+            s_worker_gone (ctx->self, w, "lost its key's worker role", ctx->now);
+        return NULL;
+    }
     if (!w) {
         s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
                   "worker has not sent Ready (or was declared dead): send Ready");

@@ -670,6 +670,42 @@ test_worker_lanes (void **state)
     s_keys_free (&k);
 }
 
+/*  A worker whose key leaves the clients directory loses its rights while
+    connected: its next message is refused, the broker drops it, and a new
+    job is not dispatched to it. */
+static void
+test_worker_key_revoked (void **state)
+{
+    keys_t k;
+    s_keys (&k);
+    zlt_broker_t *b = s_broker (&k);
+    admin_t *admin = s_admin_new (&k, b);
+    char *record = s_path (k.dir, "record"), *werr = s_path (k.dir, "worker.err");
+    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    zlt_proc_t *worker = s_worker (&k, b, "a", false, record, werr);
+    assert_int_equal (s_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
+    uint64_t refused = s_counter (admin, "err_unauthorized");
+    char *key = s_path (k.clients, "worker-a");
+    assert_int_equal (unlink (key), 0);
+    // its heartbeats are refused and the broker forgets it
+    if (s_wait_counter (admin, "err_unauthorized", refused + 1, WAIT_MS) != 0 ||
+        s_wait_counter (admin, "workers_dead", 1, WAIT_MS) != 0) {
+        zlt_dump_file ("zlane-worker stderr", werr, 2000);
+        fail_msg ("the revoked worker was neither refused nor dropped");
+    }
+    s_expect (s_submit (&k, b, k.producer, "t1", "a", "after revocation", "10s", out, err), 0,
+              "zlane-submit to lane a", err);
+    assert_int_equal (s_counter (admin, "jobs_dispatched"), 0);
+    zlt_proc_destroy (&worker);
+    free (key);
+    s_admin_destroy (&admin);
+    free (record);
+    free (werr);
+    free (out);
+    free (err);
+    s_keys_free (&k);
+}
+
 /*  Dead letters over CURVE: `zlane-ctl tail` with a subscriber key gets the
     DeadLetter event; the subscriber may read (stats, dlq list) but not
     purge; a producer key may not even read; the admin redrives and purges. */
@@ -858,6 +894,7 @@ main (void)
         cmocka_unit_test_teardown (test_producer_tenants, zlt_teardown),
         cmocka_unit_test_teardown (test_strangers_refused, zlt_teardown),
         cmocka_unit_test_teardown (test_worker_lanes, zlt_teardown),
+        cmocka_unit_test_teardown (test_worker_key_revoked, zlt_teardown),
         cmocka_unit_test_teardown (test_admin_and_subscriber, zlt_teardown),
         cmocka_unit_test_teardown (test_public_bind, zlt_teardown),
     };
