@@ -18,6 +18,8 @@
     Every process it starts is killed at exit, by PID. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include "benchproc.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -37,45 +39,6 @@
 
 #define MAX_PROCS 34
 #define PUT_WINDOW 1024
-
-static pid_t s_pids[MAX_PROCS];
-static int s_n_pids;
-static char s_tmp[PATH_MAX];
-
-static void
-s_cleanup (void)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            waitpid (s_pids[i], NULL, 0);
-    s_n_pids = 0;
-    if (s_tmp[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system (cmd) != 0)
-            fprintf (stderr, "zlane-beanstalk-bench: could not remove %s\n", s_tmp);
-        s_tmp[0] = '\0';
-    }
-}
-
-static void
-s_on_signal (int sig)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    _exit (128 + sig);
-}
-
-static void
-s_die (const char *msg)
-{
-    fprintf (stderr, "zlane-beanstalk-bench: %s\n", msg);
-    exit (1); // atexit: s_cleanup (in the parent)
-}
 
 static double
 s_now (void)
@@ -116,7 +79,7 @@ s_write_all (int fd, const char *p, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            s_die ("write to beanstalkd failed");
+            zl_benchproc_die ("write to beanstalkd failed");
         p += w;
         n -= (size_t)w;
     }
@@ -127,7 +90,7 @@ static int
 s_fill (conn_t *c)
 {
     if (c->in_len == sizeof c->in)
-        s_die ("reply too long");
+        zl_benchproc_die ("reply too long");
     ssize_t r;
     do
         r = read (c->fd, c->in + c->in_len, sizeof c->in - c->in_len);
@@ -181,7 +144,7 @@ s_reply (conn_t *c, char *line, size_t cap)
 {
     while (!s_take_reply (c, line, cap, NULL))
         if (s_fill (c) != 0)
-            s_die ("beanstalkd closed the connection");
+            zl_benchproc_die ("beanstalkd closed the connection");
 }
 
 // A stats value of the server, or -1.
@@ -208,18 +171,18 @@ s_start_server (const char *path, const char *durability, int *port_out)
     socklen_t al = sizeof a;
     if (probe < 0 || bind (probe, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname (probe, (struct sockaddr *)&a, &al) != 0)
-        s_die ("cannot find a free port");
+        zl_benchproc_die ("cannot find a free port");
     int port = ntohs (a.sin_port);
     close (probe);
     char ps[16], dir[PATH_MAX + 16], log[PATH_MAX + 16];
     snprintf (ps, sizeof ps, "%d", port);
-    snprintf (dir, sizeof dir, "%s/binlog", s_tmp);
-    snprintf (log, sizeof log, "%s/beanstalkd.log", s_tmp);
+    snprintf (dir, sizeof dir, "%s/binlog", zl_benchproc_tmp ());
+    snprintf (log, sizeof log, "%s/beanstalkd.log", zl_benchproc_tmp ());
     char *argv[12] = {(char *)path, "-l", "127.0.0.1", "-p", ps, NULL};
     int argc = 5;
     if (strcmp (durability, "memory") != 0) {
         if (mkdir (dir, 0700) != 0)
-            s_die ("cannot make the binlog dir");
+            zl_benchproc_die ("cannot make the binlog dir");
         argv[argc++] = "-b";
         argv[argc++] = dir;
         if (!strcmp (durability, "fsync"))
@@ -227,7 +190,7 @@ s_start_server (const char *path, const char *durability, int *port_out)
         else if (!strcmp (durability, "nosync"))
             argv[argc++] = "-F";
         else if (strcmp (durability, "binlog") != 0)
-            s_die ("--durability: memory, nosync, binlog or fsync");
+            zl_benchproc_die ("--durability: memory, nosync, binlog or fsync");
     }
     argv[argc] = NULL;
     pid_t pid = fork ();
@@ -240,8 +203,8 @@ s_start_server (const char *path, const char *durability, int *port_out)
         _exit (127);
     }
     if (pid < 0)
-        s_die ("fork failed");
-    s_pids[s_n_pids++] = pid;
+        zl_benchproc_die ("fork failed");
+    zl_benchproc_adopt (pid);
     double deadline = s_now () + 10;
     for (;;) {
         int fd = s_connect (port);
@@ -250,7 +213,7 @@ s_start_server (const char *path, const char *durability, int *port_out)
             break;
         }
         if (s_now () > deadline || waitpid (pid, NULL, WNOHANG) == pid)
-            s_die ("beanstalkd did not start (is it installed?)");
+            zl_benchproc_die ("beanstalkd did not start (is it installed?)");
         usleep (10000);
     }
     *port_out = port;
@@ -318,7 +281,7 @@ s_producer (int port, uint64_t jobs, size_t payload)
     conn_t *c = calloc (1, sizeof *c);
     c->fd = s_connect (port);
     if (c->fd < 0)
-        s_die ("producer cannot connect");
+        zl_benchproc_die ("producer cannot connect");
     char *body = malloc (payload + 2);
     memset (body, 'x', payload);
     memcpy (body + payload, "\r\n", 2);
@@ -343,11 +306,11 @@ s_producer (int port, uint64_t jobs, size_t payload)
         struct pollfd p = {c->fd, POLLIN, 0};
         int must = sent == jobs || sent - answered >= PUT_WINDOW;
         if (poll (&p, 1, must ? -1 : 0) > 0 && s_fill (c) != 0)
-            s_die ("beanstalkd closed the producer connection");
+            zl_benchproc_die ("beanstalkd closed the producer connection");
         while (s_take_reply (c, line, sizeof line, NULL)) {
             if (strncmp (line, "INSERTED ", 9) != 0) {
                 fprintf (stderr, "put: %s\n", line);
-                s_die ("a put was refused");
+                zl_benchproc_die ("a put was refused");
             }
             answered++;
         }
@@ -356,24 +319,6 @@ s_producer (int port, uint64_t jobs, size_t payload)
     free (body);
     close (c->fd);
     free (c);
-}
-
-static uint64_t
-s_rss (pid_t pid)
-{
-    char path[64], line[256];
-    snprintf (path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen (path, "r");
-    uint64_t rss = 0;
-    if (!f)
-        return 0;
-    while (fgets (line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf (line, "VmRSS: %llu kB", &kb) == 1)
-            rss = kb * 1024;
-    }
-    fclose (f);
-    return rss;
 }
 
 int
@@ -392,7 +337,7 @@ main (int argc, char **argv)
     size_t payload = 100;
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc)
-            s_die ("every option takes a value");
+            zl_benchproc_die ("every option takes a value");
         if (!strcmp (argv[i], "--jobs"))
             jobs = strtoull (argv[++i], NULL, 10);
         else if (!strcmp (argv[i], "--consumers"))
@@ -406,27 +351,22 @@ main (int argc, char **argv)
         else if (!strcmp (argv[i], "--beanstalkd"))
             server = argv[++i];
         else
-            s_die ("unknown option");
+            zl_benchproc_die ("unknown option");
     }
     if (!jobs || consumers < 1 || consumers > MAX_PROCS - 2 || payload < 1 || depth < 1 ||
         depth > 4096)
-        s_die ("bad numbers");
-    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-beanstalk.XXXXXX");
-    if (!mkdtemp (s_tmp))
-        s_die ("cannot make a temp dir");
-    atexit (s_cleanup);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+        zl_benchproc_die ("bad numbers");
+    zl_benchproc_init ("zlane-beanstalk-bench", "zlane-beanstalk");
     signal (SIGPIPE, SIG_IGN);
     int port;
     pid_t srv = s_start_server (server, durability, &port);
 
     if (!strcmp (mode, "memory")) {
-        uint64_t rss0 = s_rss (srv);
+        uint64_t rss0 = zl_benchproc_rss (srv, NULL, NULL);
         double t0 = s_now ();
         s_producer (port, jobs, payload);
         double secs = s_now () - t0;
-        uint64_t rss1 = s_rss (srv);
+        uint64_t rss1 = zl_benchproc_rss (srv, NULL, NULL);
         printf ("beanstalkd memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s "
                 "(%.0f jobs/s); RSS %.1f MiB -> %.1f MiB = %.0f bytes/job\n",
                 durability, jobs, payload, secs, (double)jobs / secs, rss0 / 1048576.0,
@@ -434,32 +374,31 @@ main (int argc, char **argv)
         return 0;
     }
     if (strcmp (mode, "throughput") != 0)
-        s_die ("unknown mode (throughput, memory)");
+        zl_benchproc_die ("unknown mode (throughput, memory)");
     for (int i = 0; i < consumers; i++) {
         pid_t pid = fork ();
         if (pid == 0) {
-            s_n_pids = 0; // the parent cleans up
-            s_tmp[0] = '\0';
+            zl_benchproc_forget ();  // the parent cleans up
             s_consumer (port, depth);
             _exit (0);
         }
         if (pid < 0)
-            s_die ("fork failed");
-        s_pids[s_n_pids++] = pid;
+            zl_benchproc_die ("fork failed");
+        zl_benchproc_adopt (pid);
     }
     conn_t *mon = calloc (1, sizeof *mon);
     mon->fd = s_connect (port);
     if (mon->fd < 0)
-        s_die ("cannot connect the monitor");
+        zl_benchproc_die ("cannot connect the monitor");
     double t0 = s_now ();
     s_producer (port, jobs, payload);
     double t_put = s_now ();
     long long deleted;
     while ((deleted = s_stat (mon, "cmd-delete")) < (long long)jobs) {
         if (deleted < 0)
-            s_die ("no cmd-delete in stats");
+            zl_benchproc_die ("no cmd-delete in stats");
         if (s_now () - t0 > 600)
-            s_die ("timed out waiting for the consumers");
+            zl_benchproc_die ("timed out waiting for the consumers");
         usleep (1000);
     }
     double secs = s_now () - t0;

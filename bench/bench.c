@@ -11,6 +11,7 @@
     zlane-bench worker --broker EP [--prefetch N]     (used by throughput)
 
     Every process it starts is killed at exit, by PID. */
+#include "benchproc.h"
 #include "clock.h"
 #include "codec.h"
 #include "wire.h"
@@ -29,66 +30,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_PROCS 64
-
-static pid_t s_pids[MAX_PROCS];
-static int s_n_pids;
-static char s_bindir[PATH_MAX];
-static char s_tmp[PATH_MAX];
-
 static zsock_t *s_admin_sock;  // the admin client, closed at exit
 
 static void
-s_cleanup (void)
+s_close_admin (void)
 {
     zsock_destroy (&s_admin_sock);
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            waitpid (s_pids[i], NULL, 0);
-    s_n_pids = 0;
-    if (s_tmp[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system (cmd) != 0)
-            fprintf (stderr, "zlane-bench: could not remove %s\n", s_tmp);
-        s_tmp[0] = '\0';
-    }
-}
-
-static void
-s_on_signal (int sig)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    _exit (128 + sig);
-}
-
-static pid_t
-s_spawn (char *const argv[], const char *log)
-{
-    pid_t pid = fork ();
-    if (pid == 0) {
-        FILE *f = freopen (log, "a", stderr);
-        (void) f;
-        execv (argv[0], argv);
-        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
-        _exit (127);
-    }
-    if (pid > 0 && s_n_pids < MAX_PROCS)
-        s_pids[s_n_pids++] = pid;
-    return pid;
-}
-
-static void
-s_die (const char *msg)
-{
-    fprintf (stderr, "zlane-bench: %s\n", msg);
-    s_cleanup ();
-    exit (1);
 }
 
 // ---------------------------------------------------------------- broker
@@ -103,10 +50,10 @@ static void
 s_broker_start (broker_t *b, const char *durability, const char *extra)
 {
     char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 16];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
-    snprintf (data, sizeof data, "%s/data", s_tmp);
-    snprintf (ports, sizeof ports, "%s/ports", s_tmp);
-    snprintf (log, sizeof log, "%s/broker.log", s_tmp);
+    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
+    snprintf (data, sizeof data, "%s/data", zl_benchproc_tmp ());
+    snprintf (ports, sizeof ports, "%s/ports", zl_benchproc_tmp ());
+    snprintf (log, sizeof log, "%s/broker.log", zl_benchproc_tmp ());
     char *argv[40] = {bin, "--lane", "bench", "--durability", (char *) durability, "--data", data,
                       "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*",
                       "--events", "tcp://127.0.0.1:*", "--admin", "tcp://127.0.0.1:*",
@@ -127,12 +74,12 @@ s_broker_start (broker_t *b, const char *durability, const char *extra)
         argv[4] = (char *) perf;
         argv[5] = "--";
     }
-    b->pid = s_spawn (argv, log);
+    b->pid = zl_benchproc_spawn (argv, log);
     int64_t deadline = zl_clock_mono_ms () + 10000;
     FILE *f = NULL;
     while (!(f = fopen (ports, "r"))) {
         if (zl_clock_mono_ms () > deadline || waitpid (b->pid, NULL, WNOHANG) == b->pid)
-            s_die ("the broker did not start (see its log)");
+            zl_benchproc_die ("the broker did not start (see its log)");
         usleep (10000);
     }
     char line[300];
@@ -197,47 +144,10 @@ s_wait_counter (broker_t *b, const char *name, uint64_t want, int timeout_ms)
         if (zl_clock_mono_ms () > deadline) {
             char msg[128];
             snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRIu64, name, want);
-            s_die (msg);
+            zl_benchproc_die (msg);
         }
         usleep (5000);
     }
-}
-
-// Resident memory of `pid` in bytes: total, anonymous, file-backed.
-static void
-s_rss (pid_t pid, uint64_t *rss, uint64_t *anon, uint64_t *file)
-{
-    char path[64], line[256];
-    snprintf (path, sizeof path, "/proc/%d/status", (int) pid);
-    FILE *f = fopen (path, "r");
-    *rss = *anon = *file = 0;
-    if (!f)
-        return;
-    while (fgets (line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf (line, "VmRSS: %llu kB", &kb) == 1)
-            *rss = kb * 1024;
-        else if (sscanf (line, "RssAnon: %llu kB", &kb) == 1)
-            *anon = kb * 1024;
-        else if (sscanf (line, "RssFile: %llu kB", &kb) == 1)
-            *file = kb * 1024;
-    }
-    fclose (f);
-}
-
-static double
-s_cpu_seconds (pid_t pid)
-{
-    char path[64];
-    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
-    FILE *f = fopen (path, "r");
-    if (!f)
-        return 0;
-    unsigned long utime = 0, stime = 0;
-    int rc = fscanf (f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-                     &stime);
-    fclose (f);
-    return rc == 2 ? (double) (utime + stime) / (double) sysconf (_SC_CLK_TCK) : 0;
 }
 
 // ---------------------------------------------------------------- producers
@@ -325,7 +235,7 @@ s_cmd_worker (int argc, char **argv)
             prefetch = (uint32_t) atoi (argv[++i]);
     }
     if (!endpoint)
-        s_die ("worker: --broker EP is required");
+        zl_benchproc_die ("worker: --broker EP is required");
     const char *lanes[] = {"bench"};
     zl_worker_opts_t opts;
     zl_worker_opts_defaults (&opts);
@@ -337,7 +247,7 @@ s_cmd_worker (int argc, char **argv)
     opts.handler = s_noop;
     s_worker = zl_worker_new (&opts);
     if (!s_worker)
-        s_die ("worker: bad options");
+        zl_benchproc_die ("worker: bad options");
     signal (SIGTERM, s_stop_worker);
     signal (SIGINT, s_stop_worker);
     int rc = zl_worker_run (s_worker);
@@ -357,12 +267,8 @@ typedef struct {
 static void
 s_setup (void)
 {
-    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-bench.XXXXXX");
-    if (!mkdtemp (s_tmp))
-        s_die ("cannot make a temp dir");
-    atexit (s_cleanup);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+    zl_benchproc_init ("zlane-bench", "zlane-bench");
+    atexit (s_close_admin);  // on an early exit; the commands close it themselves
 }
 
 static int
@@ -372,21 +278,21 @@ s_cmd_throughput (const opts_t *o)
     broker_t b;
     s_broker_start (&b, o->durability, NULL);
     char bin[PATH_MAX + 32], log[PATH_MAX + 32], pf[16];
-    snprintf (bin, sizeof bin, "%s/zlane-bench", s_bindir);
+    snprintf (bin, sizeof bin, "%s/zlane-bench", zl_benchproc_bindir ());
     snprintf (pf, sizeof pf, "%u", o->prefetch);
     for (int w = 0; w < o->workers; w++) {
-        snprintf (log, sizeof log, "%s/worker%d.log", s_tmp, w);
+        snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
         char *argv[] = {bin, "worker", "--broker", b.backend, "--prefetch", pf, NULL};
-        s_spawn (argv, log);
+        zl_benchproc_spawn (argv, log);
     }
     s_wait_counter (&b, "workers_ready", (uint64_t) o->workers, 10000);
     producer_arg_t *args = calloc ((size_t) o->producers, sizeof *args);
     pthread_t *threads = calloc ((size_t) o->producers, sizeof *threads);
-    double cpu0 = s_cpu_seconds (b.pid);
+    double cpu0 = zl_benchproc_cpu_seconds (b.pid);
     double wcpu0 = 0;
-    for (int i = 1; i < s_n_pids; i++)
-        wcpu0 += s_cpu_seconds (s_pids[i]);
-    double pcpu0 = s_cpu_seconds (getpid ());
+    for (int i = 1; i < zl_benchproc_count (); i++)
+        wcpu0 += zl_benchproc_cpu_seconds (zl_benchproc_pid (i));
+    double pcpu0 = zl_benchproc_cpu_seconds (getpid ());
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
         args[p] = (producer_arg_t) {b.frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
@@ -396,11 +302,11 @@ s_cmd_throughput (const opts_t *o)
     }
     s_wait_counter (&b, "jobs_acked", o->jobs, 600000);
     int64_t t1 = zl_clock_mono_us ();
-    double cpu1 = s_cpu_seconds (b.pid);
+    double cpu1 = zl_benchproc_cpu_seconds (b.pid);
     double wcpu1 = 0;
-    for (int i = 1; i < s_n_pids; i++)
-        wcpu1 += s_cpu_seconds (s_pids[i]);
-    double pcpu1 = s_cpu_seconds (getpid ());
+    for (int i = 1; i < zl_benchproc_count (); i++)
+        wcpu1 += zl_benchproc_cpu_seconds (zl_benchproc_pid (i));
+    double pcpu1 = zl_benchproc_cpu_seconds (getpid ());
     for (int p = 0; p < o->producers; p++)
         pthread_join (threads[p], NULL);
     uint64_t rejected = 0;
@@ -426,6 +332,7 @@ s_cmd_throughput (const opts_t *o)
             pcpu1 - pcpu0, commits, commit_avg, rejected);
     free (args);
     free (threads);
+    s_close_admin ();
     return 0;
 }
 
@@ -438,34 +345,26 @@ s_cmd_memory (const opts_t *o)
     uint64_t rss0, anon0, file0, rss1, anon1, file1;
     zl_stats_t *st;
     s_stats (&b, &st);
-    s_rss (b.pid, &rss0, &anon0, &file0);
+    rss0 = zl_benchproc_rss (b.pid, &anon0, &file0);
     producer_arg_t arg = {b.frontend, o->jobs, o->payload, 0, 0};
     int64_t t0 = zl_clock_mono_us ();
     s_producer (&arg);
     s_wait_counter (&b, "jobs_accepted", o->jobs, 600000);
     double secs = (double) (zl_clock_mono_us () - t0) / 1e6;
-    s_rss (b.pid, &rss1, &anon1, &file1);
+    rss1 = zl_benchproc_rss (b.pid, &anon1, &file1);
     printf ("memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s (%.0f jobs/s); "
             "broker RSS %.1f MiB -> %.1f MiB = %.0f bytes/job (anon %.0f, file %.0f)\n",
             o->durability, o->jobs, o->payload, secs, (double) o->jobs / secs,
             rss0 / 1048576.0, rss1 / 1048576.0, (double) (rss1 - rss0) / (double) o->jobs,
             (double) (anon1 - anon0) / (double) o->jobs,
             (double) (file1 - file0) / (double) o->jobs);
+    s_close_admin ();
     return 0;
 }
 
 int
 main (int argc, char **argv)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr (self, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf (s_bindir, sizeof s_bindir, "%s", self);
-    }
     zsys_handler_set (NULL);
     if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
         printf ("usage: zlane-bench throughput|memory [--jobs N] [--producers P] [--workers W]\n"
@@ -477,7 +376,7 @@ main (int argc, char **argv)
     opts_t o = {100000, 1, 2, 100, "fsync", 1024};
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc)
-            s_die ("every option takes a value");
+            zl_benchproc_die ("every option takes a value");
         if (!strcmp (argv[i], "--jobs"))
             o.jobs = strtoull (argv[++i], NULL, 10);
         else if (!strcmp (argv[i], "--producers"))
@@ -491,14 +390,14 @@ main (int argc, char **argv)
         else if (!strcmp (argv[i], "--prefetch"))
             o.prefetch = (uint32_t) atoi (argv[++i]);
         else
-            s_die ("unknown option");
+            zl_benchproc_die ("unknown option");
     }
     if (o.jobs == 0 || o.producers < 1 || o.workers < 0)
-        s_die ("bad numbers");
+        zl_benchproc_die ("bad numbers");
     if (!strcmp (argv[1], "throughput"))
         return s_cmd_throughput (&o);
     if (!strcmp (argv[1], "memory"))
         return s_cmd_memory (&o);
-    s_die ("unknown mode (throughput, memory, worker)");
+    zl_benchproc_die ("unknown mode (throughput, memory, worker)");
     return 2;
 }

@@ -16,6 +16,7 @@
         last job run (seen by the handlers, not by polling broker stats).
 
     Every process it starts is killed at exit, by PID. */
+#include "benchproc.h"
 #include "clock.h"
 #include "codec.h"
 #include "config.h"
@@ -242,94 +243,6 @@ s_cmd_inprocess (size_t tenants, double seconds, int rounds)
 }
 
 // ---------------------------------------------------------------- full path
-#define MAX_PROCS 64
-
-static pid_t s_pids[MAX_PROCS];
-static int s_n_pids;
-static char s_bindir[PATH_MAX];
-static char s_tmp[PATH_MAX];
-
-// Every process runs in its own process group (a perf-wrapped broker is
-// two processes): signals go to the group.
-static void
-s_cleanup (void)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (-s_pids[i], SIGKILL);
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            waitpid (s_pids[i], NULL, 0);
-    s_n_pids = 0;
-    if (s_tmp[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system (cmd) != 0)
-            fprintf (stderr, "zlane-bench-sched: could not remove %s\n", s_tmp);
-        s_tmp[0] = '\0';
-    }
-}
-
-static void
-s_on_signal (int sig)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (-s_pids[i], SIGKILL);
-    _exit (128 + sig);
-}
-
-static void
-s_die (const char *msg)
-{
-    fprintf (stderr, "zlane-bench-sched: %s\n", msg);
-    s_cleanup ();
-    exit (1);
-}
-
-static pid_t
-s_spawn (char *const argv[], const char *log)
-{
-    pid_t pid = fork ();
-    if (pid == 0) {
-        setpgid (0, 0);
-        FILE *f = freopen (log, "a", stderr);
-        (void)f;
-        execv (argv[0], argv);
-        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
-        _exit (127);
-    }
-    if (pid > 0) {
-        setpgid (pid, pid);
-        if (s_n_pids < MAX_PROCS)
-            s_pids[s_n_pids++] = pid;
-    }
-    return pid;
-}
-
-// SIGTERM each group (the broker stops, perf writes its data), SIGKILL
-// what is left after 5 s.
-static void
-s_kill_all (void)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (-s_pids[i], SIGTERM);
-    int64_t deadline = zl_clock_mono_ms () + 5000;
-    for (int i = 0; i < s_n_pids; i++) {
-        while (s_pids[i] > 0 && waitpid (s_pids[i], NULL, WNOHANG) == 0) {
-            if (zl_clock_mono_ms () > deadline) {
-                kill (-s_pids[i], SIGKILL);
-                waitpid (s_pids[i], NULL, 0);
-                break;
-            }
-            usleep (10000);
-        }
-        kill (-s_pids[i], SIGKILL); // anything left in its group
-    }
-    s_n_pids = 0;
-}
-
 typedef struct {
     char frontend[256], backend[256], admin[256];
     zsock_t *admin_sock;
@@ -340,7 +253,7 @@ static void
 s_broker_start (broker_t *b, const char *dir, const char *scheduler)
 {
     char bin[PATH_MAX + 32], data[PATH_MAX + 64], ports[PATH_MAX + 64], log[PATH_MAX + 64];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
+    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
     snprintf (data, sizeof data, "%s/data", dir);
     snprintf (ports, sizeof ports, "%s/ports", dir);
     snprintf (log, sizeof log, "%s/broker.log", dir);
@@ -385,12 +298,12 @@ s_broker_start (broker_t *b, const char *dir, const char *scheduler)
         pargv[n] = NULL;
         run_argv = pargv;
     }
-    pid_t pid = s_spawn (run_argv, log);
+    pid_t pid = zl_benchproc_spawn (run_argv, log);
     int64_t deadline = zl_clock_mono_ms () + 10000;
     FILE *f = NULL;
     while (!(f = fopen (ports, "r"))) {
         if (zl_clock_mono_ms () > deadline || waitpid (pid, NULL, WNOHANG) == pid)
-            s_die ("the broker did not start (see its log)");
+            zl_benchproc_die ("the broker did not start (see its log)");
         usleep (10000);
     }
     char line[256];
@@ -452,7 +365,7 @@ s_wait_counter (broker_t *b, const char *name, int64_t want, int timeout_ms)
         if (zl_clock_mono_ms () > deadline) {
             char msg[128];
             snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRId64, name, want);
-            s_die (msg);
+            zl_benchproc_die (msg);
         }
         usleep (2000);
     }
@@ -486,9 +399,9 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
 {
     char dir[PATH_MAX + 32];
     static int run;
-    snprintf (dir, sizeof dir, "%s/run%d", s_tmp, run++);
+    snprintf (dir, sizeof dir, "%s/run%d", zl_benchproc_tmp (), run++);
     if (mkdir (dir, 0755) != 0)
-        s_die ("cannot make a run dir");
+        zl_benchproc_die ("cannot make a run dir");
     broker_t b;
     s_broker_start (&b, dir, scheduler);
     atomic_store (&s_handled, 0);
@@ -506,7 +419,7 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
         wo.handler = s_noop;
         w[i] = zl_worker_new (&wo);
         if (!w[i])
-            s_die ("cannot make a worker");
+            zl_benchproc_die ("cannot make a worker");
         pthread_create (&threads[i], NULL, s_worker_thread, w[i]);
     }
     s_wait_counter (&b, "workers_ready", workers, 10000);
@@ -535,14 +448,14 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
         if (rc > 0)
             done += (uint64_t)rc;
         else if (rc < 0 && errno != EAGAIN && errno != EINTR)
-            s_die ("submit failed");
+            zl_benchproc_die ("submit failed");
         zl_producer_poll (prod, rc > 0 ? 0 : 1);
     }
     int64_t deadline = zl_clock_mono_ms () + 600000;
     while (atomic_load (&s_handled) < jobs) {
         zl_producer_poll (prod, 1);
         if (zl_clock_mono_ms () > deadline)
-            s_die ("the jobs did not all run within 10 minutes");
+            zl_benchproc_die ("the jobs did not all run within 10 minutes");
     }
     int64_t t1 = zl_clock_mono_us ();
     zl_producer_wait (prod, 120000);
@@ -556,7 +469,7 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
     zl_producer_destroy (&prod);
     free (names);
     s_broker_close (&b);
-    s_kill_all ();
+    zl_benchproc_stop_all (5000);  // SIGTERM: a perf-wrapped broker writes its data
     return (double)jobs / ((double)(t1 - t0) / 1e6);
 }
 
@@ -564,12 +477,7 @@ static int
 s_cmd_full (size_t tenants, uint64_t jobs, int workers, int rounds)
 {
     zl_log_set_level (ZL_LOG_WARN); // the worker library's connect/stop lines
-    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-bench-sched.XXXXXX");
-    if (!mkdtemp (s_tmp))
-        s_die ("cannot make a temp dir");
-    atexit (s_cleanup);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+    zl_benchproc_init ("zlane-bench-sched", "zlane-bench-sched");
     printf ("zlane-bench-sched --full: %" PRIu64 " jobs through a real broker (durability none), "
             "%d worker threads, best of %d\n\n",
             jobs, workers, rounds);
@@ -636,12 +544,5 @@ main (int argc, char **argv)
     }
     if (!full)
         return s_cmd_inprocess (tenants, seconds, rounds);
-    ssize_t n = readlink ("/proc/self/exe", s_bindir, sizeof s_bindir - 1);
-    if (n <= 0)
-        s_die ("cannot find my own directory");
-    s_bindir[n] = '\0';
-    char *slash = strrchr (s_bindir, '/');
-    if (slash)
-        *slash = '\0';
     return s_cmd_full (tenants, jobs, workers, rounds);
 }

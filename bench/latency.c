@@ -13,6 +13,7 @@
 
     Every process it starts is killed at exit, by PID. */
 #define _GNU_SOURCE
+#include "benchproc.h"
 #include "clock.h"
 #include "zlane_producer.h"
 #include "zlane_worker.h"
@@ -32,69 +33,13 @@
 #define MAX_PROCS 32
 #define WORKER_SLOTS 4
 
-static pid_t s_pids[MAX_PROCS];
-static int s_n_pids;
-static char s_bindir[PATH_MAX];
-static char s_tmp[PATH_MAX];
-
-static void
-s_cleanup (void)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            waitpid (s_pids[i], NULL, 0);
-    s_n_pids = 0;
-    if (s_tmp[0]) {
-        char cmd[PATH_MAX + 16];
-        snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_tmp);
-        if (system (cmd) != 0)
-            fprintf (stderr, "zlane-bench-latency: could not remove %s\n", s_tmp);
-        s_tmp[0] = '\0';
-    }
-}
-
-static void
-s_on_signal (int sig)
-{
-    for (int i = 0; i < s_n_pids; i++)
-        if (s_pids[i] > 0)
-            kill (s_pids[i], SIGKILL);
-    _exit (128 + sig);
-}
-
-static void
-s_die (const char *msg)
-{
-    fprintf (stderr, "zlane-bench-latency: %s\n", msg);
-    exit (1); // atexit: s_cleanup
-}
-
-static pid_t
-s_spawn (char *const argv[], const char *log)
-{
-    pid_t pid = fork ();
-    if (pid == 0) {
-        if (!freopen (log, "a", stderr))
-            _exit (127);
-        execv (argv[0], argv);
-        fprintf (stderr, "exec %s: %s\n", argv[0], strerror (errno));
-        _exit (127);
-    }
-    if (pid > 0 && s_n_pids < MAX_PROCS)
-        s_pids[s_n_pids++] = pid;
-    return pid;
-}
-
 // Run zlane-ctl stats --counter NAME; returns the value or -1.
 static long long
 s_counter (const char *admin, const char *name)
 {
     char cmd[PATH_MAX + 512];
     snprintf (cmd, sizeof cmd, "'%s/zlane-ctl' --admin '%s' stats --counter %s 2>/dev/null",
-              s_bindir, admin, name);
+              zl_benchproc_bindir (), admin, name);
     FILE *p = popen (cmd, "r");
     if (!p)
         return -1;
@@ -168,7 +113,7 @@ s_cmd_worker (int argc, char **argv)
             out = argv[++i];
     }
     if (!endpoint || !out)
-        s_die ("worker: --broker EP --out FILE");
+        zl_benchproc_die ("worker: --broker EP --out FILE");
     const char *lanes[] = {"bench"};
     zl_worker_opts_t opts;
     zl_worker_opts_defaults (&opts);
@@ -181,7 +126,7 @@ s_cmd_worker (int argc, char **argv)
     opts.handler = s_handler;
     s_worker = zl_worker_new (&opts);
     if (!s_worker)
-        s_die ("worker: bad options");
+        zl_benchproc_die ("worker: bad options");
     signal (SIGTERM, s_stop_worker);
     signal (SIGINT, s_stop_worker);
     int rc = zl_worker_run (s_worker);
@@ -219,15 +164,6 @@ s_pct (const int64_t *v, size_t n, double p)
 int
 main (int argc, char **argv)
 {
-    char self[PATH_MAX];
-    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (len > 0) {
-        self[len] = '\0';
-        char *slash = strrchr (self, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf (s_bindir, sizeof s_bindir, "%s", self);
-    }
     zsys_handler_set (NULL);
     if (argc >= 2 && !strcmp (argv[1], "worker"))
         return s_cmd_worker (argc - 2, argv + 2);
@@ -242,7 +178,7 @@ main (int argc, char **argv)
             return 0;
         }
         if (i + 1 >= argc)
-            s_die ("every option takes a value");
+            zl_benchproc_die ("every option takes a value");
         if (!strcmp (argv[i], "--rate"))
             rate = atof (argv[++i]);
         else if (!strcmp (argv[i], "--seconds"))
@@ -254,27 +190,22 @@ main (int argc, char **argv)
         else if (!strcmp (argv[i], "--durability"))
             durability = argv[++i];
         else
-            s_die ("unknown option");
+            zl_benchproc_die ("unknown option");
     }
     if (rate <= 0 || seconds <= 0 || workers < 1 || workers > MAX_PROCS - 2)
-        s_die ("bad numbers");
+        zl_benchproc_die ("bad numbers");
     if (payload < sizeof (int64_t))
         payload = sizeof (int64_t);
     uint64_t jobs = (uint64_t)(rate * seconds);
 
-    snprintf (s_tmp, sizeof s_tmp, "/tmp/zlane-latency.XXXXXX");
-    if (!mkdtemp (s_tmp))
-        s_die ("cannot make a temp dir");
-    atexit (s_cleanup);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+    zl_benchproc_init ("zlane-bench-latency", "zlane-latency");
 
     // the broker, on ephemeral loopback ports
     char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 32];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", s_bindir);
-    snprintf (data, sizeof data, "%s/data", s_tmp);
-    snprintf (ports, sizeof ports, "%s/ports", s_tmp);
-    snprintf (log, sizeof log, "%s/broker.log", s_tmp);
+    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
+    snprintf (data, sizeof data, "%s/data", zl_benchproc_tmp ());
+    snprintf (ports, sizeof ports, "%s/ports", zl_benchproc_tmp ());
+    snprintf (log, sizeof log, "%s/broker.log", zl_benchproc_tmp ());
     char *bargv[] = {bin,
                      "--lane",
                      "bench",
@@ -293,7 +224,7 @@ main (int argc, char **argv)
                      "--ports-file",
                      ports,
                      NULL};
-    pid_t broker = s_spawn (bargv, log);
+    pid_t broker = zl_benchproc_spawn (bargv, log);
     char frontend[320] = "", backend[320] = "", admin[320] = "";
     int64_t deadline = zl_clock_mono_ms () + 10000;
     for (;;) {
@@ -314,19 +245,19 @@ main (int argc, char **argv)
                 break;
         }
         if (zl_clock_mono_ms () > deadline || waitpid (broker, NULL, WNOHANG) == broker)
-            s_die ("the broker did not start (see its log)");
+            zl_benchproc_die ("the broker did not start (see its log)");
         usleep (10000);
     }
 
     // the workers
-    snprintf (bin, sizeof bin, "%s/zlane-bench-latency", s_bindir);
+    snprintf (bin, sizeof bin, "%s/zlane-bench-latency", zl_benchproc_bindir ());
     pid_t wpids[MAX_PROCS];
     char outs[MAX_PROCS][PATH_MAX + 32];
     for (int w = 0; w < workers; w++) {
-        snprintf (outs[w], sizeof outs[w], "%s/lat%d", s_tmp, w);
-        snprintf (log, sizeof log, "%s/worker%d.log", s_tmp, w);
+        snprintf (outs[w], sizeof outs[w], "%s/lat%d", zl_benchproc_tmp (), w);
+        snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
         char *wargv[] = {bin, "worker", "--broker", backend, "--out", outs[w], NULL};
-        wpids[w] = s_spawn (wargv, log);
+        wpids[w] = zl_benchproc_spawn (wargv, log);
     }
     s_wait_counter (admin, "workers_ready", workers, 10000);
 
@@ -361,12 +292,12 @@ main (int argc, char **argv)
             late++;
         memcpy (buf, &due, sizeof due);
         if (zl_producer_submit (prod, &job, NULL) != 0)
-            s_die ("submit failed");
+            zl_benchproc_die ("submit failed");
         zl_producer_flush (prod);
     }
     int64_t t_sent = zl_clock_mono_us ();
     if (zl_producer_wait (prod, 60000) != 0)
-        s_die ("the broker did not accept every job");
+        zl_benchproc_die ("the broker did not accept every job");
     zl_producer_destroy (&prod);
     free (buf);
     s_wait_counter (admin, "jobs_acked", (long long)jobs, 60000);
@@ -378,12 +309,9 @@ main (int argc, char **argv)
         kill (wpids[w], SIGTERM);
     for (int w = 0; w < workers; w++) {
         waitpid (wpids[w], NULL, 0);
-        for (int i = 0; i < s_n_pids; i++)
-            if (s_pids[i] == wpids[w])
-                s_pids[i] = 0;
         FILE *f = fopen (outs[w], "r");
         if (!f)
-            s_die ("a worker wrote no samples");
+            zl_benchproc_die ("a worker wrote no samples");
         long long v;
         while (n < cap && fscanf (f, "%lld", &v) == 1)
             lat[n++] = v;

@@ -1,0 +1,38 @@
+/*  benchproc: what every benchmark program needs around its measurements:
+    a temp dir, child processes in their own process groups that are killed
+    at exit or on SIGINT/SIGTERM, a fatal-error exit, and /proc readings of
+    a process's memory and CPU time. One per process (static state). */
+#ifndef ZL_BENCHPROC_H
+#define ZL_BENCHPROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/*  Make the temp dir (/tmp/<prefix>.XXXXXX), note the binaries' dir (this
+    program's own), and arrange the cleanup. `program` names error lines. */
+void zl_benchproc_init (const char *program, const char *prefix);
+/*  The temp dir; "" before init. Borrowed. */
+const char *zl_benchproc_tmp (void);
+/*  The directory this program runs from (where the zlane binaries are). */
+const char *zl_benchproc_bindir (void);
+/*  Start argv[0] (a path) with stderr appended to `log`, in its own process
+    group; it is killed at exit. Returns its pid or -1. */
+pid_t zl_benchproc_spawn (char *const argv[], const char *log);
+/*  Register a child forked by the caller, to be killed at exit. */
+void zl_benchproc_adopt (pid_t pid);
+/*  In a forked child: the parent cleans up, not this process. */
+void zl_benchproc_forget (void);
+/*  Number of children and the pid of child `i` (in start order). */
+int zl_benchproc_count (void);
+pid_t zl_benchproc_pid (int i);
+/*  SIGTERM every child's group, SIGKILL what is left after `grace_ms`. */
+void zl_benchproc_stop_all (int grace_ms);
+/*  Print "program: msg", clean up and exit 1. */
+void zl_benchproc_die (const char *msg) __attribute__ ((noreturn));
+/*  Resident memory of `pid` in bytes (total); anonymous and file-backed
+    parts in *anon / *file when not NULL. */
+uint64_t zl_benchproc_rss (pid_t pid, uint64_t *anon, uint64_t *file);
+/*  CPU seconds (user + system) `pid` has used so far. */
+double zl_benchproc_cpu_seconds (pid_t pid);
+
+#endif
