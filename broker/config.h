@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 typedef enum { ZL_SCHED_WFQ = 0, ZL_SCHED_FIFO = 1 } zl_sched_policy_t;
+#define ZL_SCHED_QUANTUM_US 1000  // WFQ's default quantum (zl_sched_set_quantum)
 typedef enum { ZL_DURABILITY_FSYNC = 0, ZL_DURABILITY_NONE = 1 } zl_durability_t;
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
     zl_durability_t durability;
     uint64_t map_size;         // the store's size limit
     zl_sched_policy_t scheduler;
+    uint64_t wfq_quantum_us;   // see zl_sched_set_quantum
     uint64_t max_payload;
     uint64_t heartbeat_ms;
     uint32_t liveness;

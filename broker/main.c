@@ -38,6 +38,8 @@ s_usage (FILE *out)
                   "      --durability MODE    fsync | none             [fsync]\n"
                   "      --map-size SIZE      the store's size limit   [4GiB]\n"
                   "      --scheduler S        wfq | fifo               [wfq]\n"
+                  "      --wfq-quantum-us N   wfq: tenants within N us of worker time / weight\n"
+                  "                           of each other go in arrival order, 0 = exact [1000]\n"
                   "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
                   "      --auto-lanes         create undeclared lanes on first use\n"
                   "      --default-lane NAME  jobs for undeclared lanes go to this lane\n"
@@ -84,6 +86,7 @@ main (int argc, char **argv)
         O_DUR,
         O_MAP,
         O_SCHED,
+        O_QUANTUM,
         O_LANE,
         O_AUTO,
         O_DEFLANE,
@@ -116,6 +119,7 @@ main (int argc, char **argv)
                                          {"durability", required_argument, 0, O_DUR},
                                          {"map-size", required_argument, 0, O_MAP},
                                          {"scheduler", required_argument, 0, O_SCHED},
+                                         {"wfq-quantum-us", required_argument, 0, O_QUANTUM},
                                          {"lane", required_argument, 0, O_LANE},
                                          {"auto-lanes", no_argument, 0, O_AUTO},
                                          {"default-lane", required_argument, 0, O_DEFLANE},
@@ -176,6 +180,7 @@ main (int argc, char **argv)
         case O_DUR: key = "durability"; break;
         case O_MAP: key = "map_size"; break;
         case O_SCHED: key = "scheduler"; break;
+        case O_QUANTUM: key = "wfq_quantum_us"; break;
         case O_AUTO:
             key = "auto_lanes";
             optarg = "true";

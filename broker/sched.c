@@ -4,14 +4,25 @@
 #include "u64map.h"
 #include "zl_alloc.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NO_SLOT UINT32_MAX
 #define DEFAULT_EST_US 1000
 
+// A slot of a lane's heap. The sort key lives in the slot, so sifting reads
+// one array and not the flows: (hi, lo) where lo is the arrival seq of the
+// flow's head job and hi is 0 under FIFO, and under WFQ the flow's virtual
+// start time in quanta (the bits of the double itself with quantum 0).
 typedef struct {
-    zl_flow_t **items;
+    uint64_t hi, lo;
+    zl_flow_t *flow;
+} slot_t;
+
+typedef struct {
+    slot_t *items;
     uint32_t size, cap;
 } heap_t;
 
@@ -21,6 +32,7 @@ static bool s_wake_less (const void *a, const void *b);
 
 struct _zl_sched_t {
     zl_sched_policy_t policy;
+    double quantum;  // WFQ: virtual time per key step (us / weight); 0 = exact
     zl_heap_t *wake;  // time-parked flows by wake_ms
     zl_lane_t **lanes_waiting;  // lanes held back by their rate limit
     int64_t lane_wake_ms;       // earliest of their next tokens, or -1
@@ -34,6 +46,7 @@ zl_sched_new (zl_sched_policy_t policy)
 {
     zl_sched_t *self = ZL_NEW (zl_sched_t);
     self->policy = policy;
+    self->quantum = ZL_SCHED_QUANTUM_US;
     self->by_key = zl_u64map_new ();
     self->lane_wake_ms = -1;
     self->wake = zl_heap_new (s_wake_less, offsetof (zl_flow_t, wake_idx), NO_SLOT);
@@ -70,6 +83,12 @@ zl_sched_policy (zl_sched_t *self)
     return self->policy;
 }
 
+void
+zl_sched_set_quantum (zl_sched_t *self, uint64_t quantum_us)
+{
+    self->quantum = (double) quantum_us;
+}
+
 zl_flow_t *
 zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
 {
@@ -102,65 +121,67 @@ zl_sched_flows (zl_sched_t *self, size_t *count)
 }
 
 // ---------------------------------------------------------------- lane heap
-// Each lane's backlogged flows. This heap stays hand-written, unlike the
-// deadline heaps (common/heap.h): it is on the dispatch path, where an
-// inlined comparison on the key matters (bench/bench_sched.c).
-static inline int
-s_less (const zl_flow_t *a, const zl_flow_t *b)
+// Each lane's backlogged flows, in a 4-ary min-heap of slots. It stays
+// hand-written, unlike the deadline heaps (common/heap.h): it is on the
+// dispatch path, where the inline key and the shallow tree matter with
+// thousands of flows (bench/bench_sched.c).
+#define ARITY 4
+
+static inline bool
+s_less (const slot_t *a, const slot_t *b)
 {
-    if (a->key != b->key)
-        return a->key < b->key;
-    return a->tenant->index < b->tenant->index;
+    return a->hi != b->hi ? a->hi < b->hi : a->lo < b->lo;
 }
 
-static void
-s_set (heap_t *h, uint32_t i, zl_flow_t *f)
+static inline void
+s_set (heap_t *h, uint32_t i, const slot_t *s)
 {
-    h->items[i] = f;
-    f->heap_idx = i;
+    h->items[i] = *s;
+    s->flow->heap_idx = i;
 }
 
 static void
 s_sift_up (heap_t *h, uint32_t i)
 {
-    zl_flow_t *f = h->items[i];
+    slot_t s = h->items[i];
     while (i > 0) {
-        uint32_t p = (i - 1) / 2;
-        if (!s_less (f, h->items[p]))
+        uint32_t p = (i - 1) / ARITY;
+        if (!s_less (&s, &h->items[p]))
             break;
-        s_set (h, i, h->items[p]);
+        s_set (h, i, &h->items[p]);
         i = p;
     }
-    s_set (h, i, f);
+    s_set (h, i, &s);
 }
 
 static void
 s_sift_down (heap_t *h, uint32_t i)
 {
-    zl_flow_t *f = h->items[i];
+    slot_t s = h->items[i];
     for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, b = i;
-        zl_flow_t *bf = f;
-        if (l < h->size && s_less (h->items[l], bf))
-            b = l, bf = h->items[l];
-        if (r < h->size && s_less (h->items[r], bf))
-            b = r, bf = h->items[r];
+        uint32_t first = ARITY * i + 1, b = i;
+        const slot_t *bs = &s;
+        uint32_t end = first + ARITY < h->size ? first + ARITY : h->size;
+        for (uint32_t c = first; c < end; c++)
+            if (s_less (&h->items[c], bs))
+                b = c, bs = &h->items[c];
         if (b == i)
             break;
-        s_set (h, i, bf);
+        s_set (h, i, bs);
         i = b;
     }
-    s_set (h, i, f);
+    s_set (h, i, &s);
 }
 
 static void
-s_heap_insert (heap_t *h, zl_flow_t *f)
+s_heap_insert (heap_t *h, zl_flow_t *f, uint64_t hi, uint64_t lo)
 {
     if (h->size == h->cap) {
         h->cap = h->cap ? h->cap * 2 : 16;
-        h->items = zl_realloc (h->items, h->cap * sizeof (zl_flow_t *));
+        h->items = zl_realloc (h->items, h->cap * sizeof (slot_t));
     }
-    s_set (h, h->size++, f);
+    slot_t s = {hi, lo, f};
+    s_set (h, h->size++, &s);
     s_sift_up (h, h->size - 1);
 }
 
@@ -169,32 +190,73 @@ s_heap_remove (heap_t *h, zl_flow_t *f)
 {
     uint32_t i = f->heap_idx;
     f->heap_idx = NO_SLOT;
-    zl_flow_t *last = h->items[--h->size];
+    slot_t last = h->items[--h->size];
     if (i < h->size) {
-        s_set (h, i, last);
+        s_set (h, i, &last);
         s_sift_up (h, i);
-        s_sift_down (h, last->heap_idx);
+        s_sift_down (h, last.flow->heap_idx);
     }
 }
 
+// A backlogged flow's key changed: move it (nothing to do when it did not).
 static void
-s_heap_rekey (heap_t *h, zl_flow_t *f, double key)
+s_heap_rekey (heap_t *h, zl_flow_t *f, uint64_t hi, uint64_t lo)
 {
-    f->key = key;
-    s_sift_up (h, f->heap_idx);
-    s_sift_down (h, f->heap_idx);
+    slot_t *s = &h->items[f->heap_idx];
+    if (s->hi == hi && s->lo == lo)
+        return;
+    bool up = hi < s->hi || (hi == s->hi && lo < s->lo);
+    s->hi = hi;
+    s->lo = lo;
+    if (up)
+        s_sift_up (h, f->heap_idx);
+    else
+        s_sift_down (h, f->heap_idx);
 }
 
 // ---------------------------------------------------------------- queueing
-// The key a flow has when its head job is `head`: FIFO orders flows by the
-// arrival of their heads; WFQ by virtual start time, which for a flow that
-// was idle is the lane's current virtual time (no banked credit).
-static double
-s_head_key (zl_sched_t *self, zl_flow_t *flow)
+// The virtual start time of a flow's head job under WFQ: where the flow's
+// last dispatch ended; for a flow that joins the heap (it was idle, or
+// parked), no earlier than the lane's current virtual time, so it banks no
+// credit.
+static inline double
+s_vstart (zl_flow_t *flow, bool joins)
+{
+    if (joins && flow->lane->vtime > flow->vfinish)
+        return flow->lane->vtime;
+    return flow->vfinish;
+}
+
+// The heap key's high half for virtual time `v`. WFQ with a quantum Q orders
+// flows by floor(v / Q) and, inside one quantum, by the arrival of their head
+// jobs: a backlogged flow lags its exact share by at most one quantum plus
+// one job, and flows that have had the same service go in arrival order
+// (which keeps the store's writes in id order). Quantum 0 is exact
+// start-time fair queuing.
+static inline uint64_t
+s_hi (zl_sched_t *self, double v)
 {
     if (self->policy == ZL_SCHED_FIFO)
-        return (double) flow->head->seq;
-    return flow->vfinish > flow->lane->vtime ? flow->vfinish : flow->lane->vtime;
+        return 0;
+    if (!(v > 0))
+        return 0;
+    if (self->quantum > 0)
+        return (uint64_t) (v / self->quantum);
+    uint64_t bits;  // a non-negative double's bits order like its value
+    memcpy (&bits, &v, sizeof bits);
+    return bits;
+}
+
+// (Re)place a backlogged flow in its lane's heap by its head job.
+static void
+s_enqueue (zl_sched_t *self, zl_flow_t *flow)
+{
+    flow->vstart = s_vstart (flow, flow->heap_idx == NO_SLOT);
+    uint64_t hi = s_hi (self, flow->vstart), lo = flow->head->seq;
+    if (flow->heap_idx == NO_SLOT)
+        s_heap_insert (flow->lane->heap, flow, hi, lo);
+    else
+        s_heap_rekey (flow->lane->heap, flow, hi, lo);
 }
 
 void
@@ -208,10 +270,8 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
         flow->head = job;
     flow->tail = job;
     flow->ready++;
-    if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE) {
-        flow->key = s_head_key (self, flow);
-        s_heap_insert (flow->lane->heap, flow);
-    }
+    if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE)
+        s_enqueue (self, flow);
 }
 
 // ---------------------------------------------------------------- parking
@@ -262,10 +322,8 @@ static void
 s_unpark (zl_sched_t *self, zl_flow_t *flow)
 {
     flow->parked = PARK_NONE;
-    if (flow->head && flow->heap_idx == NO_SLOT) {
-        flow->key = s_head_key (self, flow);
-        s_heap_insert (flow->lane->heap, flow);
-    }
+    if (flow->head && flow->heap_idx == NO_SLOT)
+        s_enqueue (self, flow);
 }
 
 void
@@ -340,7 +398,7 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     for (;;) {
         if (h->size == 0)
             return NULL;
-        flow = h->items[0];
+        flow = h->items[0].flow;
         int64_t until = 0;
         int why = s_held_back (flow, now_ms, &until);
         if (why == PARK_NONE)
@@ -356,13 +414,14 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     job->next = NULL;
     flow->ready--;
     if (self->policy == ZL_SCHED_WFQ) {
-        double start = flow->key;
-        lane->vtime = start;
+        double start = flow->vstart;
+        if (start > lane->vtime)  // inside a quantum starts may come out of order
+            lane->vtime = start;
         job->est_us = flow->est_us;
         flow->vfinish = start + (double) job->est_us / (double) flow->tenant->cfg.weight;
     }
     if (flow->head)
-        s_heap_rekey (h, flow, s_head_key (self, flow));
+        s_enqueue (self, flow);
     else
         s_heap_remove (h, flow);
     return job;
@@ -382,5 +441,5 @@ zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us)
     // running estimate for the next dispatch: EWMA with weight 1/8
     flow->est_us = (flow->est_us * 7 + (run_us ? run_us : 1)) / 8;
     if (flow->heap_idx != NO_SLOT)
-        s_heap_rekey (flow->lane->heap, flow, s_head_key (self, flow));
+        s_enqueue (self, flow);
 }

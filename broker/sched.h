@@ -3,7 +3,8 @@
     min-heap of its backlogged flows: under FIFO the key is the sequence of
     the flow's head job (global arrival order); under WFQ it is the flow's
     virtual start time (start-time fair queuing, charged by worker time /
-    tenant weight). Choosing the next job is O(log flows).
+    tenant weight) counted in quanta, then the head job's sequence. Choosing
+    the next job is O(log flows).
 
     A flow that may not run now leaves its lane's heap and is parked: by a
     concurrency cap (tenant overall, or tenant in this lane) until one of its
@@ -25,7 +26,7 @@ typedef struct zl_flow {
     zl_tenant_t *tenant;
     zl_job_t *head, *tail;  // READY jobs, FIFO
     uint32_t heap_idx;      // UINT32_MAX when not backlogged in the lane heap
-    double key;             // heap key (see above)
+    double vstart;          // WFQ: virtual start time of the head job
     uint8_t parked;         // 0, or why it is out of the lane heap
     uint32_t wake_idx;      // position in the wake heap, UINT32_MAX if none
     int64_t wake_ms;        // parked by time: when it may run again
@@ -71,5 +72,11 @@ void zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us);
 zl_flow_t **zl_sched_flows (zl_sched_t *self, size_t *count);
 /*  The policy in force. */
 zl_sched_policy_t zl_sched_policy (zl_sched_t *self);
+/*  WFQ's quantum, in us of worker time per unit of weight (default
+    ZL_SCHED_QUANTUM_US): flows whose virtual start times fall in the same
+    quantum go in the arrival order of their head jobs, so a backlogged
+    tenant's lag behind its exact share is at most one quantum plus one job.
+    0 = exact start-time fair queuing. */
+void zl_sched_set_quantum (zl_sched_t *self, uint64_t quantum_us);
 
 #endif

@@ -827,7 +827,10 @@ s_run (zl_worker_t *self, zl_held_job_t *h)
     memset (&h->result, 0, sizeof h->result);
     int64_t start = zl_clock_mono_us ();
     self->opts.handler (&h->pub, &h->result, self->opts.handler_arg);
-    h->run_us = (uint64_t)(zl_clock_mono_us () - start);
+    // 0 on the wire means "not measured" (the broker then charges the
+    // lease's length, queueing included): a handler quicker than 1 us says 1
+    int64_t took = zl_clock_mono_us () - start;
+    h->run_us = took > 0 ? (uint64_t)took : 1;
     h->result.error[ZL_WORKER_ERROR_MAX - 1] = '\0';
 }
 

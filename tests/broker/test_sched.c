@@ -28,6 +28,10 @@
 
 #define MAX_TENANTS 8
 
+// WFQ's quantum for the worlds the tests make: the WFQ tests run twice, with
+// the default quantum and with 0 (exact start-time fair queuing).
+static uint64_t s_quantum_us = ZL_SCHED_QUANTUM_US;
+
 typedef struct {
     zl_broker_config_t cfg;
     zl_lanes_t *lanes;
@@ -57,6 +61,7 @@ s_world (zl_sched_policy_t policy, const uint32_t *weights, size_t n_tenants, si
     }
     w->lanes = zl_lanes_new (&w->cfg);
     w->sched = zl_sched_new (policy);
+    zl_sched_set_quantum (w->sched, s_quantum_us);
     w->lane = zl_lanes_lookup (w->lanes, "lane");
     w->n_tenants = n_tenants;
     for (size_t i = 0; i < n_tenants; i++) {
@@ -452,6 +457,112 @@ test_wfq_many_tenants_equal_share (void **state)
         total += (double)time[t];
     for (size_t t = 0; t < MAX_TENANTS; t++)
         assert_true (fabs ((double)time[t] / (total / MAX_TENANTS) - 1.0) < 0.03);
+    s_world_destroy (&w);
+}
+
+// Backlogged tenants with random job costs and weights 1:2:3, each charged
+// at once: after every dispatch, the normalized service (worker time /
+// weight) of any two tenants differs by at most one quantum plus one job's
+// cost over the weight (the bound sched.h promises; exact SFQ's bound with
+// quantum 0).
+static void
+test_wfq_lag_is_bounded_by_quantum_plus_job (void **state)
+{
+    (void)state;
+    uint32_t weights[3] = {1, 2, 3};
+    world_t *w = s_world (ZL_SCHED_WFQ, weights, 3, 64);
+    for (int k = 0; k < 8; k++)
+        for (size_t t = 0; t < 3; t++)
+            s_push_new (w, t);
+    enum { MAX_COST = 3000 };
+    double bound = (double)s_quantum_us + MAX_COST; // weight >= 1
+    uint64_t time[3] = {0};
+    srand (7);
+    double worst = 0;
+    for (int i = 0; i < 50000; i++) {
+        zl_job_t *job;
+        size_t t = s_pop (w, &job);
+        uint64_t cost = 1 + (uint64_t)(rand () % MAX_COST);
+        time[t] += cost;
+        zl_sched_charge (w->sched, job, cost);
+        s_push (w, job);
+        for (size_t a = 0; a < 3; a++)
+            for (size_t b = 0; b < 3; b++) {
+                double lag = (double)time[a] / weights[a] - (double)time[b] / weights[b];
+                worst = lag > worst ? lag : worst;
+            }
+        if (worst > bound)
+            fail_msg ("quantum %llu: after %d dispatches one tenant leads another by %.0f us/weight "
+                      "(bound %.0f)",
+                      (unsigned long long)s_quantum_us, i + 1, worst, bound);
+    }
+    s_world_destroy (&w);
+}
+
+// Inside one quantum, flows go in the arrival order of their head jobs: with
+// jobs far cheaper than the quantum, a backlog that arrived tenant by tenant
+// leaves in that order (the store then writes in id order). Exact SFQ
+// (quantum 0) alternates between the tenants instead.
+static void
+test_wfq_quantum_serves_arrival_order (void **state)
+{
+    (void)state;
+    uint32_t weights[3] = {1, 1, 1};
+    world_t *w = s_world (ZL_SCHED_WFQ, weights, 3, 30);
+    zl_sched_set_quantum (w->sched, 1000);
+    for (size_t t = 0; t < 3; t++)
+        for (int k = 0; k < 10; k++)
+            s_push_new (w, t); // ids 1..10 tenant 0, 11..20 tenant 1, ...
+    for (uint64_t id = 1; id <= 30; id++) {
+        zl_job_t *job;
+        s_pop (w, &job);
+        assert_int_equal (job->id, id);
+        zl_sched_charge (w->sched, job, 10); // 10 jobs = 100 us, in one quantum
+    }
+    s_world_destroy (&w);
+
+    w = s_world (ZL_SCHED_WFQ, weights, 3, 30);
+    zl_sched_set_quantum (w->sched, 0);
+    for (size_t t = 0; t < 3; t++)
+        for (int k = 0; k < 10; k++)
+            s_push_new (w, t);
+    for (int i = 0; i < 30; i++) {
+        zl_job_t *job;
+        size_t t = s_pop (w, &job);
+        assert_int_equal (t, (size_t)i % 3);
+        zl_sched_charge (w->sched, job, 10);
+    }
+    s_world_destroy (&w);
+}
+
+// The quantum bounds what arrival order may buy: tenant 0's 1,000 jobs of
+// 100 us arrived before tenant 1's, yet tenant 1 starts within one quantum
+// (10 of tenant 0's jobs), and from then on they alternate quantum by quantum.
+static void
+test_wfq_quantum_bounds_arrival_advantage (void **state)
+{
+    (void)state;
+    uint32_t weights[2] = {1, 1};
+    world_t *w = s_world (ZL_SCHED_WFQ, weights, 2, 2000);
+    zl_sched_set_quantum (w->sched, 1000);
+    for (int k = 0; k < 1000; k++)
+        s_push_new (w, 0);
+    for (int k = 0; k < 1000; k++)
+        s_push_new (w, 1);
+    int first_of_1 = -1, longest = 0, run = 0;
+    size_t prev = 2;
+    for (int i = 0; i < 1000; i++) {
+        zl_job_t *job;
+        size_t t = s_pop (w, &job);
+        if (t == 1 && first_of_1 < 0)
+            first_of_1 = i;
+        run = t == prev ? run + 1 : 1;
+        prev = t;
+        longest = run > longest ? run : longest;
+        zl_sched_charge (w->sched, job, 100);
+    }
+    assert_true (first_of_1 >= 0 && first_of_1 <= 10);
+    assert_true (longest <= 11);
     s_world_destroy (&w);
 }
 
@@ -1330,6 +1441,9 @@ main (void)
         cmocka_unit_test (test_wfq_idle_tenant_gets_no_burst),
         cmocka_unit_test (test_wfq_fifo_within_tenant_and_single_flow),
         cmocka_unit_test (test_wfq_many_tenants_equal_share),
+        cmocka_unit_test (test_wfq_lag_is_bounded_by_quantum_plus_job),
+        cmocka_unit_test (test_wfq_quantum_serves_arrival_order),
+        cmocka_unit_test (test_wfq_quantum_bounds_arrival_advantage),
         cmocka_unit_test (test_tenant_cap_holds),
         cmocka_unit_test (test_lane_tenant_cap_holds),
         cmocka_unit_test (test_lane_cap_holds),
@@ -1340,5 +1454,19 @@ main (void)
         cmocka_unit_test (test_next_wake_reports_the_earliest),
         cmocka_unit_test (test_parked_flows_cost_nothing_per_pop),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name ("default quantum", tests, NULL, NULL);
+    // the fairness tests again with exact start-time fair queuing
+    const struct CMUnitTest exact[] = {
+        cmocka_unit_test (test_wfq_weights_1_2_4),
+        cmocka_unit_test (test_wfq_charges_worker_time_not_job_count),
+        cmocka_unit_test (test_wfq_late_charges_with_weights),
+        cmocka_unit_test (test_wfq_charge_corrects_the_estimate),
+        cmocka_unit_test (test_wfq_idle_tenant_gets_no_burst),
+        cmocka_unit_test (test_wfq_fifo_within_tenant_and_single_flow),
+        cmocka_unit_test (test_wfq_many_tenants_equal_share),
+        cmocka_unit_test (test_wfq_lag_is_bounded_by_quantum_plus_job),
+    };
+    s_quantum_us = 0;
+    failed += cmocka_run_group_tests_name ("quantum 0 (exact)", exact, NULL, NULL);
+    return failed;
 }

@@ -468,6 +468,8 @@ test_dispatch_ack (void **state)
     assert_int_equal (ack->n, 1);
     assert_int_equal (ack->items[0].job_id, 42);
     assert_true (ack->items[0].lease == 0x1122334455667788ULL);
+    // the handler's run time, at least 1 us: 0 on the wire means "not measured"
+    assert_true (ack->items[0].run_us >= 1 && ack->items[0].run_us < 10 * 1000 * 1000);
     s_broker_settle (&f->broker, 42, 0x1122334455667788ULL);
 
     assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, S_WAIT_MS));
