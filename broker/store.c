@@ -17,7 +17,8 @@
 #include <sys/statvfs.h>
 
 #define FULL_MARGIN (4u << 20)  // bytes kept free so acks and deletes always fit
-#define IDEM_SEP '\0'           // tenant IDEM_SEP key: a C string cannot hold it
+#define IDEM_SEP '\0'           // key IDEM_SEP tenant: a C string cannot hold it
+#define FORMAT_V1 "zlane-store-1"  // idem keys were tenant IDEM_SEP key
 
 struct _zl_store_t {
     int lock_fd;       // flock on DIR/zlane.lock: one broker per data directory
@@ -93,6 +94,90 @@ s_check_dir (const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+// Swap one idem key from format 1 (tenant IDEM_SEP key) to this format
+// (key IDEM_SEP tenant), in `out` (the same size).
+static void
+s_swap_v1_key (const MDB_val *in, char *out)
+{
+    const char *p = in->mv_data;
+    const char *sep = memchr (p, IDEM_SEP, in->mv_size);
+    size_t tl = sep ? (size_t) (sep - p) : in->mv_size;
+    size_t kl = sep ? in->mv_size - tl - 1 : 0;
+    memcpy (out, p + tl + 1, kl);
+    out[kl] = IDEM_SEP;
+    memcpy (out + kl + 1, p, tl);
+}
+
+// Upgrade a format 1 store inside `txn` (the caller commits it with the new
+// format key, so a crash leaves the old store whole): the idem keys and the
+// idem log's values change order; nothing else differs.
+static int
+s_upgrade_v1 (zl_store_t *self, MDB_txn *txn)
+{
+    MDB_cursor *c;
+    MDB_val k, v;
+    // the log's values keep their size: rewritten in place
+    int rc = mdb_cursor_open (txn, self->idem_log, &c);
+    if (rc)
+        return rc;
+    size_t n_log = 0;
+    char *buf = NULL;
+    size_t cap = 0;
+    for (rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
+        if (v.mv_size > cap)
+            buf = zl_realloc (buf, cap = v.mv_size * 2);
+        s_swap_v1_key (&v, buf);
+        MDB_val nv = {v.mv_size, buf};
+        rc = mdb_cursor_put (c, &k, &nv, MDB_CURRENT);
+        if (rc)
+            break;
+        n_log++;
+    }
+    mdb_cursor_close (c);
+    if (rc != MDB_NOTFOUND) {
+        free (buf);
+        return rc;
+    }
+    // the idem keys change, so their order too: read them all, empty the
+    // database, put them back
+    MDB_stat st;
+    rc = mdb_stat (txn, self->idem, &st);
+    if (rc) {
+        free (buf);
+        return rc;
+    }
+    size_t n = 0;
+    MDB_val *keys = zl_calloc (st.ms_entries + 1, sizeof *keys);
+    MDB_val *vals = zl_calloc (st.ms_entries + 1, sizeof *vals);
+    rc = mdb_cursor_open (txn, self->idem, &c);
+    if (!rc) {
+        for (rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0 && n < st.ms_entries;
+             rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
+            char *copy = zl_malloc (k.mv_size + v.mv_size);
+            s_swap_v1_key (&k, copy);
+            memcpy (copy + k.mv_size, v.mv_data, v.mv_size);
+            keys[n] = (MDB_val) {k.mv_size, copy};
+            vals[n] = (MDB_val) {v.mv_size, copy + k.mv_size};
+            n++;
+        }
+        mdb_cursor_close (c);
+        if (rc == 0 || rc == MDB_NOTFOUND)
+            rc = mdb_drop (txn, self->idem, 0);
+    }
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = mdb_put (txn, self->idem, &keys[i], &vals[i], 0);
+    for (size_t i = 0; i < n; i++)
+        free (keys[i].mv_data);
+    free (keys);
+    free (vals);
+    free (buf);
+    if (!rc)
+        zl_info ("store", "%s: upgraded from %s to %s (%zu idempotency keys, %zu log entries)",
+                 self->dir, FORMAT_V1, ZL_STORE_FORMAT, n, n_log);
+    return rc;
+}
+
 static int
 s_open_dbs (zl_store_t *self, char *err, size_t errlen)
 {
@@ -143,6 +228,20 @@ s_open_dbs (zl_store_t *self, char *err, size_t errlen)
                   self->dir);
         mdb_txn_abort (txn);
         return -1;
+    } else if (rc == 0 && v.mv_size == strlen (FORMAT_V1) &&
+               memcmp (v.mv_data, FORMAT_V1, v.mv_size) == 0) {
+        rc = s_upgrade_v1 (self, txn);
+        if (!rc) {
+            v.mv_size = strlen (ZL_STORE_FORMAT);
+            v.mv_data = (void *) ZL_STORE_FORMAT;
+            rc = mdb_put (txn, self->meta, &k, &v, 0);
+        }
+        if (rc) {
+            snprintf (err, errlen, "%s: cannot upgrade the store from %s: %s", self->dir,
+                      FORMAT_V1, mdb_strerror (rc));
+            mdb_txn_abort (txn);
+            return -1;
+        }
     } else if (rc == 0 && (v.mv_size != strlen (ZL_STORE_FORMAT) ||
                            memcmp (v.mv_data, ZL_STORE_FORMAT, v.mv_size) != 0)) {
         snprintf (err, errlen, "%s: store format '%.*s' is not supported (this build reads %s)",
@@ -361,7 +460,8 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
     if (id > self->last_append_id)
         self->last_append_id = id;
     if (rec->idempotency_key && rec->idempotency_key[0]) {
-        // idem_log: id -> tenant IDEM_SEP key, pruned in id (= time) order
+        // idem_log: id -> the idem key (key IDEM_SEP tenant), pruned in id
+        // (= time) order
         size_t tl = strlen (rec->tenant), kl = strlen (rec->idempotency_key);
         MDB_val lv = {tl + 1 + kl, NULL};
         rc = mdb_put (s_txn (self), self->idem_log, &k, &lv, MDB_RESERVE | MDB_APPEND);
@@ -369,9 +469,9 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
             rc = mdb_put (s_txn (self), self->idem_log, &k, &lv, MDB_RESERVE);
         if (rc)
             return s_rc (self, rc, "put idem log");
-        memcpy (lv.mv_data, rec->tenant, tl);
-        ((char *) lv.mv_data)[tl] = IDEM_SEP;
-        memcpy ((char *) lv.mv_data + tl + 1, rec->idempotency_key, kl);
+        memcpy (lv.mv_data, rec->idempotency_key, kl);
+        ((char *) lv.mv_data)[kl] = IDEM_SEP;
+        memcpy ((char *) lv.mv_data + kl + 1, rec->tenant, tl);
     }
     return ZL_STORE_OK;
 }
@@ -402,14 +502,18 @@ zl_store_del_job (zl_store_t *self, uint64_t id)
     return ZL_STORE_OK;
 }
 
+// The idem database's key: the idempotency key, then the tenant. Key first,
+// so that keys made in sequence (the producer library's own, one counter over
+// all tenants) land next to each other and a turn's inserts dirty few pages,
+// however many tenants they are for.
 static MDB_val
 s_idem_key (char *buf, size_t size, const char *tenant, const char *key, char **heap)
 {
     size_t tl = strlen (tenant), kl = strlen (key), n = tl + 1 + kl;
     char *p = n <= size ? buf : (*heap = zl_malloc (n));
-    memcpy (p, tenant, tl);
-    p[tl] = IDEM_SEP;
-    memcpy (p + tl + 1, key, kl);
+    memcpy (p, key, kl);
+    p[kl] = IDEM_SEP;
+    memcpy (p + kl + 1, tenant, tl);
     MDB_val k = {n, p};
     return k;
 }

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZL_STORE_FORMAT "zlane-store-1"
+#define ZL_STORE_FORMAT "zlane-store-2"
 
 typedef struct {
     const char *tenant;

@@ -1473,6 +1473,138 @@ test_ids_append_and_smaller_ids (void **state)
     zl_store_close (&store);
 }
 
+// Rewrite an idem key or log value "a\0b" as "b\0a" (the NUL splits it).
+static void
+s_swap_halves (const MDB_val *in, char *out)
+{
+    const char *p = in->mv_data;
+    size_t al = strnlen (p, in->mv_size), bl = in->mv_size - al - 1;
+    memcpy (out, p + al + 1, bl);
+    out[bl] = '\0';
+    memcpy (out + bl + 1, p, al);
+}
+
+// Turn the store in `dir` into a format 1 store, as an older broker left it:
+// idem keys (and the idem log's values) were tenant, NUL, key.
+static void
+s_make_format_1 (const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta, idem, log;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
+    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "meta", 0, &meta), 0);
+    assert_int_equal (mdb_dbi_open (txn, "idem", 0, &idem), 0);
+    assert_int_equal (mdb_dbi_open (txn, "idem_log", MDB_INTEGERKEY, &log), 0);
+    char buf[512];
+    assert_int_equal (mdb_cursor_open (txn, log, &c), 0);
+    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
+        assert_true (v.mv_size <= sizeof buf);
+        s_swap_halves (&v, buf);
+        MDB_val nv = {v.mv_size, buf};
+        assert_int_equal (mdb_cursor_put (c, &k, &nv, MDB_CURRENT), 0);
+    }
+    mdb_cursor_close (c);
+    enum { MAX = 16 };
+    char keys[MAX][512], vals[MAX][64];
+    MDB_val nk[MAX], nv[MAX];
+    size_t n = 0;
+    assert_int_equal (mdb_cursor_open (txn, idem, &c), 0);
+    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
+        assert_true (n < MAX && k.mv_size <= sizeof keys[0] && v.mv_size <= sizeof vals[0]);
+        s_swap_halves (&k, keys[n]);
+        memcpy (vals[n], v.mv_data, v.mv_size);
+        nk[n] = (MDB_val){k.mv_size, keys[n]};
+        nv[n] = (MDB_val){v.mv_size, vals[n]};
+        n++;
+    }
+    mdb_cursor_close (c);
+    assert_true (n > 0);
+    assert_int_equal (mdb_drop (txn, idem, 0), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal (mdb_put (txn, idem, &nk[i], &nv[i], 0), 0);
+    MDB_val fk = {6, "format"}, fv = {13, "zlane-store-1"};
+    assert_int_equal (mdb_put (txn, meta, &fk, &fv, 0), 0);
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+}
+
+// The format on disk, read with LMDB directly.
+static void
+s_format_of (const char *dir, char *out, size_t size)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    MDB_val k = {6, "format"}, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "meta", 0, &meta), 0);
+    assert_int_equal (mdb_get (txn, meta, &k, &v), 0);
+    snprintf (out, size, "%.*s", (int)v.mv_size, (const char *)v.mv_data);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+}
+
+// A store an older broker left (format 1: idem keys tenant first) is
+// upgraded in place when it opens: its idempotency keys still answer, for the
+// right tenant, and still expire.
+static void
+test_upgrade_from_format_1 (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_keyed (store, 1, "acme", "k1", 1000);
+    s_put_keyed (store, 2, "acme", "k2", 2000);
+    s_put_keyed (store, 3, "globex", "k1", 3000);
+    s_put_keyed (store, 4, "a", "b", 4000);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+    s_make_format_1 (fx->dir);
+    char format[64];
+    s_format_of (fx->dir, format, sizeof format);
+    assert_string_equal (format, "zlane-store-1");
+
+    store = s_open (fx->dir);
+    zl_store_close (&store);
+    s_format_of (fx->dir, format, sizeof format);
+    assert_string_equal (format, ZL_STORE_FORMAT);
+    store = s_open (fx->dir);
+    uint64_t id = 0;
+    assert_true (s_has_key (store, "acme", "k1", &id));
+    assert_int_equal (id, 1);
+    assert_true (s_has_key (store, "globex", "k1", &id));
+    assert_int_equal (id, 3);
+    assert_true (s_has_key (store, "a", "b", &id));
+    assert_int_equal (id, 4);
+    assert_false (s_has_key (store, "b", "a", NULL));
+    assert_false (s_has_key (store, "globex", "k2", NULL));
+    // the log was upgraded too: pruning finds and removes the keys
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_prune_idem (store, 3500, 100), 3);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (s_has_key (store, "acme", "k1", NULL));
+    assert_false (s_has_key (store, "acme", "k2", NULL));
+    assert_false (s_has_key (store, "globex", "k1", NULL));
+    assert_true (s_has_key (store, "a", "b", &id));
+    // and the jobs themselves are untouched
+    zl_job_rec_t got;
+    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_OK);
+    assert_string_equal (got.tenant, "globex");
+    assert_string_equal (got.idempotency_key, "k1");
+    zl_store_close (&store);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
 int
@@ -1490,6 +1622,7 @@ main (void)
         T (test_idempotency_key_reused_after_expiry),
         T (test_idempotency_prune_many),
         T (test_foreign_and_damaged_directories),
+        T (test_upgrade_from_format_1),
         T (test_damaged_record_stops_recovery),
         T (test_map_full_is_reported_not_fatal),
         T (test_ids_append_and_smaller_ids),
