@@ -14,6 +14,7 @@
 #include "broker.h"
 
 #include "arena.h"
+#include "clients.h"
 #include "clock.h"
 #include "codec.h"
 #include "counters.h"
@@ -28,6 +29,7 @@
 #include "timers.h"
 #include "wire.h"
 #include "workers.h"
+#include "zap.h"
 #include "zl_alloc.h"
 
 #include <czmq.h>
@@ -77,8 +79,8 @@ struct _zl_broker_t {
     double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
     zcert_t *cert;            // CURVE: the broker's key pair
-    zactor_t *auth;           // CURVE: the ZAP handler (czmq zauth)
-    zcertstore_t *clients;    // CURVE: allowed clients and their bindings
+    zl_zap_t *zap;            // CURVE: the ZAP handler (its own thread)
+    zl_clients_t *clients;    // CURVE: allowed clients and their bindings
     void *monitors[SOCK_COUNT + 1];  // handshake failures on each socket
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
@@ -138,27 +140,6 @@ s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t jo
     its binding as metadata: role (producer, worker, admin, subscriber),
     tenants and lanes (comma lists, or "*"). Without CURVE everything is
     allowed (loopback only, unless --insecure). */
-static bool
-s_listed (const char *list, const char *name)
-{
-    if (!list)
-        return false;
-    if (!strcmp (list, "*"))
-        return true;
-    size_t n = strlen (name);
-    for (const char *p = list; *p;) {
-        const char *comma = strchr (p, ',');
-        size_t len = comma ? (size_t) (comma - p) : strlen (p);
-        while (len && *p == ' ')
-            p++, len--;
-        if (len == n && !strncmp (p, name, n))
-            return true;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return false;
-}
 
 // True if the sender has one of the roles (comma list); otherwise refuses.
 static bool
@@ -167,7 +148,7 @@ s_role (ctx_t *ctx, const char *roles, const char *what)
     if (!ctx->self->cfg->curve)
         return true;
     const char *role = ctx->cert ? zcert_meta (ctx->cert, "role") : NULL;
-    if (role && s_listed (roles, role))
+    if (role && zl_clients_listed (roles, role))
         return true;
     ctx->self->counters[ZL_CTR_UNAUTHORIZED]++;
     zl_warn ("broker", "%s: key %s (role %s) may not %s", s_sock_names[ctx->sock],
@@ -187,7 +168,7 @@ s_bound (ctx_t *ctx, const char *what, const char *name)
 {
     if (!ctx->self->cfg->curve)
         return true;
-    return ctx->cert && s_listed (zcert_meta (ctx->cert, what), name);
+    return ctx->cert && zl_clients_listed (zcert_meta (ctx->cert, what), name);
 }
 
 // ---------------------------------------------------------------- producers
@@ -688,7 +669,7 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
         zcert_t *cert = NULL;
         if (self->clients) {
             const char *key = zmq_msg_gets (&body, "User-Id");
-            cert = key ? zcertstore_lookup (self->clients, key) : NULL;
+            cert = key ? zl_clients_lookup (self->clients, key, now.mono_ms) : NULL;
         }
         s_handle_frame (self, sock, &peer, cert, zmq_msg_data (&body), zmq_msg_size (&body), extra,
                         now);
@@ -1447,9 +1428,9 @@ s_local_endpoint (const char *ep)
            !strncmp (host, "[::1]:", 6);
 }
 
-// CURVE on every socket: the broker's key pair, ZAP (czmq zauth) checking
-// client keys against the clients directory, and a monitor on each socket
-// that counts the handshakes it refused.
+// CURVE on every socket: the broker's key pair, ZAP (zap.c) checking client
+// keys against the clients directory, and a monitor on each socket that
+// counts the handshakes it refused.
 static int
 s_secure (zl_broker_t *self, char *err, size_t errlen)
 {
@@ -1495,16 +1476,19 @@ s_secure (zl_broker_t *self, char *err, size_t errlen)
         snprintf (err, errlen, "clients directory %s does not exist", cfg->clients);
         return -1;
     }
-    self->clients = zcertstore_new (cfg->clients);
-    self->auth = zactor_new (zauth, NULL);
-    zstr_sendx (self->auth, "CURVE", cfg->clients, NULL);
-    zsock_wait (self->auth);
+    self->clients = zl_clients_new (cfg->clients);
+    self->zap = zl_zap_new (cfg->clients);
+    if (!self->zap) {
+        snprintf (err, errlen, "cannot start the ZAP handler (%s is taken)",
+                  "inproc://zeromq.zap.01");
+        return -1;
+    }
     zsock_t *socks[SOCK_COUNT + 1] = {self->zsocks[0], self->zsocks[1], self->zsocks[2],
                                       self->zevents};
     for (int i = 0; i < SOCK_COUNT + 1; i++) {
         zcert_apply (self->cert, socks[i]);
         zsock_set_curve_server (socks[i], 1);
-        zsock_set_zap_domain (socks[i], "zlane");
+        zsock_set_zap_domain (socks[i], i < SOCK_COUNT ? ZL_ZAP_OTHER : ZL_ZAP_EVENTS);
         char ep[64];
         snprintf (ep, sizeof ep, "inproc://zlane-monitor-%p-%d", (void *) self, i);
         zmq_socket_monitor (zsock_resolve (socks[i]), ep,
@@ -1513,8 +1497,8 @@ s_secure (zl_broker_t *self, char *err, size_t errlen)
         self->monitors[i] = zmq_socket (zsys_init (), ZMQ_PAIR);
         zmq_connect (self->monitors[i], ep);
     }
-    zl_info ("broker", "CURVE on: key %s, clients from %s", zcert_public_txt (self->cert),
-             cfg->clients);
+    zl_info ("broker", "CURVE on: key %s, %zu client key(s) from %s",
+             zcert_public_txt (self->cert), zl_clients_count (self->clients), cfg->clients);
     return 0;
 }
 
@@ -1699,8 +1683,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     for (int i = 0; i < SOCK_COUNT + 1; i++)
         if (self->monitors[i])
             zmq_close (self->monitors[i]);
-    zactor_destroy (&self->auth);
-    zcertstore_destroy (&self->clients);
+    zl_zap_destroy (&self->zap);
+    zl_clients_destroy (&self->clients);
     zcert_destroy (&self->cert);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);

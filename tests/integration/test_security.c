@@ -3,7 +3,7 @@
     ports. Checked: a producer submits only for its tenants; unknown keys and
     plaintext clients get nothing and are counted; a worker takes jobs only
     from its lanes; a subscriber reads (stats, dlq list, tail over CURVE) but
-    may not purge, an admin may; and the broker refuses a non-loopback bind
+    may not purge, an admin may, and other roles may not tail; and the broker refuses a non-loopback bind
     without CURVE unless --insecure. The one non-loopback bind (0.0.0.0 on
     port 0) is never connected to and stopped at once. */
 #define _GNU_SOURCE
@@ -706,6 +706,41 @@ test_worker_key_revoked (void **state)
     s_keys_free (&k);
 }
 
+/*  Two files in the clients directory with one public key (the producer's,
+    copied under another name): the broker starts and serves, and lets that
+    key in from neither file, since which one holds the real bindings is
+    unknown. Removing the copy lets the producer in again. */
+static void
+test_repeated_key (void **state)
+{
+    keys_t k;
+    s_keys (&k);
+    char *orig = s_path (k.clients, "producer-t1"), *copy = s_path (k.clients, "producer-copy");
+    size_t len;
+    char *text = zlt_read_file (orig, &len);
+    assert_non_null (text);
+    assert_int_equal (zlt_write_file (copy, text, len), 0);
+    zlt_broker_t *b = s_broker (&k);
+    admin_t *admin = s_admin_new (&k, b);
+    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    s_expect (s_submit (&k, b, k.producer, "t1", "a", "hello", "1s", out, err), 3,
+              "zlane-submit with a key held by two files", err);
+    s_expect_said (err, "refused this client's CURVE key", "zlane-submit with a repeated key");
+    assert_int_equal (s_counter (admin, "jobs_accepted"), 0);
+    assert_int_equal (unlink (copy), 0);
+    // the directory is looked at again within 250 ms: --timeout covers it
+    s_expect (s_submit (&k, b, k.producer, "t1", "a", "hello", "10s", out, err), 0,
+              "zlane-submit once the copy is gone", err);
+    assert_int_equal (s_counter (admin, "jobs_accepted"), 1);
+    s_admin_destroy (&admin);
+    free (text);
+    free (orig);
+    free (copy);
+    free (out);
+    free (err);
+    s_keys_free (&k);
+}
+
 /*  Dead letters over CURVE: `zlane-ctl tail` with a subscriber key gets the
     DeadLetter event; the subscriber may read (stats, dlq list) but not
     purge; a producer key may not even read; the admin redrives and purges. */
@@ -780,6 +815,17 @@ test_admin_and_subscriber (void **state)
     s_expect_said (err, "role producer", "producer stats");
     assert_int_equal (s_counter (admin, "err_unauthorized"), refused + 2);
     assert_int_equal (s_counter (admin, "jobs_purged"), 0);
+    // nor subscribe to the events (a PUB socket cannot answer with an Error:
+    // the handshake is refused, and counted), and neither may a worker
+    uint64_t failed = s_counter (admin, "err_auth_failed");
+    const char *ptail[] = {"tail", NULL};
+    s_expect (s_ctl (&k, b, k.producer, ptail, out, err), 3, "zlane-ctl tail with a producer key",
+              err);
+    s_expect_said (err, "refused this key", "zlane-ctl tail with a producer key");
+    assert_int_equal (s_wait_counter (admin, "err_auth_failed", failed + 1, WAIT_MS), 0);
+    s_expect (s_ctl (&k, b, k.worker, ptail, out, err), 3, "zlane-ctl tail with a worker key",
+              err);
+    assert_int_equal (s_wait_counter (admin, "err_auth_failed", failed + 2, WAIT_MS), 0);
 
     // the admin redrives one (it dies again: PERMANENT) and purges both
     const char *redrive[] = {"dlq", "redrive", id1, NULL};
@@ -895,6 +941,7 @@ main (void)
         cmocka_unit_test_teardown (test_strangers_refused, zlt_teardown),
         cmocka_unit_test_teardown (test_worker_lanes, zlt_teardown),
         cmocka_unit_test_teardown (test_worker_key_revoked, zlt_teardown),
+        cmocka_unit_test_teardown (test_repeated_key, zlt_teardown),
         cmocka_unit_test_teardown (test_admin_and_subscriber, zlt_teardown),
         cmocka_unit_test_teardown (test_public_bind, zlt_teardown),
     };
