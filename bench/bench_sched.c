@@ -1,7 +1,7 @@
 /*  zlane-bench-sched: what fairness costs per dispatch, with many tenants.
 
     zlane-bench-sched [--tenants N] [--seconds S] [--rounds R]
-        drives the scheduler in-process (broker/sched.c, no sockets, no
+        drives the scheduler in-process (broker/scheduler.c, no sockets, no
         clock in the loop): N tenants backlogged in one lane against one
         tenant, under wfq and fifo, and reports dispatch cycles per CPU second
         (pop + charge + the job back to its flow) for each, and the ratio.
@@ -26,7 +26,7 @@
 #include "job.h"
 #include "log.h"
 #include "lane.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "wire.h"
 #include "zlane_producer.h"
 #include "zlane_worker.h"

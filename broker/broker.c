@@ -24,7 +24,7 @@
 #include "log.h"
 #include "producers.h"
 #include "rng.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "timers.h"
 #include "wire.h"

@@ -4,8 +4,7 @@
     certificates are skipped; a key added counts at the next millisecond, a
     key removed or rewritten once ZL_CLIENTS_CHECK_MS have passed, on the
     clock the caller gives (no sleeps: the clock is simulated). */
-#define _XOPEN_SOURCE 700 // nftw, mkdtemp (not _GNU_SOURCE: broker/sched.h shadows <sched.h>)
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE // nftw, mkdtemp
 #include "clients.h"
 #include "log.h"
 

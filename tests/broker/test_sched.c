@@ -1,4 +1,4 @@
-/*  test_sched: which ready job goes next (broker/sched.c). FIFO pops in
+/*  test_sched: which ready job goes next (broker/scheduler.c). FIFO pops in
     global arrival order across tenants; WFQ shares dispatch by tenant weight,
     charges by worker time (so slow jobs do not buy more than their share),
     gives a tenant returning from idle no banked burst, and keeps FIFO order
@@ -10,7 +10,7 @@
 #include "config.h"
 #include "job.h"
 #include "lane.h"
-#include "sched.h"
+#include "scheduler.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -463,7 +463,7 @@ test_wfq_many_tenants_equal_share (void **state)
 // Backlogged tenants with random job costs and weights 1:2:3, each charged
 // at once: after every dispatch, the normalized service (worker time /
 // weight) of any two tenants differs by at most one quantum plus one job's
-// cost over the weight (the bound sched.h promises; exact SFQ's bound with
+// cost over the weight (the bound scheduler.h promises; exact SFQ's bound with
 // quantum 0).
 static void
 test_wfq_lag_is_bounded_by_quantum_plus_job (void **state)

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "record.h"
 #include "rng.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "timers.h"
 #include "workers.h"

@@ -1,4 +1,4 @@
-#include "sched.h"
+#include "scheduler.h"
 
 #include "heap.h"
 #include "u64map.h"

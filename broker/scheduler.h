@@ -1,4 +1,4 @@
-/*  sched: which ready job goes next. Knows nothing of sockets.
+/*  scheduler (zl_sched_t): which ready job goes next. Knows nothing of sockets.
     Jobs wait in flows (one FIFO per lane x tenant). Each lane keeps a
     min-heap of its backlogged flows: under FIFO the key is the sequence of
     the flow's head job (global arrival order); under WFQ it is the flow's
