@@ -1476,7 +1476,7 @@ s_secure (zl_broker_t *self, char *err, size_t errlen)
         snprintf (err, errlen, "clients directory %s does not exist", cfg->clients);
         return -1;
     }
-    self->clients = zl_clients_new (cfg->clients);
+    self->clients = zl_clients_new (cfg->clients, ZL_CLIENTS_MISS_MS);
     self->zap = zl_zap_new (cfg->clients);
     if (!self->zap) {
         snprintf (err, errlen, "cannot start the ZAP handler (%s is taken)",

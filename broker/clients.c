@@ -14,6 +14,7 @@ struct _zl_clients_t {
     zhashx_t *by_key;   // public key text -> zcert_t (owned)
     uint64_t signature; // of the directory listing it was read from
     int64_t checked_ms; // when the directory was last looked at
+    int64_t miss_ms;    // a key not found looks again after this long
     bool checked_once;
 };
 
@@ -133,9 +134,10 @@ s_load (const char *dir)
 }
 
 zl_clients_t *
-zl_clients_new (const char *dir)
+zl_clients_new (const char *dir, int64_t miss_ms)
 {
     zl_clients_t *self = ZL_NEW (zl_clients_t);
+    self->miss_ms = miss_ms;
     self->dir = zl_strdup (dir);
     self->signature = s_signature (dir);
     self->by_key = s_load (dir);
@@ -179,7 +181,7 @@ zl_clients_lookup (zl_clients_t *self, const char *public_txt, int64_t now_ms)
     s_refresh (self, now_ms, ZL_CLIENTS_CHECK_MS);
     zcert_t *cert = zhashx_lookup (self->by_key, public_txt);
     if (!cert) {
-        s_refresh (self, now_ms, ZL_CLIENTS_MISS_MS);
+        s_refresh (self, now_ms, self->miss_ms);
         cert = zhashx_lookup (self->by_key, public_txt);
     }
     return cert;

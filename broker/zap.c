@@ -77,7 +77,9 @@ s_answer (zsock_t *handler, zl_clients_t *clients)
 static void
 s_actor (zsock_t *pipe, void *args)
 {
-    zl_clients_t *clients = zl_clients_new ((const char *)args);
+    // strangers reach this one: a miss does not read the directory again
+    // more often than the regular check
+    zl_clients_t *clients = zl_clients_new ((const char *)args, ZL_CLIENTS_CHECK_MS);
     zsock_t *handler = zsock_new (ZMQ_REP);
     zsock_signal (pipe, 0); // zactor_new's handshake; then whether it bound
     if (zsock_bind (handler, "%s", ZAP_ENDPOINT) != 0) {

@@ -103,7 +103,7 @@ test_keys_and_metadata (void **state)
     fx_t *fx = *state;
     zcert_t *web = s_cert (fx, "web-1", "producer");
     zcert_t *worker = s_cert (fx, "worker-1", "worker");
-    zl_clients_t *clients = zl_clients_new (fx->dir);
+    zl_clients_t *clients = zl_clients_new (fx->dir, ZL_CLIENTS_MISS_MS);
     assert_int_equal (zl_clients_count (clients), 2);
     assert_string_equal (s_role (clients, web, T0), "producer");
     assert_string_equal (s_role (clients, worker, T0), "worker");
@@ -132,7 +132,7 @@ test_repeated_key_is_let_in_from_neither (void **state)
     zcert_set_meta (copy, "role", "subscriber");
     assert_int_equal (zcert_save_public (copy, path), 0);
     zcert_destroy (&copy);
-    zl_clients_t *clients = zl_clients_new (fx->dir);
+    zl_clients_t *clients = zl_clients_new (fx->dir, ZL_CLIENTS_MISS_MS);
     assert_int_equal (zl_clients_count (clients), 1);
     assert_null (s_role (clients, ops, T0));
     assert_string_equal (s_role (clients, web, T0), "producer");
@@ -156,7 +156,7 @@ test_secret_and_junk_files_are_skipped (void **state)
     assert_int_equal (zcert_save (web, path), 0); // web-1 and web-1_secret
     s_file (fx, "README", "these are the client keys\n");
     s_file (fx, ".hidden", "x\n");
-    zl_clients_t *clients = zl_clients_new (fx->dir);
+    zl_clients_t *clients = zl_clients_new (fx->dir, ZL_CLIENTS_MISS_MS);
     assert_int_equal (zl_clients_count (clients), 1);
     assert_string_equal (s_role (clients, web, T0), "producer");
     zl_clients_destroy (&clients);
@@ -169,7 +169,7 @@ test_directory_changes_count_after_the_interval (void **state)
 {
     fx_t *fx = *state;
     zcert_t *web = s_cert (fx, "web-1", "producer");
-    zl_clients_t *clients = zl_clients_new (fx->dir);
+    zl_clients_t *clients = zl_clients_new (fx->dir, ZL_CLIENTS_MISS_MS);
     int64_t now = T0;
     assert_string_equal (s_role (clients, web, now), "producer");
 
@@ -212,6 +212,25 @@ test_directory_changes_count_after_the_interval (void **state)
     zcert_destroy (&late);
 }
 
+// With miss_ms = ZL_CLIENTS_CHECK_MS (the ZAP handler's, which strangers
+// reach), unknown keys do not make it read the directory more often.
+static void
+test_misses_are_rate_limited (void **state)
+{
+    fx_t *fx = *state;
+    zcert_t *web = s_cert (fx, "web-1", "producer");
+    zl_clients_t *clients = zl_clients_new (fx->dir, ZL_CLIENTS_CHECK_MS);
+    int64_t now = T0;
+    assert_string_equal (s_role (clients, web, now), "producer"); // looked at T0
+    zcert_t *late = s_cert (fx, "late", "worker");
+    for (int64_t t = now + ZL_CLIENTS_MISS_MS; t < now + ZL_CLIENTS_CHECK_MS; t += 10)
+        assert_null (s_role (clients, late, t));
+    assert_string_equal (s_role (clients, late, now + ZL_CLIENTS_CHECK_MS), "worker");
+    zl_clients_destroy (&clients);
+    zcert_destroy (&web);
+    zcert_destroy (&late);
+}
+
 // The comma lists certificates carry (tenants, lanes) and role sets.
 static void
 test_listed (void **state)
@@ -240,6 +259,7 @@ main (void)
         T (test_repeated_key_is_let_in_from_neither),
         T (test_secret_and_junk_files_are_skipped),
         T (test_directory_changes_count_after_the_interval),
+        T (test_misses_are_rate_limited),
         cmocka_unit_test (test_listed),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
