@@ -84,10 +84,34 @@ typedef struct {
     zhashx_t *repeated; // keys seen in two files
 } load_t;
 
+#define MAX_CERT_BYTES (64 * 1024)
+
+// True if the file parses as a czmq certificate. zcert_load leaks on a file
+// that does not parse (czmq 4.2's zconfig_load keeps no owner for the file
+// handle), so a file is parsed from memory first and loaded only if it does.
+static bool
+s_is_cert (const char *path, const struct stat *sb)
+{
+    if (sb->st_size <= 0 || sb->st_size > MAX_CERT_BYTES)
+        return false;
+    FILE *f = fopen (path, "rb");
+    if (!f)
+        return false;
+    char *text = zl_malloc ((size_t) sb->st_size + 1);
+    size_t n = fread (text, 1, (size_t) sb->st_size, f);
+    fclose (f);
+    text[n] = '\0';
+    zconfig_t *root = strlen (text) == n ? zconfig_str_load (text) : NULL;
+    const char *key = root ? zconfig_get (root, "/curve/public-key", NULL) : NULL;
+    bool ok = key && strlen (key) == 40;
+    zconfig_destroy (&root);
+    free (text);
+    return ok;
+}
+
 static void
 s_load_file (void *arg, const char *name, const char *path, const struct stat *sb)
 {
-    (void)sb;
     load_t *l = arg;
     if (s_ends_with (name, "_secret")) {
         zl_warn ("clients",
@@ -96,7 +120,7 @@ s_load_file (void *arg, const char *name, const char *path, const struct stat *s
                  path);
         return;
     }
-    zcert_t *cert = zcert_load (path);
+    zcert_t *cert = s_is_cert (path, sb) ? zcert_load (path) : NULL;
     if (!cert) {
         zl_warn ("clients", "%s is not a certificate: skipped", path);
         return;
