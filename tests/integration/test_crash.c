@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -38,70 +37,6 @@
 #define POLL_MS 10             // how often files are looked at while waiting
 
 // ---------------------------------------------------------------- helpers
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
-static char *
-s_bin (const char *name)
-{
-    char *path = zlt_bin_path (name);
-    if (!zlt_is_executable (path))
-        fail_msg ("%s is not built (looked in %s)", name, zlt_bin_dir ());
-    return path;
-}
-
-static int64_t
-s_wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int
-s_cmp_u64 (const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-// Return the index of `id` in the sorted `ids`, or -1.
-static long
-s_find (const uint64_t *ids, size_t n, uint64_t id)
-{
-    const uint64_t *hit = bsearch (&id, ids, n, sizeof *ids, s_cmp_u64);
-    return hit ? hit - ids : -1;
-}
-
-// Parse one job id per line into `ids` (at most `cap`); returns how many,
-// or fails the test.
-static size_t
-s_parse_ids (const char *text, uint64_t *ids, size_t cap, const char *what)
-{
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
-        const char *eol = strchr (p, '\n');
-        if (!eol)
-            fail_msg ("%s: last line has no newline: '%s'", what, p);
-        char *end;
-        uint64_t id = strtoull (p, &end, 10);
-        if (end == p || end != eol || id == 0)
-            fail_msg ("%s: line %zu is not a job id: '%.*s'", what, n + 1, (int)(eol - p), p);
-        if (n == cap)
-            fail_msg ("%s: more than %zu ids", what, cap);
-        ids[n++] = id;
-        p = eol + 1;
-    }
-    return n;
-}
-
 // Parse zlane-submit --json output, one {"seq":..,"job_id":..,"duplicate":..}
 // per line, into `ids` (at most `cap`); counts duplicate=true in
 // *duplicates. Returns how many, or fails the test (a failed job included).
@@ -204,10 +139,10 @@ static zlt_proc_t *
 s_worker (zlt_broker_t *broker, const char *name, const char *lanes, const char *cmd,
           const char *concurrency, char **err_out)
 {
-    char *bin = s_bin ("zlane-worker");
+    char *bin = zlt_bin ("zlane-worker");
     char file[96];
     snprintf (file, sizeof file, "%s.err", name);
-    char *err = s_path (zlt_broker_dir (broker), file);
+    char *err = zlt_path (zlt_broker_dir (broker), file);
     const char *argv[] = {bin,
                           "--broker",
                           zlt_broker_endpoint (broker, "backend"),
@@ -234,9 +169,7 @@ s_worker (zlt_broker_t *broker, const char *name, const char *lanes, const char 
 static void
 s_dump (zlt_broker_t *broker, const char *extra_title, const char *extra)
 {
-    char *err = s_path (zlt_broker_dir (broker), "broker.err");
-    zlt_dump_file ("zlane-broker stderr", err, 3000);
-    free (err);
+    zlt_broker_dump (broker, 3000);
     if (extra)
         zlt_dump_file (extra_title, extra, 2000);
 }
@@ -247,7 +180,7 @@ s_dump (zlt_broker_t *broker, const char *extra_title, const char *extra)
 static int
 s_submit (zlt_broker_t *broker, const char *const opts[], const char *out, const char *err)
 {
-    char *bin = s_bin ("zlane-submit");
+    char *bin = zlt_bin ("zlane-submit");
     const char *argv[64];
     size_t n = 0;
     argv[n++] = bin;
@@ -371,8 +304,8 @@ typedef struct {
 static size_t
 s_ctl_groups (zlt_broker_t *broker, group_t *out, size_t cap)
 {
-    char *bin = s_bin ("zlane-ctl");
-    char *file = s_path (zlt_broker_dir (broker), "ctl-stats.json");
+    char *bin = zlt_bin ("zlane-ctl");
+    char *file = zlt_path (zlt_broker_dir (broker), "ctl-stats.json");
     const char *argv[] = {bin,      "--admin", zlt_broker_endpoint (broker, "admin"),
                           "--json", "stats",   NULL};
     unlink (file); // the harness appends
@@ -493,7 +426,7 @@ s_tally (const char *record, const uint64_t *ids, size_t n_ids, unsigned *runs, 
             fail_msg ("record line %zu is malformed: '%s'", t->lines + 1, line);
         t->lines++;
         t->reruns += attempt > 1;
-        long at = s_find (ids, n_ids, id);
+        long at = zlt_ids_find (ids, n_ids, id);
         if (at < 0) {
             if (!t->foreign++)
                 t->first_foreign = id;
@@ -525,8 +458,8 @@ test_crash_restarts_lose_nothing (void **state)
     const char *dir = zlt_broker_dir (broker);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
     assert_non_null (admin);
-    char *handler = s_bin ("zlane-testhandler");
-    char *record = s_path (dir, "record");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *record = zlt_path (dir, "record");
     char *cmd;
     assert_true (asprintf (&cmd, "'%s' --record '%s'", handler, record) > 0);
 
@@ -544,7 +477,7 @@ test_crash_restarts_lose_nothing (void **state)
         fail_msg ("the workers did not say Ready");
     }
 
-    char *submit_bin = s_bin ("zlane-submit");
+    char *submit_bin = zlt_bin ("zlane-submit");
     zlt_proc_t *submits[CRASH_SUBMITTERS];
     char *outs[CRASH_SUBMITTERS], *errs[CRASH_SUBMITTERS];
     line_counter_t counters[CRASH_SUBMITTERS];
@@ -552,12 +485,12 @@ test_crash_restarts_lose_nothing (void **state)
         char tenant[32], name[64];
         snprintf (tenant, sizeof tenant, "tenant%d", s + 1);
         snprintf (name, sizeof name, "submit%d.in", s + 1);
-        char *in = s_path (dir, name);
+        char *in = zlt_path (dir, name);
         s_write_lines (in, tenant, CRASH_PER_SUBMIT);
         snprintf (name, sizeof name, "submit%d.out", s + 1);
-        outs[s] = s_path (dir, name);
+        outs[s] = zlt_path (dir, name);
         snprintf (name, sizeof name, "submit%d.err", s + 1);
-        errs[s] = s_path (dir, name);
+        errs[s] = zlt_path (dir, name);
         const char *argv[] = {submit_bin, "--broker",  zlt_broker_endpoint (broker, "frontend"),
                               "--tenant", tenant,      "--lane",
                               "a",        "--lines",   "--file",
@@ -624,7 +557,7 @@ test_crash_restarts_lose_nothing (void **state)
             fail_msg ("zlane-submit %d printed %zu ids for %d lines", s + 1, n, CRASH_PER_SUBMIT);
         n_ids += n;
     }
-    qsort (ids, n_ids, sizeof ids[0], s_cmp_u64);
+    zlt_ids_sort (ids, n_ids);
     for (size_t i = 1; i < n_ids; i++)
         if (ids[i] == ids[i - 1])
             fail_msg ("job id %" PRIu64 " was printed for two different lines", ids[i]);
@@ -679,7 +612,7 @@ test_crash_restarts_lose_nothing (void **state)
              "crash: submitted in %" PRId64 " ms, drained %" PRId64 " ms later (%" PRId64
              " ms in all)\n",
              t_submitted - t0, t_drained - t_submitted, t_drained - t0);
-    char *broker_err = s_path (dir, "broker.err");
+    char *broker_err = zlt_path (dir, "broker.err");
     char *log = zlt_read_file (broker_err, NULL);
     char *save = NULL;
     size_t stale = 0, unknown = 0, not_ready = 0;
@@ -786,9 +719,9 @@ s_poison_across_restart (bool leased_at_kill)
     const char *dir = zlt_broker_dir (broker);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
     assert_non_null (admin);
-    char *handler = s_bin ("zlane-testhandler");
-    char *log = s_path (dir, "log"), *out = s_path (dir, "submit.out"),
-         *err = s_path (dir, "submit.err");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *log = zlt_path (dir, "log"), *out = zlt_path (dir, "submit.out"),
+         *err = zlt_path (dir, "submit.err");
     char *cmd;
     assert_true (asprintf (&cmd, "'%s' --poison boom --log '%s'%s", handler, log,
                            leased_at_kill ? " --sleep 3000 --sleep-attempt 3" : "") > 0);
@@ -855,10 +788,10 @@ s_poison_across_restart (bool leased_at_kill)
     assert_int_equal (g.dlq, 1);
     assert_int_equal (g.ready + g.delayed + g.in_flight, 0);
 
-    char *ctl = s_bin ("zlane-ctl");
+    char *ctl = zlt_bin ("zlane-ctl");
     char idtext[32];
     snprintf (idtext, sizeof idtext, "%" PRIu64, id);
-    char *show = s_path (dir, "show.json");
+    char *show = zlt_path (dir, "show.json");
     const char *argv[] = {ctl,      "--admin", zlt_broker_endpoint (broker, "admin"),
                           "--json", "dlq",     "show",
                           idtext,   NULL};
@@ -975,11 +908,11 @@ test_recovery_order_and_content (void **state)
     const char *dir = zlt_broker_dir (broker);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
     assert_non_null (admin);
-    char *handler = s_bin ("zlane-testhandler");
-    char *out = s_path (dir, "submit.out"), *err = s_path (dir, "submit.err");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *out = zlt_path (dir, "submit.out"), *err = zlt_path (dir, "submit.err");
 
     // two dead letters, made by a worker that says "bad input"
-    char *in = s_path (dir, "dead.in");
+    char *in = zlt_path (dir, "dead.in");
     s_write_lines (in, "bad", 2);
     const char *dead_opts[] = {"--tenant", "t1", "--lane", "dead", "--lines", "--file", in, NULL};
     assert_int_equal (s_submit (broker, dead_opts, out, err), 0);
@@ -999,7 +932,7 @@ test_recovery_order_and_content (void **state)
 
     // 1,000 jobs: tenant t1..t3 by line, lane l1/l2 in runs of 7
     static const char *const tenants[] = {"t1", "t2", "t3"}, *const lanes[] = {"l1", "l2"};
-    in = s_path (dir, "jobs.tsv");
+    in = zlt_path (dir, "jobs.tsv");
     FILE *f = fopen (in, "w");
     assert_non_null (f);
     int line_lane[REC_JOBS], line_tenant[REC_JOBS];
@@ -1017,20 +950,20 @@ test_recovery_order_and_content (void **state)
     free (in);
     uint64_t ids[REC_JOBS];
     char *text = zlt_read_file (out, NULL);
-    assert_int_equal (s_parse_ids (text, ids, REC_JOBS, out), REC_JOBS);
+    assert_int_equal (zlt_ids_parse (text, ids, REC_JOBS, out), REC_JOBS);
     free (text);
 
     // 5 delayed jobs
-    in = s_path (dir, "delayed.in");
+    in = zlt_path (dir, "delayed.in");
     s_write_lines (in, "later", REC_DELAYED);
-    char *delayed_out = s_path (dir, "delayed.out");
-    int64_t delay_wall = s_wall_ms (), delay_mono = zlt_now_ms ();
+    char *delayed_out = zlt_path (dir, "delayed.out");
+    int64_t delay_wall = zlt_wall_ms (), delay_mono = zlt_now_ms ();
     const char *delay_opts[] = {"--tenant", "t2",      "--lane", "l1", "--delay",
                                 "3s",       "--lines", "--file", in,   NULL};
     assert_int_equal (s_submit (broker, delay_opts, delayed_out, err), 0);
     uint64_t delayed_ids[REC_DELAYED];
     text = zlt_read_file (delayed_out, NULL);
-    assert_int_equal (s_parse_ids (text, delayed_ids, REC_DELAYED, delayed_out), REC_DELAYED);
+    assert_int_equal (zlt_ids_parse (text, delayed_ids, REC_DELAYED, delayed_out), REC_DELAYED);
     free (text);
     free (in);
 
@@ -1094,9 +1027,9 @@ test_recovery_order_and_content (void **state)
     }
 
     // one worker, one job at a time, in order
-    char *log = s_path (dir, "log");
+    char *log = zlt_path (dir, "log");
     assert_true (asprintf (&cmd, "'%s' --log '%s'", handler, log) > 0);
-    int64_t worker_wall = s_wall_ms ();
+    int64_t worker_wall = zlt_wall_ms ();
     char *worker_err;
     zlt_proc_t *worker = s_worker (broker, "fifo-worker", "l1,l2", cmd, "1", &worker_err);
     if (s_wait_log_ends (log, REC_JOBS + REC_DELAYED, 60000) != 0) {
@@ -1111,7 +1044,7 @@ test_recovery_order_and_content (void **state)
     long long first_delayed_ms = 0;
     uint64_t sorted[REC_JOBS];
     memcpy (sorted, ids, sizeof sorted);
-    qsort (sorted, REC_JOBS, sizeof sorted[0], s_cmp_u64);
+    zlt_ids_sort (sorted, REC_JOBS);
     for (size_t i = 0; i < n_log; i++) {
         if (!lines[i].start)
             continue;
@@ -1170,8 +1103,8 @@ test_recovery_order_and_content (void **state)
 static uint64_t
 s_submit_key (zlt_broker_t *broker, const char *key, bool *duplicate)
 {
-    char *out = s_path (zlt_broker_dir (broker), "key.out");
-    char *err = s_path (zlt_broker_dir (broker), "key.err");
+    char *out = zlt_path (zlt_broker_dir (broker), "key.out");
+    char *err = zlt_path (zlt_broker_dir (broker), "key.err");
     unlink (out);
     const char *opts[] = {"--tenant", "t1",        "--lane", "a",    "--key", key,
                           "--json",   "--timeout", "15s",    "once", NULL};
@@ -1216,8 +1149,8 @@ test_idempotency_across_restart (void **state)
     assert_int_equal (zlt_group (admin, "a", NULL, &g), 0);
     assert_int_equal (g.ready, 1);
 
-    char *handler = s_bin ("zlane-testhandler");
-    char *record = s_path (zlt_broker_dir (broker), "record");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *record = zlt_path (zlt_broker_dir (broker), "record");
     char *cmd;
     assert_true (asprintf (&cmd, "'%s' --record '%s'", handler, record) > 0);
     zlt_proc_t *worker = s_worker (broker, "key-worker", "a", cmd, "2", NULL);
@@ -1254,8 +1187,8 @@ test_idempotency_across_restart (void **state)
 static int
 s_broker_on (const char *dir, const char *data, const char *err, int64_t *took_ms)
 {
-    char *bin = s_bin ("zlane-broker");
-    char *ports = s_path (dir, "ports");
+    char *bin = zlt_bin ("zlane-broker");
+    char *ports = zlt_path (dir, "ports");
     const char *argv[] = {bin,
                           "--frontend",
                           "tcp://127.0.0.1:*",
@@ -1289,12 +1222,12 @@ test_foreign_and_corrupt_data_dir (void **state)
 {
     const char *dir = zlt_tmpdir ();
     assert_non_null (dir);
-    char *err = s_path (dir, "broker.err");
+    char *err = zlt_path (dir, "broker.err");
 
     // someone else's directory
-    char *foreign = s_path (dir, "foreign");
+    char *foreign = zlt_path (dir, "foreign");
     assert_int_equal (mkdir (foreign, 0750), 0);
-    char *notes = s_path (foreign, "accounts.csv");
+    char *notes = zlt_path (foreign, "accounts.csv");
     assert_int_equal (zlt_write_file (notes, "id,balance\n1,100\n", 17), 0);
     int64_t took;
     int code = s_broker_on (dir, foreign, err, &took);
@@ -1311,9 +1244,9 @@ test_foreign_and_corrupt_data_dir (void **state)
     unlink (err);
 
     // a data.mdb of random bytes
-    char *damaged = s_path (dir, "damaged");
+    char *damaged = zlt_path (dir, "damaged");
     assert_int_equal (mkdir (damaged, 0750), 0);
-    char *mdb = s_path (damaged, "data.mdb");
+    char *mdb = zlt_path (damaged, "data.mdb");
     unsigned char junk[8192];
     uint64_t x = 0x9e3779b97f4a7c15ull ^ (uint64_t)zlt_now_ms ();
     for (size_t i = 0; i < sizeof junk; i++) { // xorshift64
@@ -1353,7 +1286,7 @@ test_second_broker_on_live_data_dir (void **state)
 {
     zlt_broker_t *first = zlt_broker_start (NULL);
     assert_non_null (first);
-    char *data = s_path (zlt_broker_dir (first), "data");
+    char *data = zlt_path (zlt_broker_dir (first), "data");
     const char *args[] = {"--lane", "a", "--lane", "b", "--data", data, NULL};
     int64_t t0 = zlt_now_ms ();
     zlt_broker_t *second = zlt_broker_start (args); // NULL: it refused (and exited)
@@ -1402,11 +1335,11 @@ test_store_full_then_room_again (void **state)
     const char *dir = zlt_broker_dir (broker);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
     assert_non_null (admin);
-    char *payload = s_path (dir, "payload");
+    char *payload = zlt_path (dir, "payload");
     static char big[64 * 1024];
     memset (big, 'x', sizeof big);
     assert_int_equal (zlt_write_file (payload, big, sizeof big), 0);
-    char *out = s_path (dir, "out"), *err = s_path (dir, "err");
+    char *out = zlt_path (dir, "out"), *err = zlt_path (dir, "err");
     const char *opts[] = {"--tenant", "t1",     "--lane",    "a",      "--file",
                           payload,    "--json", "--timeout", "1500ms", NULL};
 
@@ -1434,7 +1367,7 @@ test_store_full_then_room_again (void **state)
     assert_int_equal (g.ready, (uint64_t)accepted);
 
     // drain, then there is room again
-    char *handler = s_bin ("zlane-testhandler");
+    char *handler = zlt_bin ("zlane-testhandler");
     char *cmd;
     assert_true (asprintf (&cmd, "'%s'", handler) > 0);
     zlt_proc_t *worker = s_worker (broker, "full-worker", "a", cmd, "4", NULL);

@@ -16,13 +16,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,33 +51,12 @@ typedef struct {
 
 static fixture_t s_fx;
 
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
-static char *
-s_bin (const char *name)
-{
-    char *path = zlt_bin_path (name);
-    if (!zlt_is_executable (path))
-        fail_msg ("%s is not built (looked in %s)", name, zlt_bin_dir ());
-    return path;
-}
-
 // Print what the broker and the workers said: for a failing case.
 static void
 s_dump_logs (void)
 {
-    if (s_fx.dir) {
-        char *err = s_path (s_fx.dir, "broker.err");
-        zlt_dump_file ("zlane-broker stderr", err, 3000);
-        free (err);
-    }
+    if (s_fx.broker)
+        zlt_broker_dump (s_fx.broker, 3000);
     for (size_t i = 0; i < s_fx.n_workers; i++)
         zlt_dump_file ("zlane-worker stderr", s_fx.worker_err[i], 3000);
     if (s_fx.log)
@@ -132,12 +109,12 @@ s_start (const char *const extra[])
     s_fx.dir = zlt_broker_dir (s_fx.broker);
     s_fx.admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (s_fx.broker, "admin"));
     assert_non_null (s_fx.admin);
-    s_fx.worker_bin = s_bin ("zlane-worker");
-    s_fx.submit_bin = s_bin ("zlane-submit");
-    s_fx.handler_bin = s_bin ("zlane-testhandler");
-    s_fx.ctl_bin = s_bin ("zlane-ctl");
-    s_fx.log = s_path (s_fx.dir, "handler.log");
-    s_fx.marker = s_path (s_fx.dir, "marker");
+    s_fx.worker_bin = zlt_bin ("zlane-worker");
+    s_fx.submit_bin = zlt_bin ("zlane-submit");
+    s_fx.handler_bin = zlt_bin ("zlane-testhandler");
+    s_fx.ctl_bin = zlt_bin ("zlane-ctl");
+    s_fx.log = zlt_path (s_fx.dir, "handler.log");
+    s_fx.marker = zlt_path (s_fx.dir, "marker");
 }
 
 /*  Start zlane-worker `name` running zlane-testhandler --log <log> with
@@ -155,8 +132,8 @@ s_worker (const char *name, const char *concurrency, const char *handler_opts,
     char out_name[64], err_name[64];
     snprintf (out_name, sizeof out_name, "%s.out", name);
     snprintf (err_name, sizeof err_name, "%s.err", name);
-    char *out = s_path (s_fx.dir, out_name);
-    char *err = s_path (s_fx.dir, err_name);
+    char *out = zlt_path (s_fx.dir, out_name);
+    char *err = zlt_path (s_fx.dir, err_name);
     s_fx.worker_err[s_fx.n_workers++] = err;
     const char *argv[32] = {s_fx.worker_bin,
                             "--broker",
@@ -196,7 +173,7 @@ s_submit (const char *tenant, const char *payload, const char *const extra[])
     char out_name[32], err_name[32];
     snprintf (out_name, sizeof out_name, "submit%d.out", ++runs);
     snprintf (err_name, sizeof err_name, "submit%d.err", runs);
-    char *out = s_path (s_fx.dir, out_name), *err = s_path (s_fx.dir, err_name);
+    char *out = zlt_path (s_fx.dir, out_name), *err = zlt_path (s_fx.dir, err_name);
     const char *argv[32] = {s_fx.submit_bin,
                             "--broker",
                             zlt_broker_endpoint (s_fx.broker, "frontend"),
@@ -237,7 +214,7 @@ s_ctl (const char *const args[])
     char out_name[32], err_name[32];
     snprintf (out_name, sizeof out_name, "ctl%d.out", ++runs);
     snprintf (err_name, sizeof err_name, "ctl%d.err", runs);
-    char *out = s_path (s_fx.dir, out_name), *err = s_path (s_fx.dir, err_name);
+    char *out = zlt_path (s_fx.dir, out_name), *err = zlt_path (s_fx.dir, err_name);
     const char *argv[32] = {s_fx.ctl_bin, "--admin", zlt_broker_endpoint (s_fx.broker, "admin"),
                             "--events", zlt_broker_endpoint (s_fx.broker, "events")};
     size_t n = 5;
@@ -254,55 +231,6 @@ s_ctl (const char *const args[])
     free (out);
     free (err);
     return text;
-}
-
-typedef bool (s_ready_fn) (const char *text, const void *arg);
-
-/*  Wait up to `timeout_ms` until `ready` holds for the text of the file at
-    `path`, woken by inotify on its directory (the watch is set before the
-    first look, so no write is missed). Returns 0, or -1 on timeout. */
-static int
-s_wait_file (const char *path, s_ready_fn *ready, const void *arg, int timeout_ms)
-{
-    int64_t deadline = zlt_now_ms () + timeout_ms;
-    char *copy = strdup (path);
-    int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
-    assert_true (ino >= 0);
-    assert_true (inotify_add_watch (ino, dirname (copy), IN_MODIFY | IN_CREATE | IN_MOVED_TO) >= 0);
-    free (copy);
-    int rc = -1;
-    for (;;) {
-        char *text = zlt_read_file (path, NULL);
-        bool hit = text && ready (text, arg);
-        free (text);
-        if (hit) {
-            rc = 0;
-            break;
-        }
-        int64_t left = deadline - zlt_now_ms ();
-        if (left <= 0)
-            break;
-        struct pollfd pfd = {ino, POLLIN, 0};
-        poll (&pfd, 1, (int)left);
-        char buf[4096];
-        while (read (ino, buf, sizeof buf) > 0)
-            ;
-    }
-    close (ino);
-    return rc;
-}
-
-static bool
-s_has_needle (const char *text, const void *needle)
-{
-    return strstr (text, needle) != NULL;
-}
-
-// Wait up to `timeout_ms` until the file at `path` holds `needle`. Returns 0 or -1.
-static int
-s_wait_file_has (const char *path, const char *needle, int timeout_ms)
-{
-    return s_wait_file (path, s_has_needle, needle, timeout_ms);
 }
 
 /*  Poll stats (as zlt_wait_counter does) until counter `a` + counter `b`
@@ -465,7 +393,7 @@ test_worker_killed_mid_job (void **state)
     uint64_t id = s_submit ("acme", "slow job", (const char *[]){"--lease", "30s", NULL});
     s_wait_counter ("jobs_dispatched", 1, SETTLE_MS);
     run_ref_t first_run = {id, 1};
-    S_CHECK (s_wait_file (s_fx.log, s_has_start, &first_run, SETTLE_MS) == 0,
+    S_CHECK (zlt_wait_file (s_fx.log, s_has_start, &first_run, SETTLE_MS) == 0,
              "attempt 1 never started");
     hlog_t log = s_read_log (id);
     entry_t first = s_entry (&log, false, 1);
@@ -555,7 +483,7 @@ test_lapsed_lease_is_redelivered (void **state)
     char needle[96];
     snprintf (needle, sizeof needle,
               "job %" PRIu64 " attempt 1: ack refused by broker (unknown_job)", id);
-    S_CHECK (s_wait_file_has (s_fx.worker_err[0], needle, 5000) == 0,
+    S_CHECK (zlt_wait_file_has (s_fx.worker_err[0], needle, 5000) == 0,
              "the worker did not log the refusal");
     assert_int_equal (zlt_proc_exit_code (w), -1);
     fprintf (stderr,
@@ -602,7 +530,7 @@ static void
 test_poison_job_dead_letters_and_redrives (void **state)
 {
     s_start ((const char *[]){"--dlq-alert", "100ms", NULL});
-    char *tail_out = s_path (s_fx.dir, "tail.out"), *tail_err = s_path (s_fx.dir, "tail.err");
+    char *tail_out = zlt_path (s_fx.dir, "tail.out"), *tail_err = zlt_path (s_fx.dir, "tail.err");
     const char *tail_argv[] = {s_fx.ctl_bin, "--events",
                                zlt_broker_endpoint (s_fx.broker, "events"), "tail", NULL};
     zlt_proc_t *tail = zlt_spawn (tail_argv, NULL, tail_out, tail_err);
@@ -617,7 +545,7 @@ test_poison_job_dead_letters_and_redrives (void **state)
         event (its DeadLetter, or the alert.dlq repeated every 100 ms while
         the DLQ is not empty) the tail is subscribed. Then it is purged. */
     uint64_t canary = s_submit ("canary", "CANARY", NULL);
-    if (s_wait_file_has (tail_out, "\n", SETTLE_MS) != 0) {
+    if (zlt_wait_file_has (tail_out, "\n", SETTLE_MS) != 0) {
         zlt_dump_file ("zlane-ctl tail stderr", tail_err, 2000);
         S_FAIL ("zlane-ctl tail printed nothing");
     }
@@ -634,7 +562,7 @@ test_poison_job_dead_letters_and_redrives (void **state)
     s_wait_counter ("jobs_dead_lettered", 2, SETTLE_MS); // the canary and this one
     int64_t t_dead = zlt_now_ms ();
     snprintf (needle, sizeof needle, " dlq.a.acme job=%" PRIu64 " ", id);
-    S_CHECK (s_wait_file_has (tail_out, needle, 5000) == 0, "zlane-ctl tail did not print '%s'",
+    S_CHECK (zlt_wait_file_has (tail_out, needle, 5000) == 0, "zlane-ctl tail did not print '%s'",
              needle);
 
     // exactly 3 executions, each failing

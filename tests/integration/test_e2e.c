@@ -28,61 +28,6 @@
 #define DRAIN_MS 60000  // all jobs acked
 
 // ---------------------------------------------------------------- helpers
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
-static char *
-s_bin (const char *name)
-{
-    char *path = zlt_bin_path (name);
-    if (!zlt_is_executable (path))
-        fail_msg ("%s is not built (looked in %s)", name, zlt_bin_dir ());
-    return path;
-}
-
-// Parse one job id per line; returns how many, or fails the test.
-static size_t
-s_parse_ids (const char *text, uint64_t *ids, size_t cap, const char *what)
-{
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
-        const char *eol = strchr (p, '\n');
-        if (!eol)
-            fail_msg ("%s: last line has no newline: '%s'", what, p);
-        char *end;
-        uint64_t id = strtoull (p, &end, 10);
-        if (end == p || end != eol || id == 0)
-            fail_msg ("%s: line %zu is not a job id: '%.*s'", what, n + 1, (int)(eol - p), p);
-        if (n == cap)
-            fail_msg ("%s: more than %zu ids", what, cap);
-        ids[n++] = id;
-        p = eol + 1;
-    }
-    return n;
-}
-
-static int
-s_cmp_u64 (const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-// Return the index of `id` in the sorted `ids`, or -1.
-static long
-s_find (const uint64_t *ids, size_t n, uint64_t id)
-{
-    const uint64_t *hit = bsearch (&id, ids, n, sizeof *ids, s_cmp_u64);
-    return hit ? hit - ids : -1;
-}
-
 // An endpoint on 127.0.0.1 where nothing listens (a port just released).
 static void
 s_dead_endpoint (char *out, size_t size)
@@ -110,10 +55,10 @@ test_e2e_every_job_runs_once (void **state)
     const char *dir = zlt_broker_dir (broker);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
     assert_non_null (admin);
-    char *worker_bin = s_bin ("zlane-worker");
-    char *submit_bin = s_bin ("zlane-submit");
-    char *handler_bin = s_bin ("zlane-testhandler");
-    char *record = s_path (dir, "record");
+    char *worker_bin = zlt_bin ("zlane-worker");
+    char *submit_bin = zlt_bin ("zlane-submit");
+    char *handler_bin = zlt_bin ("zlane-testhandler");
+    char *record = zlt_path (dir, "record");
     char *cmd;
     assert_true (asprintf (&cmd, "'%s' --record '%s'", handler_bin, record) > 0);
 
@@ -125,8 +70,8 @@ test_e2e_every_job_runs_once (void **state)
         snprintf (name, sizeof name, "worker%d", w + 1);
         snprintf (out_name, sizeof out_name, "%s.out", name);
         snprintf (err_name, sizeof err_name, "%s.err", name);
-        char *out = s_path (dir, out_name);
-        worker_err[w] = s_path (dir, err_name);
+        char *out = zlt_path (dir, out_name);
+        worker_err[w] = zlt_path (dir, err_name);
         const char *argv[] = {worker_bin,
                               "--broker",
                               zlt_broker_endpoint (broker, "backend"),
@@ -160,14 +105,14 @@ test_e2e_every_job_runs_once (void **state)
         snprintf (name, sizeof name, "submit-%s-%s", tenant, lane);
         snprintf (out_name, sizeof out_name, "%s.out", name);
         snprintf (err_name, sizeof err_name, "%s.err", name);
-        char *in = s_path (dir, name);
+        char *in = zlt_path (dir, name);
         FILE *f = fopen (in, "w");
         assert_non_null (f);
         for (int i = 0; i < PER_RUN; i++)
             fprintf (f, "%s/%s job %d\n", tenant, lane, i);
         assert_int_equal (fclose (f), 0);
-        outs[r] = s_path (dir, out_name);
-        errs[r] = s_path (dir, err_name);
+        outs[r] = zlt_path (dir, out_name);
+        errs[r] = zlt_path (dir, err_name);
         const char *argv[] = {submit_bin, "--broker",  zlt_broker_endpoint (broker, "frontend"),
                               "--tenant", tenant,      "--lane",
                               lane,       "--lines",   "--file",
@@ -186,14 +131,14 @@ test_e2e_every_job_runs_once (void **state)
         }
         char *text = zlt_read_file (outs[r], NULL);
         assert_non_null (text);
-        size_t n = s_parse_ids (text, ids + n_ids, N_JOBS + 1 - n_ids, outs[r]);
+        size_t n = zlt_ids_parse (text, ids + n_ids, N_JOBS + 1 - n_ids, outs[r]);
         free (text);
         assert_int_equal (n, PER_RUN);
         n_ids += n;
         zlt_proc_destroy (&submits[r]);
     }
     assert_int_equal (n_ids, N_JOBS);
-    qsort (ids, n_ids, sizeof ids[0], s_cmp_u64);
+    zlt_ids_sort (ids, n_ids);
     for (size_t i = 1; i < n_ids; i++)
         if (ids[i] == ids[i - 1])
             fail_msg ("job id %" PRIu64 " was printed twice", ids[i]);
@@ -202,9 +147,7 @@ test_e2e_every_job_runs_once (void **state)
     if (zlt_wait_counter (admin, "jobs_acked", N_JOBS, DRAIN_MS) != 0) {
         for (int w = 0; w < WORKERS; w++)
             zlt_dump_file ("zlane-worker stderr", worker_err[w], 2000);
-        char *broker_err = s_path (dir, "broker.err");
-        zlt_dump_file ("zlane-broker stderr", broker_err, 2000);
-        free (broker_err);
+        zlt_broker_dump (broker, 2000);
         fail_msg ("not all %d jobs were acked", N_JOBS);
     }
     int64_t t_acked = zlt_now_ms ();
@@ -221,7 +164,7 @@ test_e2e_every_job_runs_once (void **state)
         long pid;
         if (sscanf (line, "%" SCNu64 " %u %ld", &id, &attempt, &pid) != 3)
             fail_msg ("record line %zu is malformed: '%s'", lines + 1, line);
-        long at = s_find (ids, n_ids, id);
+        long at = zlt_ids_find (ids, n_ids, id);
         if (at < 0)
             fail_msg ("a handler ran job %" PRIu64 ", which zlane-submit never printed", id);
         if (++runs[at] > 1)
@@ -278,8 +221,8 @@ test_submit_dead_endpoint (void **state)
     assert_non_null (dir);
     char endpoint[64];
     s_dead_endpoint (endpoint, sizeof endpoint);
-    char *bin = s_bin ("zlane-submit");
-    char *out = s_path (dir, "out"), *err = s_path (dir, "err");
+    char *bin = zlt_bin ("zlane-submit");
+    char *out = zlt_path (dir, "out"), *err = zlt_path (dir, "err");
     const char *argv[] = {bin, "--broker",  endpoint, "--tenant", "t", "--lane",
                           "a", "--timeout", "1s",     "payload",  NULL};
     int64_t t0 = zlt_now_ms ();
@@ -321,8 +264,8 @@ test_submit_unknown_lane (void **state)
     assert_int_equal (m.u.rejected.jobs[0].code, ZL_REJECT_UNKNOWN_LANE);
     char *reason = strdup (m.u.rejected.jobs[0].reason);
 
-    char *bin = s_bin ("zlane-submit");
-    char *out = s_path (dir, "out"), *err = s_path (dir, "err");
+    char *bin = zlt_bin ("zlane-submit");
+    char *out = zlt_path (dir, "out"), *err = zlt_path (dir, "err");
     const char *argv[] = {bin,        "--broker",  zlt_broker_endpoint (broker, "frontend"),
                           "--tenant", "t",         "--lane",
                           "nolane",   "--timeout", "5s",

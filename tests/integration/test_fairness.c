@@ -28,7 +28,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
-#include <sys/inotify.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,33 +39,6 @@
 #define BATCH 100      // specs per Submit frame
 
 // ---------------------------------------------------------------- helpers
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
-static char *
-s_bin (const char *name)
-{
-    char *path = zlt_bin_path (name);
-    if (!zlt_is_executable (path))
-        fail_msg ("%s is not built (looked in %s)", name, zlt_bin_dir ());
-    return path;
-}
-
-// Wall-clock ms: the handler logs CLOCK_REALTIME, so submit times must too.
-static int64_t
-s_wall_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int
 s_cmp_i64 (const void *a, const void *b)
 {
@@ -127,8 +99,8 @@ static zlt_proc_t *
 s_worker (zlt_broker_t *b, zlt_client_t *admin, const char *lanes, const char *cmd,
           const char *concurrency, const char *const *extra)
 {
-    char *bin = s_bin ("zlane-worker");
-    char *err = s_path (zlt_broker_dir (b), "worker.err");
+    char *bin = zlt_bin ("zlane-worker");
+    char *err = zlt_path (zlt_broker_dir (b), "worker.err");
     uint64_t ready = zlt_counter (admin, "workers_ready");
     const char *argv[32] = {bin,       "--broker",      zlt_broker_endpoint (b, "backend"),
                             "--lanes", lanes,           "--exec",
@@ -179,7 +151,7 @@ s_submit_opt (zlt_client_t *c, jobs_t *all, const char *const *tenants, int tena
     zl_job_spec_t specs[BATCH];
     for (size_t done = 0; done < n;) {
         size_t k = n - done < BATCH ? n - done : BATCH;
-        int64_t now = s_wall_ms ();
+        int64_t now = zlt_wall_ms ();
         for (size_t i = 0; i < k; i++) {
             job_t *j = &all->jobs[first + done + i];
             memset (j, 0, sizeof *j);
@@ -302,13 +274,10 @@ s_read_receipts (const char *path, jobs_t *all)
     return found;
 }
 
-// Count the lines of `path` that start with `word`.
+// Count the lines of `text` that start with `word`.
 static size_t
-s_count_lines (const char *path, const char *word)
+s_count_lines (const char *text, const char *word)
 {
-    char *text = zlt_read_file (path, NULL);
-    if (!text)
-        return 0;
     size_t n = 0, len = strlen (word);
     for (const char *p = text; *p;) {
         if (strncmp (p, word, len) == 0)
@@ -318,8 +287,14 @@ s_count_lines (const char *path, const char *word)
             break;
         p = eol + 1;
     }
-    free (text);
     return n;
+}
+
+// True once a handler log holds `*(size_t *)n` "end" lines.
+static bool
+s_has_ends (const char *text, const void *n)
+{
+    return s_count_lines (text, "end ") >= *(const size_t *)n;
 }
 
 // Wait until the handler log `path` holds `n` "end" lines, watching it
@@ -328,29 +303,12 @@ s_count_lines (const char *path, const char *word)
 static void
 s_wait_ends (const char *path, size_t n, int timeout_ms)
 {
-    char dir[4096];
-    snprintf (dir, sizeof dir, "%s", path);
-    char *slash = strrchr (dir, '/');
-    assert_non_null (slash);
-    *slash = '\0';
-    int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
-    assert_true (ino >= 0);
-    assert_true (inotify_add_watch (ino, dir, IN_MODIFY | IN_CREATE | IN_CLOSE_WRITE) >= 0);
-    int64_t deadline = zlt_now_ms () + timeout_ms;
-    size_t have;
-    while ((have = s_count_lines (path, "end ")) < n) {
-        int64_t left = deadline - zlt_now_ms ();
-        if (left <= 0) {
-            close (ino);
-            fail_msg ("%zu of %zu jobs ended within %d ms", have, n, timeout_ms);
-        }
-        struct pollfd pfd = {ino, POLLIN, 0};
-        poll (&pfd, 1, (int)left);
-        char buf[4096];
-        while (read (ino, buf, sizeof buf) > 0)
-            ;
+    if (zlt_wait_file (path, s_has_ends, &n, timeout_ms) != 0) {
+        char *text = zlt_read_file (path, NULL);
+        size_t have = text ? s_count_lines (text, "end ") : 0;
+        free (text);
+        fail_msg ("%zu of %zu jobs ended within %d ms", have, n, timeout_ms);
     }
-    close (ino);
 }
 
 // Wait until the broker has acked `n` jobs; dumps the logs if not.
@@ -358,8 +316,10 @@ static void
 s_wait_acked (zlt_broker_t *b, zlt_client_t *admin, uint64_t n, int timeout_ms)
 {
     if (zlt_wait_counter (admin, "jobs_acked", n, timeout_ms) != 0) {
-        zlt_dump_file ("zlane-broker stderr", s_path (zlt_broker_dir (b), "broker.err"), 3000);
-        zlt_dump_file ("zlane-worker stderr", s_path (zlt_broker_dir (b), "worker.err"), 3000);
+        char *worker_err = zlt_path (zlt_broker_dir (b), "worker.err");
+        zlt_broker_dump (b, 3000);
+        zlt_dump_file ("zlane-worker stderr", worker_err, 3000);
+        free (worker_err);
         fail_msg ("%" PRIu64 " jobs not acked within %d ms", n, timeout_ms);
     }
 }
@@ -395,8 +355,8 @@ s_noisy_start (noisy_env_t *e, const char *scheduler)
     e->b = s_broker (args);
     e->admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (e->b, "admin"));
     assert_non_null (e->admin);
-    e->handler = s_bin ("zlane-testhandler");
-    e->log = s_path (zlt_broker_dir (e->b), "handler.log");
+    e->handler = zlt_bin ("zlane-testhandler");
+    e->log = zlt_path (zlt_broker_dir (e->b), "handler.log");
     assert_true (asprintf (&e->cmd, "exec '%s' --sleep 10 --log '%s'", e->handler, e->log) > 0);
     const char *verbose[] = {"-v", NULL}; // its log says when each job arrived
     e->worker = s_worker (e->b, e->admin, "a", e->cmd, "5", verbose);
@@ -432,7 +392,7 @@ s_noisy_finish (noisy_env_t *e)
     r.a_drain = a_last_start - b_submit;
     r.b_after_a = b_submit - a_first_submit;
     // in dispatches (the worker's receipts), which a slow fork cannot blur
-    char *werr = s_path (zlt_broker_dir (e->b), "worker.err");
+    char *werr = zlt_path (zlt_broker_dir (e->b), "worker.err");
     if (s_read_receipts (werr, &e->all) < e->all.n) {
         zlt_dump_file ("zlane-worker stderr", werr, 2000);
         fail_msg ("the worker's -v log does not say when it received each job");
@@ -606,8 +566,8 @@ static int64_t
 s_submit_lines (zlt_broker_t *b, zlt_client_t *admin, const char *in, const char *out, pty_t *pty,
                 uint64_t until_acked, uint64_t *max_depth, size_t *samples, uint64_t *acked_at_exit)
 {
-    char *bin = s_bin ("zlane-submit");
-    char *err = s_path (zlt_broker_dir (b), "submit.err");
+    char *bin = zlt_bin ("zlane-submit");
+    char *err = zlt_path (zlt_broker_dir (b), "submit.err");
     const char *argv[] = {bin,        "--broker",  zlt_broker_endpoint (b, "frontend"),
                           "--tenant", "t",         "--lane",
                           "a",        "--lines",   "--file",
@@ -668,13 +628,13 @@ test_overload_bounded_depth (void **state)
     const char *free_args[] = {"--lane", "a", "--durability", "none", NULL};
     zlt_broker_t *fb = s_broker (free_args);
     zlt_client_t *fadmin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (fb, "admin"));
-    char *in = s_path (zlt_broker_dir (fb), "lines");
+    char *in = zlt_path (zlt_broker_dir (fb), "lines");
     FILE *f = fopen (in, "w");
     assert_non_null (f);
     for (int i = 0; i < JOBS; i++)
         fprintf (f, "job %d\n", i);
     assert_int_equal (fclose (f), 0);
-    char *fout = s_path (zlt_broker_dir (fb), "submit.out");
+    char *fout = zlt_path (zlt_broker_dir (fb), "submit.out");
     uint64_t unused = 0;
     int64_t free_ms = s_submit_lines (fb, fadmin, in, fout, NULL, 0, NULL, NULL, &unused);
     assert_int_equal (zlt_counter (fadmin, "jobs_accepted"), JOBS);
@@ -684,12 +644,12 @@ test_overload_bounded_depth (void **state)
     const char *args[] = {"--lane", "a", "--durability", "none", "--max-depth", "200", NULL};
     zlt_broker_t *b = s_broker (args);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    char *handler = s_bin ("zlane-testhandler");
-    char *log = s_path (zlt_broker_dir (b), "handler.log");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *log = zlt_path (zlt_broker_dir (b), "handler.log");
     char *cmd;
     assert_true (asprintf (&cmd, "exec '%s' --sleep 10 --log '%s'", handler, log) > 0);
     zlt_proc_t *worker = s_worker (b, admin, "a", cmd, "2", NULL);
-    char *out = s_path (zlt_broker_dir (b), "submit.out");
+    char *out = zlt_path (zlt_broker_dir (b), "submit.out");
     pty_t pty;
     s_pty_open (&pty);
     uint64_t max_depth = 0, acked_at_exit = 0;
@@ -827,8 +787,8 @@ test_rate_limited_lane (void **state)
                           "lanes/a/rate=20", "--set", "lanes/a/burst=5", NULL};
     zlt_broker_t *b = s_broker (args);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    char *handler = s_bin ("zlane-testhandler");
-    char *log = s_path (zlt_broker_dir (b), "handler.log");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *log = zlt_path (zlt_broker_dir (b), "handler.log");
     char *cmd;
     assert_true (asprintf (&cmd, "exec '%s' --log '%s' --exit 65", handler, log) > 0);
     zlt_proc_t *worker = s_worker (b, admin, "a", cmd, "4", NULL);
@@ -916,9 +876,9 @@ test_throttled_pauses_the_tenant_in_the_lane (void **state)
                           NULL};
     zlt_broker_t *b = s_broker (args);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    char *handler = s_bin ("zlane-testhandler");
-    char *log = s_path (zlt_broker_dir (b), "handler.log");
-    char *werr = s_path (zlt_broker_dir (b), "worker.err");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *log = zlt_path (zlt_broker_dir (b), "handler.log");
+    char *werr = zlt_path (zlt_broker_dir (b), "worker.err");
     char *cmd;
     assert_true (
         asprintf (&cmd,
@@ -934,7 +894,7 @@ test_throttled_pauses_the_tenant_in_the_lane (void **state)
     s_submit_opt (p, &all, tenants, 0, lanes, 0, 1, 1);
     if (zlt_wait_counter (admin, "jobs_dead_lettered", 1, 10000) != 0)
         fail_msg ("the throttled job was not nacked");
-    int64_t seen_nack = s_wall_ms ();
+    int64_t seen_nack = zlt_wall_ms ();
     // during the pause: x2..x6 in lane a, y's jobs in a, x's job in b
     s_submit_opt (p, &all, tenants, 0, lanes, 0, X_JOBS - 1, 1);
     s_submit (p, &all, tenants, 1, lanes, 0, Y_JOBS);

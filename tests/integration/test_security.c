@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,24 +32,6 @@
 #define STRANGER_MS 1000 // --timeout of a client the broker will not admit
 
 // ---------------------------------------------------------------- helpers
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
-static char *
-s_bin (const char *name)
-{
-    char *path = zlt_bin_path (name);
-    if (!zlt_is_executable (path))
-        fail_msg ("%s is not built (looked in %s)", name, zlt_bin_dir ());
-    return path;
-}
-
 // The text of a file ("" if it does not exist). Caller frees.
 static char *
 s_read (const char *path)
@@ -66,43 +47,6 @@ s_file_has (const char *path, const char *needle)
     bool has = strstr (text, needle) != NULL;
     free (text);
     return has;
-}
-
-// Wait up to `timeout_ms` until the file at `path` holds `needle`, woken by
-// inotify on its directory. Returns 0 or -1.
-static int
-s_wait_file (const char *path, const char *needle, int timeout_ms)
-{
-    char *dir = strdup (path);
-    char *slash = strrchr (dir, '/');
-    if (slash)
-        *slash = '\0';
-    int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
-    if (ino >= 0)
-        inotify_add_watch (ino, dir, IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO);
-    free (dir);
-    int64_t deadline = zlt_now_ms () + timeout_ms;
-    int rc = -1;
-    for (;;) {
-        if (s_file_has (path, needle)) {
-            rc = 0;
-            break;
-        }
-        int64_t left = deadline - zlt_now_ms ();
-        if (left <= 0)
-            break;
-        struct pollfd pfd = {ino, POLLIN, 0};
-        // without inotify, look again every 50 ms
-        if (ino >= 0 && poll (&pfd, 1, (int)(left < 1000 ? left : 1000)) > 0) {
-            char buf[4096];
-            while (read (ino, buf, sizeof buf) > 0) {
-            }
-        } else if (ino < 0)
-            poll (NULL, 0, 50);
-    }
-    if (ino >= 0)
-        close (ino);
-    return rc;
 }
 
 // ---------------------------------------------------------------- keys
@@ -126,8 +70,8 @@ static void
 s_keygen (keys_t *k, const char *name, const char *role, const char *flag, const char *list,
           bool allowed, char **secret_out)
 {
-    char *ctl = s_bin ("zlane-ctl");
-    char *out = s_path (k->dir, "keygen.out"), *err = s_path (k->dir, "keygen.err");
+    char *ctl = zlt_bin ("zlane-ctl");
+    char *out = zlt_path (k->dir, "keygen.out"), *err = zlt_path (k->dir, "keygen.err");
     const char *argv[12] = {ctl, "keygen", name, "--dir", k->keys};
     size_t n = 5;
     if (role) {
@@ -143,12 +87,12 @@ s_keygen (keys_t *k, const char *name, const char *role, const char *flag, const
         zlt_dump_file ("zlane-ctl keygen stderr", err, 2000);
         fail_msg ("zlane-ctl keygen %s failed", name);
     }
-    char *pub = s_path (k->keys, name);
+    char *pub = zlt_path (k->keys, name);
     if (allowed) {
         size_t len;
         char *text = zlt_read_file (pub, &len);
         assert_non_null (text);
-        char *copy = s_path (k->clients, name);
+        char *copy = zlt_path (k->clients, name);
         assert_int_equal (zlt_write_file (copy, text, len), 0);
         free (copy);
         free (text);
@@ -156,7 +100,7 @@ s_keygen (keys_t *k, const char *name, const char *role, const char *flag, const
     char secret_name[256];
     snprintf (secret_name, sizeof secret_name, "%s_secret", name);
     if (secret_out)
-        *secret_out = s_path (k->keys, secret_name);
+        *secret_out = zlt_path (k->keys, secret_name);
     free (pub);
     free (out);
     free (err);
@@ -169,11 +113,11 @@ s_keys (keys_t *k)
     memset (k, 0, sizeof *k);
     k->dir = zlt_tmpdir ();
     assert_non_null (k->dir);
-    k->keys = s_path (k->dir, "keys");
-    k->clients = s_path (k->dir, "clients");
+    k->keys = zlt_path (k->dir, "keys");
+    k->clients = zlt_path (k->dir, "clients");
     assert_int_equal (mkdir (k->clients, 0755), 0);
     s_keygen (k, "broker", NULL, NULL, NULL, false, &k->broker_secret);
-    k->broker_pub = s_path (k->keys, "broker");
+    k->broker_pub = zlt_path (k->keys, "broker");
     s_keygen (k, "producer-t1", "producer", "--tenants", "t1", true, &k->producer);
     s_keygen (k, "worker-a", "worker", "--lanes", "a", true, &k->worker);
     s_keygen (k, "ops", "admin", NULL, NULL, true, &k->admin);
@@ -302,7 +246,7 @@ static int
 s_submit (const keys_t *k, zlt_broker_t *b, const char *cert, const char *tenant, const char *lane,
           const char *payload, const char *timeout, const char *out, const char *err)
 {
-    char *bin = s_bin ("zlane-submit");
+    char *bin = zlt_bin ("zlane-submit");
     const char *argv[24] = {bin,
                             "--broker",
                             zlt_broker_endpoint (b, "frontend"),
@@ -336,7 +280,7 @@ static int
 s_ctl (const keys_t *k, zlt_broker_t *b, const char *cert, const char *const cmd[], const char *out,
        const char *err)
 {
-    char *bin = s_bin ("zlane-ctl");
+    char *bin = zlt_bin ("zlane-ctl");
     const char *argv[32] = {bin,
                             "--admin",
                             zlt_broker_endpoint (b, "admin"),
@@ -369,8 +313,8 @@ static zlt_proc_t *
 s_worker (const keys_t *k, zlt_broker_t *b, const char *lanes, bool via_config, const char *record,
           const char *err)
 {
-    char *bin = s_bin ("zlane-worker"), *handler = s_bin ("zlane-testhandler");
-    char *cmd, *config = s_path (k->dir, "worker.cfg"), *text;
+    char *bin = zlt_bin ("zlane-worker"), *handler = zlt_bin ("zlane-testhandler");
+    char *cmd, *config = zlt_path (k->dir, "worker.cfg"), *text;
     assert_true (asprintf (&cmd, "'%s' --record '%s' --permanent-if poison", handler, record) > 0);
     assert_true (asprintf (&text, "worker\n    curve_server = \"%s\"\n    cert = \"%s\"\n",
                            k->broker_pub, k->worker) > 0);
@@ -425,13 +369,13 @@ test_keygen (void **state)
 {
     const char *dir = zlt_tmpdir ();
     assert_non_null (dir);
-    char *ctl = s_bin ("zlane-ctl");
-    char *keys = s_path (dir, "keys"), *out = s_path (dir, "out"), *err = s_path (dir, "err");
+    char *ctl = zlt_bin ("zlane-ctl");
+    char *keys = zlt_path (dir, "keys"), *out = zlt_path (dir, "out"), *err = zlt_path (dir, "err");
     const char *argv[] = {ctl,         "keygen", "alice", "--role", "producer",
                           "--tenants", "t1,t2",  "--dir", keys,     NULL};
     s_expect (zlt_run (argv, NULL, out, err, RUN_MS), 0, "zlane-ctl keygen", err);
 
-    char *pub_path = s_path (keys, "alice"), *secret_path = s_path (keys, "alice_secret");
+    char *pub_path = zlt_path (keys, "alice"), *secret_path = zlt_path (keys, "alice_secret");
     struct stat sb;
     assert_int_equal (stat (secret_path, &sb), 0);
     assert_int_equal (sb.st_mode & 0777, 0600);
@@ -465,7 +409,7 @@ test_keygen (void **state)
     const char *bad[] = {ctl, "keygen", "bob", "--role", "root", "--dir", keys, NULL};
     assert_int_equal (zlt_run (bad, NULL, out, err, RUN_MS), 2);
     s_expect_said (err, "unknown role 'root'", "keygen --role root");
-    char *bob = s_path (keys, "bob");
+    char *bob = zlt_path (keys, "bob");
     assert_int_equal (access (bob, F_OK), -1);
     const char *help[] = {ctl, "keygen", "--help", NULL};
     assert_int_equal (zlt_run (help, NULL, out, err, RUN_MS), 0);
@@ -488,7 +432,7 @@ test_producer_tenants (void **state)
     s_keys (&k);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *out = s_path (k.dir, "submit.out"), *err = s_path (k.dir, "submit.err");
+    char *out = zlt_path (k.dir, "submit.out"), *err = zlt_path (k.dir, "submit.err");
 
     s_expect (s_submit (&k, b, k.producer, "t1", "a", "hello", "10s", out, err), 0,
               "zlane-submit for t1", err);
@@ -514,12 +458,10 @@ test_producer_tenants (void **state)
 
     // a CURVE broker stops cleanly (under ASan: nothing leaked)
     s_admin_destroy (&admin);
-    char *broker_err = s_path (zlt_broker_dir (b), "broker.err");
     if (zlt_broker_stop (b, WAIT_MS) != 0) {
-        zlt_dump_file ("zlane-broker stderr", broker_err, 4000);
+        zlt_broker_dump (b, 4000);
         fail_msg ("the CURVE broker did not stop cleanly");
     }
-    free (broker_err);
     free (out);
     free (err);
     s_keys_free (&k);
@@ -536,7 +478,7 @@ test_strangers_refused (void **state)
     s_keys (&k);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
     assert_int_equal (s_counter (admin, "err_auth_failed"), 0);
 
     s_expect (s_submit (&k, b, k.stranger, "t1", "a", "hello", "1s", out, err), 3,
@@ -566,8 +508,8 @@ test_strangers_refused (void **state)
 
     // a producer refused at first gets in once its key is in the clients
     // directory: it dials again (the broker reloads the directory)
-    char *bin = s_bin ("zlane-submit");
-    char *late_out = s_path (k.dir, "late.out"), *late_err = s_path (k.dir, "late.err");
+    char *bin = zlt_bin ("zlane-submit");
+    char *late_out = zlt_path (k.dir, "late.out"), *late_err = zlt_path (k.dir, "late.err");
     const char *late_argv[] = {bin,
                                "--broker",
                                zlt_broker_endpoint (b, "frontend"),
@@ -585,13 +527,13 @@ test_strangers_refused (void **state)
                                NULL};
     zlt_proc_t *late = zlt_spawn (late_argv, NULL, late_out, late_err);
     assert_non_null (late);
-    if (s_wait_file (late_err, "refused this client's CURVE key", WAIT_MS) != 0) {
+    if (zlt_wait_file_has (late_err, "refused this client's CURVE key", WAIT_MS) != 0) {
         zlt_dump_file ("zlane-submit stderr", late_err, 2000);
         fail_msg ("the broker did not refuse the latecomer's key");
     }
     assert_int_equal (s_wait_counter (admin, "err_auth_failed", after_ctl + 1, WAIT_MS), 0);
     assert_int_equal (s_counter (admin, "jobs_accepted"), 0);
-    char *late_pub = s_path (k.keys, "latecomer"), *late_copy = s_path (k.clients, "latecomer");
+    char *late_pub = zlt_path (k.keys, "latecomer"), *late_copy = zlt_path (k.clients, "latecomer");
     size_t len;
     char *text = zlt_read_file (late_pub, &len);
     assert_non_null (text);
@@ -624,15 +566,15 @@ test_worker_lanes (void **state)
     s_keys (&k);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *record = s_path (k.dir, "record"), *werr = s_path (k.dir, "worker.err");
-    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    char *record = zlt_path (k.dir, "record"), *werr = zlt_path (k.dir, "worker.err");
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
     zlt_proc_t *worker = s_worker (&k, b, "a,b", true, record, werr);
     if (s_wait_counter (admin, "workers_ready", 1, WAIT_MS) != 0 ||
         s_wait_counter (admin, "err_unauthorized", 1, WAIT_MS) != 0) {
         zlt_dump_file ("zlane-worker stderr", werr, 2000);
         fail_msg ("the worker was not admitted for lane a, or not refused for lane b");
     }
-    assert_int_equal (s_wait_file (werr, "may not take jobs from lane 'b'", WAIT_MS), 0);
+    assert_int_equal (zlt_wait_file_has (werr, "may not take jobs from lane 'b'", WAIT_MS), 0);
     s_expect_said (werr, "unauthorized", "zlane-worker stderr");
 
     // a producer for t1 submits to both lanes: only a's job runs
@@ -680,12 +622,12 @@ test_worker_key_revoked (void **state)
     s_keys (&k);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *record = s_path (k.dir, "record"), *werr = s_path (k.dir, "worker.err");
-    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    char *record = zlt_path (k.dir, "record"), *werr = zlt_path (k.dir, "worker.err");
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
     zlt_proc_t *worker = s_worker (&k, b, "a", false, record, werr);
     assert_int_equal (s_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
     uint64_t refused = s_counter (admin, "err_unauthorized");
-    char *key = s_path (k.clients, "worker-a");
+    char *key = zlt_path (k.clients, "worker-a");
     assert_int_equal (unlink (key), 0);
     // its heartbeats are refused and the broker forgets it
     if (s_wait_counter (admin, "err_unauthorized", refused + 1, WAIT_MS) != 0 ||
@@ -715,14 +657,14 @@ test_repeated_key (void **state)
 {
     keys_t k;
     s_keys (&k);
-    char *orig = s_path (k.clients, "producer-t1"), *copy = s_path (k.clients, "producer-copy");
+    char *orig = zlt_path (k.clients, "producer-t1"), *copy = zlt_path (k.clients, "producer-copy");
     size_t len;
     char *text = zlt_read_file (orig, &len);
     assert_non_null (text);
     assert_int_equal (zlt_write_file (copy, text, len), 0);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
     s_expect (s_submit (&k, b, k.producer, "t1", "a", "hello", "1s", out, err), 3,
               "zlane-submit with a key held by two files", err);
     s_expect_said (err, "refused this client's CURVE key", "zlane-submit with a repeated key");
@@ -751,9 +693,9 @@ test_admin_and_subscriber (void **state)
     s_keys (&k);
     zlt_broker_t *b = s_broker (&k);
     admin_t *admin = s_admin_new (&k, b);
-    char *record = s_path (k.dir, "record"), *werr = s_path (k.dir, "worker.err");
-    char *out = s_path (k.dir, "out"), *err = s_path (k.dir, "err");
-    char *tail_out = s_path (k.dir, "tail.out"), *tail_err = s_path (k.dir, "tail.err");
+    char *record = zlt_path (k.dir, "record"), *werr = zlt_path (k.dir, "worker.err");
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
+    char *tail_out = zlt_path (k.dir, "tail.out"), *tail_err = zlt_path (k.dir, "tail.err");
     zlt_proc_t *worker = s_worker (&k, b, "a", false, record, werr);
     assert_int_equal (s_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
 
@@ -765,7 +707,7 @@ test_admin_and_subscriber (void **state)
     assert_int_equal (s_wait_counter (admin, "jobs_dead_lettered", 1, WAIT_MS), 0);
 
     // tail with the subscriber key; an alert shows its subscription is live
-    char *ctl = s_bin ("zlane-ctl");
+    char *ctl = zlt_bin ("zlane-ctl");
     const char *tail_argv[] = {ctl,
                                "--events",
                                zlt_broker_endpoint (b, "events"),
@@ -778,7 +720,7 @@ test_admin_and_subscriber (void **state)
                                NULL};
     zlt_proc_t *tail = zlt_spawn (tail_argv, NULL, tail_out, tail_err);
     assert_non_null (tail);
-    if (s_wait_file (tail_out, "\"event\":\"dlq_alert\"", WAIT_MS) != 0) {
+    if (zlt_wait_file_has (tail_out, "\"event\":\"dlq_alert\"", WAIT_MS) != 0) {
         zlt_dump_file ("zlane-ctl tail stderr", tail_err, 2000);
         fail_msg ("zlane-ctl tail over CURVE got no alert.dlq event");
     }
@@ -788,7 +730,7 @@ test_admin_and_subscriber (void **state)
     *strchr (id2, '\n') = '\0';
     char want[128];
     snprintf (want, sizeof want, "\"event\":\"dead_letter\",\"job_id\":%s,", id2);
-    if (s_wait_file (tail_out, want, WAIT_MS) != 0) {
+    if (zlt_wait_file_has (tail_out, want, WAIT_MS) != 0) {
         zlt_dump_file ("zlane-ctl tail stdout", tail_out, 2000);
         fail_msg ("zlane-ctl tail did not print the DeadLetter of job %s", id2);
     }
@@ -861,8 +803,8 @@ test_public_bind (void **state)
 {
     const char *dir = zlt_tmpdir ();
     assert_non_null (dir);
-    char *bin = s_bin ("zlane-broker");
-    char *data = s_path (dir, "data"), *err = s_path (dir, "err");
+    char *bin = zlt_bin ("zlane-broker");
+    char *data = zlt_path (dir, "data"), *err = zlt_path (dir, "err");
     const char *argv[] = {bin,
                           "--frontend",
                           "tcp://0.0.0.0:0",
@@ -889,7 +831,7 @@ test_public_bind (void **state)
     zlt_broker_t *b = zlt_broker_start (insecure);
     assert_non_null (b);
     int stopped = zlt_broker_stop (b, WAIT_MS); // at once: nothing connects to it
-    char *broker_err = s_path (zlt_broker_dir (b), "broker.err");
+    char *broker_err = zlt_path (zlt_broker_dir (b), "broker.err");
     s_expect_said (broker_err, "INSECURE", "zlane-broker --insecure");
     s_expect_said (broker_err, "tcp://0.0.0.0:0", "zlane-broker --insecure");
     assert_int_equal (stopped, 0);
@@ -897,7 +839,7 @@ test_public_bind (void **state)
     // the public half of the broker's key: it has no secret key to serve with
     keys_t k;
     s_keys (&k);
-    char *lone = s_path (k.dir, "broker-public-only");
+    char *lone = zlt_path (k.dir, "broker-public-only");
     size_t len;
     char *text = zlt_read_file (k.broker_pub, &len);
     assert_non_null (text);

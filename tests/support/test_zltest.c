@@ -26,15 +26,6 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-static char *
-s_path (const char *dir, const char *name)
-{
-    char *p;
-    if (asprintf (&p, "%s/%s", dir, name) < 0)
-        abort ();
-    return p;
-}
-
 static bool
 s_alive (pid_t pid)
 {
@@ -82,7 +73,7 @@ test_stdio_redirection (void **state)
 {
     const char *dir = zlt_tmpdir ();
     assert_non_null (dir);
-    char *in = s_path (dir, "in"), *out = s_path (dir, "out"), *err = s_path (dir, "err");
+    char *in = zlt_path (dir, "in"), *out = zlt_path (dir, "out"), *err = zlt_path (dir, "err");
     assert_int_equal (zlt_write_file (in, "payload\n", 8), 0);
     const char *argv[] = {"/bin/sh", "-c", "cat; echo oops >&2", NULL};
     assert_int_equal (zlt_run (argv, in, out, err, 5000), 0);
@@ -93,6 +84,29 @@ test_stdio_redirection (void **state)
     assert_string_equal (text, "oops\n");
     free (text);
     free (in), free (out), free (err);
+}
+
+/*  zlt_wait_file_has times out on a file that never comes and wakes for a
+    write by another process; job ids parse, sort and are found. */
+static void
+test_wait_file_and_ids (void **state)
+{
+    const char *dir = zlt_tmpdir ();
+    assert_non_null (dir);
+    char *out = zlt_path (dir, "out");
+    assert_int_equal (zlt_wait_file_has (out, "ready", 100), -1);
+    const char *argv[] = {"/bin/sh", "-c", "sleep 0.1; echo ready", NULL};
+    zlt_proc_t *p = zlt_spawn (argv, NULL, out, NULL);
+    assert_non_null (p);
+    assert_int_equal (zlt_wait_file_has (out, "ready", 5000), 0);
+    free (out);
+
+    uint64_t ids[4];
+    assert_int_equal (zlt_ids_parse ("30\n10\n20\n", ids, 4, "ids"), 3);
+    zlt_ids_sort (ids, 3);
+    assert_true (ids[0] == 10 && ids[1] == 20 && ids[2] == 30);
+    assert_int_equal (zlt_ids_find (ids, 3, 20), 1);
+    assert_int_equal (zlt_ids_find (ids, 3, 25), -1);
 }
 
 static void
@@ -338,10 +352,10 @@ s_th_init (th_t *th, const char *payload)
     assert_non_null (th->dir);
     th->bin = zlt_bin_path ("zlane-testhandler");
     assert_true (zlt_is_executable (th->bin));
-    th->in = s_path (th->dir, "in");
-    th->out = s_path (th->dir, "out");
-    th->err = s_path (th->dir, "err");
-    th->record = s_path (th->dir, "record");
+    th->in = zlt_path (th->dir, "in");
+    th->out = zlt_path (th->dir, "out");
+    th->err = zlt_path (th->dir, "err");
+    th->record = zlt_path (th->dir, "record");
     assert_int_equal (zlt_write_file (th->in, payload, strlen (payload)), 0);
 }
 
@@ -437,7 +451,7 @@ test_handler_log_and_conditions (void **state)
 {
     th_t th;
     s_th_init (&th, "POISON");
-    char *log = s_path (th.dir, "log"), *marker = s_path (th.dir, "marker");
+    char *log = zlt_path (th.dir, "log"), *marker = zlt_path (th.dir, "marker");
     const char *opts[] = {"--log",           log,    "--sleep",  "5000",
                           "--sleep-attempt", "2",    "--poison", "POISON",
                           "--ok-if-exists",  marker, NULL};
@@ -498,6 +512,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_exit_codes_and_signals, zlt_teardown),
         cmocka_unit_test_teardown (test_stdio_redirection, zlt_teardown),
+        cmocka_unit_test_teardown (test_wait_file_and_ids, zlt_teardown),
         cmocka_unit_test_teardown (test_wait_times_out_and_destroy_kills, zlt_teardown),
         cmocka_unit_test_teardown (test_unstartable, zlt_teardown),
         cmocka_unit_test_teardown (test_cleanup_kills_the_group, zlt_teardown),

@@ -230,6 +230,12 @@ zlt_now_ms (void)
     return zl_clock_mono_ms ();
 }
 
+int64_t
+zlt_wall_ms (void)
+{
+    return zl_clock_wall_ms ();
+}
+
 // ---------------------------------------------------------------- files
 const char *
 zlt_bin_dir (void)
@@ -271,6 +277,26 @@ bool
 zlt_is_executable (const char *path)
 {
     return access (path, X_OK) == 0;
+}
+
+char *
+zlt_bin (const char *name)
+{
+    char *path = zlt_bin_path (name);
+    if (!zlt_is_executable (path)) {
+        free (path);
+        fail_msg ("zltest: %s is not built (looked in %s)", name, zlt_bin_dir ());
+    }
+    return path;
+}
+
+char *
+zlt_path (const char *dir, const char *name)
+{
+    size_t len = strlen (dir) + strlen (name) + 2;
+    char *path = zl_malloc (len);
+    snprintf (path, len, "%s/%s", dir, name);
+    return path;
 }
 
 const char *
@@ -359,6 +385,57 @@ zlt_dump_file (const char *title, const char *path, size_t max_bytes)
              len > max_bytes ? " [tail]" : "", from, len && text[len - 1] != '\n' ? "\n" : "",
              title);
     free (text);
+}
+
+int
+zlt_wait_file (const char *path, zlt_file_ready_fn *ready, const void *arg, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    // the watch is set before the first look, so no write is missed
+    char *dir = zl_strdup (path);
+    int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
+    if (ino < 0 || inotify_add_watch (ino, dirname (dir),
+                                      IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE | IN_MOVED_TO) < 0) {
+        int err = errno;
+        if (ino >= 0)
+            close (ino);
+        free (dir);
+        fail_msg ("zltest: cannot watch the directory of %s: %s", path, strerror (err));
+    }
+    free (dir);
+    int rc = -1;
+    for (;;) {
+        char *text = zlt_read_file (path, NULL);
+        bool hit = text && ready (text, arg);
+        free (text);
+        if (hit) {
+            rc = 0;
+            break;
+        }
+        int64_t left = deadline - zlt_now_ms ();
+        if (left <= 0)
+            break;
+        // and a look at least every second, whatever the events say
+        struct pollfd pfd = {ino, POLLIN, 0};
+        poll (&pfd, 1, left < 1000 ? (int)left : 1000);
+        char buf[4096];
+        while (read (ino, buf, sizeof buf) > 0)
+            ;
+    }
+    close (ino);
+    return rc;
+}
+
+static bool
+s_has_needle (const char *text, const void *needle)
+{
+    return strstr (text, needle) != NULL;
+}
+
+int
+zlt_wait_file_has (const char *path, const char *needle, int timeout_ms)
+{
+    return zlt_wait_file (path, s_has_needle, needle, timeout_ms);
 }
 
 // ---------------------------------------------------------------- processes
@@ -760,6 +837,12 @@ zlt_broker_proc (zlt_broker_t *self)
     return self->proc;
 }
 
+void
+zlt_broker_dump (zlt_broker_t *self, size_t max_bytes)
+{
+    zlt_dump_file ("zlane-broker stderr", self->err_path, max_bytes);
+}
+
 int
 zlt_broker_stop (zlt_broker_t *self, int timeout_ms)
 {
@@ -1074,4 +1157,46 @@ zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int
     else
         fprintf (stderr, "zltest: counter %s unavailable for %d ms\n", name, timeout_ms);
     return -1;
+}
+
+// ---------------------------------------------------------------- job ids
+size_t
+zlt_ids_parse (const char *text, uint64_t *ids, size_t cap, const char *what)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        const char *eol = strchr (p, '\n');
+        if (!eol)
+            fail_msg ("%s: last line has no newline: '%s'", what, p);
+        char *end;
+        uint64_t id = strtoull (p, &end, 10);
+        if (end == p || end != eol || id == 0)
+            fail_msg ("%s: line %zu is not a job id: '%.*s'", what, n + 1, (int)(eol - p), p);
+        if (n == cap)
+            fail_msg ("%s: more than %zu ids", what, cap);
+        ids[n++] = id;
+        p = eol + 1;
+    }
+    return n;
+}
+
+static int
+s_cmp_id (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void
+zlt_ids_sort (uint64_t *ids, size_t n)
+{
+    qsort (ids, n, sizeof *ids, s_cmp_id);
+}
+
+long
+zlt_ids_find (const uint64_t *ids, size_t n, uint64_t id)
+{
+    const uint64_t *hit = bsearch (&id, ids, n, sizeof *ids, s_cmp_id);
+    return hit ? hit - ids : -1;
 }

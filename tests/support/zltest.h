@@ -24,6 +24,11 @@ const char *zlt_bin_dir (void);
 char *zlt_bin_path (const char *name);
 /*  Return true if `path` exists and is executable. */
 bool zlt_is_executable (const char *path);
+/*  Return "<bin dir>/<name>" (caller owns). Fails the running cmocka test
+    if it is not executable there (the binary was not built). */
+char *zlt_bin (const char *name);
+/*  Return "<dir>/<name>". Caller owns. */
+char *zlt_path (const char *dir, const char *name);
 
 /*  Return a new empty directory under $TMPDIR (or /tmp). The harness owns
     it: it is removed with its contents by zlt_cleanup and at exit (kept if
@@ -38,6 +43,16 @@ int zlt_write_file (const char *path, const void *data, size_t len);
 /*  Print the last `max_bytes` of a file to stderr under a title, for failing
     tests to show what a process said. */
 void zlt_dump_file (const char *title, const char *path, size_t max_bytes);
+
+/*  A condition on a file's text, for zlt_wait_file. */
+typedef bool (zlt_file_ready_fn) (const char *text, const void *arg);
+/*  Wait up to `timeout_ms` until `ready (text, arg)` holds for the text of
+    the file at `path` (never while it is missing), woken by inotify on its
+    directory. Returns 0, or -1 on timeout. Fails the running cmocka test if
+    the directory cannot be watched. */
+int zlt_wait_file (const char *path, zlt_file_ready_fn *ready, const void *arg, int timeout_ms);
+/*  Wait as zlt_wait_file until the file holds `needle`. Returns 0 or -1. */
+int zlt_wait_file_has (const char *path, const char *needle, int timeout_ms);
 
 // ---------------------------------------------------------------- processes
 typedef struct _zlt_proc_t zlt_proc_t;
@@ -85,6 +100,9 @@ const char *zlt_broker_endpoint (zlt_broker_t *self, const char *which);
 const char *zlt_broker_dir (zlt_broker_t *self);
 /*  Return the broker process (borrowed). */
 zlt_proc_t *zlt_broker_proc (zlt_broker_t *self);
+/*  Print the last `max_bytes` of the broker's stderr (see zlt_dump_file),
+    for a failing test. */
+void zlt_broker_dump (zlt_broker_t *self, size_t max_bytes);
 /*  SIGTERM the broker and wait up to `timeout_ms`. Returns its exit code,
     or -1 if it had to be killed. */
 int zlt_broker_stop (zlt_broker_t *self, int timeout_ms);
@@ -157,6 +175,17 @@ int zlt_group (zlt_client_t *admin, const char *lane, const char *tenant, zl_gro
     is printed). */
 int zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int timeout_ms);
 
+// ---------------------------------------------------------------- job ids
+/*  Parse `text`, one job id per line as zlane-submit prints them, into
+    `ids` (at most `cap`); returns how many. Fails the running cmocka test
+    on a line that is not a job id, a last line without a newline, or more
+    than `cap` ids; `what` names the text in the message. */
+size_t zlt_ids_parse (const char *text, uint64_t *ids, size_t cap, const char *what);
+/*  Sort `n` job ids in ascending order, for zlt_ids_find. */
+void zlt_ids_sort (uint64_t *ids, size_t n);
+/*  Return the index of `id` in the sorted `ids`, or -1. */
+long zlt_ids_find (const uint64_t *ids, size_t n, uint64_t id);
+
 // ---------------------------------------------------------------- lifecycle
 /*  Kill every registered process group (SIGKILL) and reap it, destroy
     every registered broker and client, remove every temp dir. Safe to call
@@ -167,5 +196,8 @@ int zlt_teardown (void **state);
 
 /*  Monotonic milliseconds, for measuring deadlines. */
 int64_t zlt_now_ms (void);
+/*  Wall-clock milliseconds (CLOCK_REALTIME): the clock zlane-testhandler
+    logs with, for comparing with its times. */
+int64_t zlt_wall_ms (void);
 
 #endif
