@@ -19,9 +19,11 @@
 #include "codec.h"
 #include "counters.h"
 #include "hist.h"
+#include "http.h"
 #include "jobs.h"
 #include "lane.h"
 #include "log.h"
+#include "metrics.h"
 #include "producers.h"
 #include "rng.h"
 #include "scheduler.h"
@@ -80,6 +82,7 @@ struct _zl_broker_t {
     bool failed;  // the store failed: stop the loop
     zcert_t *cert;            // CURVE: the broker's key pair
     zl_zap_t *zap;            // CURVE: the ZAP handler (its own thread)
+    zl_http_t *http;          // the metrics page, or NULL
     zl_clients_t *clients;    // CURVE: allowed clients and their bindings
     void *monitors[SOCK_COUNT + 1];  // handshake failures on each socket
     uint64_t counters[ZL_CTR_COUNT];
@@ -1057,6 +1060,8 @@ typedef struct {
     size_t size;
 } fed_t;
 
+static void s_serve_metrics (zl_broker_t *self, zl_now_t now);
+
 /*  Steps 2-6 of a turn, in their order: drain and apply (the sockets that
     `items` marks readable, or the one `fed` frame), timers, dispatch,
     commit, replies. Returns 0, or -1 once the store failed. */
@@ -1077,10 +1082,14 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     for (int i = 0; items && i < SOCK_COUNT; i++)
         if (items[i].revents & ZMQ_POLLIN)
             s_drain (self, (sock_kind_t) i, now);
+    if (self->http && items && (items[SOCK_COUNT].revents & ZMQ_POLLIN))
+        s_serve_metrics (self, now);
 
     // 3. timers (and refused handshakes, counted)
     s_fire_timers (self, now);
     s_drain_monitors (self);
+    if (self->http)
+        zl_http_sweep (self->http, now.mono_ms);
 
     // 4. dispatch
     s_dispatch (self, now);
@@ -1117,10 +1126,13 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
         timeout = 0;
     if (timeout > max_wait_ms)
         timeout = max_wait_ms;
-    zmq_pollitem_t items[SOCK_COUNT];
+    zmq_pollitem_t items[SOCK_COUNT + 1];
     for (int i = 0; i < SOCK_COUNT; i++)
         items[i] = (zmq_pollitem_t) {self->socks[i], 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (items, SOCK_COUNT, timeout) < 0 && errno == EINTR)
+    int n_items = SOCK_COUNT;
+    if (self->http)
+        items[n_items++] = (zmq_pollitem_t) {zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (items, n_items, timeout) < 0 && errno == EINTR)
         return -1;
     // 2-6.
     return s_turn (self, items, NULL);
@@ -1241,12 +1253,10 @@ s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
     for (zl_job_t *j = zl_dlq_first (dlq); j; j = zl_dlq_next (dlq, j)) {
         uint64_t age = (uint64_t) (now.wall_ms - j->dead_at_ms);
         zl_group_stats_t *gs[3] = {&st->lanes[j->flow->lane->index],
-                                   &st->tenants[j->flow->tenant->index], NULL};
-        for (size_t i = 0; i < nf; i++)
-            if (flows[i] == j->flow)
-                gs[2] = &st->groups[i];
+                                   &st->tenants[j->flow->tenant->index],
+                                   &st->groups[j->flow->index]};
         for (int g = 0; g < 3; g++)
-            if (gs[g] && age > gs[g]->oldest_dlq_age_ms)
+            if (age > gs[g]->oldest_dlq_age_ms)
                 gs[g]->oldest_dlq_age_ms = age;
     }
     st->n_latencies = 2;
@@ -1257,6 +1267,30 @@ s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
     size_t np;
     zl_producers_all (self->producers, &np);
     st->producers = (uint32_t) np;
+}
+
+// ---------------------------------------------------------------- metrics
+// The HTTP endpoint's one page: the stats in the Prometheus text format.
+static int
+s_metrics_page (void *arg, const char *path, char **body, size_t *len, const char **content_type)
+{
+    zl_broker_t *self = arg;
+    if (strcmp (path, "/metrics"))
+        return 404;
+    zl_stats_t st;
+    s_build_stats (self, &st, zl_now ());
+    *body = zl_metrics_render (&st, len);
+    *content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return 200;
+}
+
+static void
+s_serve_metrics (zl_broker_t *self, zl_now_t now)
+{
+    zl_http_serve (self->http, now.mono_ms);
+    zl_http_counts_t c = zl_http_counts (self->http);
+    self->counters[ZL_CTR_METRICS_REQUESTS] = c.requests;
+    self->counters[ZL_CTR_METRICS_REFUSED] = c.refused;
 }
 
 static bool
@@ -1543,11 +1577,31 @@ s_write_ports (zl_broker_t *self, const char *path, char *err, size_t errlen)
     }
     fprintf (f, "frontend=%s\nbackend=%s\nevents=%s\nadmin=%s\n", self->endpoints[0],
              self->endpoints[1], self->endpoints[2], self->endpoints[3]);
+    if (self->http)
+        fprintf (f, "metrics=%s\n", zl_http_endpoint (self->http));
     fclose (f);
     if (rename (tmp, path) != 0) {
         snprintf (err, errlen, "cannot rename %s: %s", tmp, strerror (errno));
         return -1;
     }
+    return 0;
+}
+
+// The metrics page, if configured. It is plain HTTP whatever CURVE says: a
+// reachable address is the operator's choice, and gets a warning.
+static int
+s_start_metrics (zl_broker_t *self, char *err, size_t errlen)
+{
+    const char *ep = self->cfg->metrics;
+    if (!ep || !*ep)
+        return 0;
+    self->http = zl_http_new (ep, s_metrics_page, self, err, errlen);
+    if (!self->http)
+        return -1;
+    if (!s_local_endpoint (ep))
+        zl_warn ("broker", "metrics on %s: plain HTTP without authentication, reachable from "
+                           "other hosts (it names lanes and tenants)",
+                 zl_http_endpoint (self->http));
     return 0;
 }
 
@@ -1649,6 +1703,7 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         s_bind (self, self->zsocks[SOCK_BACKEND], cfg->backend, 1, err, errlen) ||
         s_bind (self, self->zevents, cfg->events, 2, err, errlen) ||
         s_bind (self, self->zsocks[SOCK_ADMIN], cfg->admin, 3, err, errlen) ||
+        s_start_metrics (self, err, errlen) != 0 ||
         (cfg->ports_file && s_write_ports (self, cfg->ports_file, err, errlen))) {
         zl_broker_destroy (&self);
         return NULL;
@@ -1683,6 +1738,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     for (int i = 0; i < SOCK_COUNT + 1; i++)
         if (self->monitors[i])
             zmq_close (self->monitors[i]);
+    zl_http_destroy (&self->http);
     zl_zap_destroy (&self->zap);
     zl_clients_destroy (&self->clients);
     zcert_destroy (&self->cert);
@@ -1701,5 +1757,7 @@ zl_broker_endpoint (zl_broker_t *self, const char *which)
     for (int i = 0; i < 4; i++)
         if (strcmp (which, names[i]) == 0)
             return self->endpoints[i];
+    if (!strcmp (which, "metrics") && self->http)
+        return zl_http_endpoint (self->http);
     return NULL;
 }

@@ -247,6 +247,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         s_set_str (&cfg->events, value);
     else if (!strcmp (key, "admin"))
         s_set_str (&cfg->admin, value);
+    else if (!strcmp (key, "metrics"))
+        s_set_str (&cfg->metrics, value);
     else if (!strcmp (key, "ports_file"))
         s_set_str (&cfg->ports_file, value);
     else if (!strcmp (key, "data"))
@@ -394,6 +396,7 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->backend);
     free (cfg->events);
     free (cfg->admin);
+    free (cfg->metrics);
     free (cfg->ports_file);
     free (cfg->data_dir);
     free (cfg->default_lane);

@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     char *frontend, *backend, *events, *admin;
+    char *metrics;     // HTTP endpoint of the Prometheus page, NULL = none
     char *ports_file;  // written after bind: the real endpoints
     char *data_dir;
     zl_durability_t durability;

@@ -36,6 +36,8 @@
     X (WORKERS_READY, "workers_ready") \
     X (ADMIN_REQUESTS, "admin_requests") \
     X (EVENTS_PUBLISHED, "events_published") \
+    X (METRICS_REQUESTS, "metrics_requests") \
+    X (METRICS_REFUSED, "err_metrics_refused") \
     X (TURNS, "loop_turns")
 
 typedef enum {

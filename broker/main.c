@@ -33,6 +33,7 @@ s_usage (FILE *out)
                   "      --backend EP         worker endpoint          [tcp://127.0.0.1:5571]\n"
                   "      --events EP          DLQ events PUB endpoint  [tcp://127.0.0.1:5572]\n"
                   "      --admin EP           admin endpoint           [tcp://127.0.0.1:5573]\n"
+                  "      --metrics EP         Prometheus page, GET /metrics (plain HTTP) [none]\n"
                   "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
                   "      --data DIR           data directory           [./zlane-data]\n"
                   "      --durability MODE    fsync | none             [fsync]\n"
@@ -81,6 +82,7 @@ main (int argc, char **argv)
         O_BACKEND,
         O_EVENTS,
         O_ADMIN,
+        O_METRICS,
         O_PORTS,
         O_DATA,
         O_DUR,
@@ -114,6 +116,7 @@ main (int argc, char **argv)
                                          {"backend", required_argument, 0, O_BACKEND},
                                          {"events", required_argument, 0, O_EVENTS},
                                          {"admin", required_argument, 0, O_ADMIN},
+                                         {"metrics", required_argument, 0, O_METRICS},
                                          {"ports-file", required_argument, 0, O_PORTS},
                                          {"data", required_argument, 0, O_DATA},
                                          {"durability", required_argument, 0, O_DUR},
@@ -175,6 +178,7 @@ main (int argc, char **argv)
         case O_BACKEND: key = "backend"; break;
         case O_EVENTS: key = "events"; break;
         case O_ADMIN: key = "admin"; break;
+        case O_METRICS: key = "metrics"; break;
         case O_PORTS: key = "ports_file"; break;
         case O_DATA: key = "data"; break;
         case O_DUR: key = "durability"; break;

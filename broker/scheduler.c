@@ -107,6 +107,7 @@ zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
         self->cap_flows = self->cap_flows ? self->cap_flows * 2 : 16;
         self->flows = zl_realloc (self->flows, self->cap_flows * sizeof (zl_flow_t *));
     }
+    flow->index = (uint32_t) self->n_flows;
     self->flows[self->n_flows++] = flow;
     if (!lane->heap)
         lane->heap = ZL_NEW (heap_t);

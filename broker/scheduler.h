@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 typedef struct zl_flow {
+    uint32_t index;         // position in zl_sched_flows
     zl_lane_t *lane;
     zl_tenant_t *tenant;
     zl_job_t *head, *tail;  // READY jobs, FIFO

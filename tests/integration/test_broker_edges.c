@@ -1,8 +1,17 @@
 /*  test_broker_edges: broker behaviours that no other process test pins
     down, against a real zlane-broker and raw sockets: the default lane, a
-    draining worker (Ready with capacity 0) gets nothing new, and a silent
-    producer is forgotten. */
+    draining worker (Ready with capacity 0) gets nothing new, a silent
+    producer is forgotten, and the Prometheus page (--metrics) over plain
+    HTTP, bad requests included. */
 #include "zltest.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +44,86 @@ s_ready (zlt_client_t *worker, uint32_t capacity)
     zl_msg_t m = {.kind = ZL_MSG_READY};
     m.u.ready = (zl_ready_t){"edge-worker", 1, lanes, capacity};
     assert_int_equal (zlt_client_send (worker, &m), 0);
+}
+
+// One HTTP exchange with the metrics endpoint (tcp://127.0.0.1:PORT): send
+// `request`, read until the broker closes. Returns the answer (caller frees).
+static char *
+s_http (const char *endpoint, const char *request)
+{
+    const char *colon = strrchr (endpoint, ':');
+    assert_non_null (colon);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)atoi (colon + 1))};
+    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct timeval tv = {WAIT_MS / 1000, 0}; // bounded: a silent broker fails the test
+    setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal (connect (fd, (struct sockaddr *)&a, sizeof a), 0);
+    size_t len = strlen (request);
+    assert_int_equal (write (fd, request, len), (ssize_t)len);
+    char *got = calloc (1, 1);
+    size_t n = 0;
+    char buf[8192];
+    ssize_t r;
+    while ((r = read (fd, buf, sizeof buf)) > 0) {
+        got = realloc (got, n + (size_t)r + 1);
+        memcpy (got + n, buf, (size_t)r);
+        n += (size_t)r;
+        got[n] = '\0';
+    }
+    if (r < 0)
+        fail_msg ("no answer (or no close) from the metrics page within %d ms; got: %s", WAIT_MS,
+                  got);
+    close (fd);
+    return got;
+}
+
+// The metrics page shows the broker's counters and each lane x tenant; bad
+// requests get their status and a count, and the broker goes on serving.
+static void
+test_metrics_page (void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--lane", "a", "--metrics", "tcp://127.0.0.1:*", NULL};
+    zlt_broker_t *b = zlt_broker_start (args);
+    assert_non_null (b);
+    const char *metrics = zlt_broker_endpoint (b, "metrics");
+    assert_non_null (metrics);
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
+    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zl_msg_t reply;
+    s_submit (producer, "acme", "a", &reply);
+    char *page = s_http (metrics, "GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n");
+    const char *want[] = {"HTTP/1.0 200 OK\r\n",
+                          "Content-Type: text/plain; version=0.0.4",
+                          "\nzlane_jobs_accepted_total 1\n",
+                          "\nzlane_ready{lane=\"a\",tenant=\"acme\"} 1\n",
+                          "\nzlane_flow_submitted_total{lane=\"a\",tenant=\"acme\"} 1\n",
+                          "\nzlane_lane_paused{lane=\"a\"} 0\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr (page, want[i]))
+            fail_msg ("the metrics page lacks '%s':\n%s", want[i], page);
+    free (page);
+    static const struct {
+        const char *request, *status;
+    } bad[] = {{"GET /other HTTP/1.1\r\n\r\n", "HTTP/1.0 404 "},
+               {"DELETE /metrics HTTP/1.1\r\n\r\n", "HTTP/1.0 405 "},
+               {"\x16\x03\x01 hello\r\n\r\n", "HTTP/1.0 400 "}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        page = s_http (metrics, bad[i].request);
+        if (strncmp (page, bad[i].status, strlen (bad[i].status)))
+            fail_msg ("wanted %s, got '%s'", bad[i].status, page);
+        free (page);
+    }
+    assert_int_equal (zlt_counter (admin, "err_metrics_refused"), 3);
+    assert_int_equal (zlt_counter (admin, "metrics_requests"), 1);
+    // still serving: the page and the queue
+    s_submit (producer, "acme", "a", &reply);
+    page = s_http (metrics, "GET /metrics HTTP/1.0\r\n\r\n");
+    assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\",tenant=\"acme\"} 2\n"));
+    free (page);
+    assert_int_equal (zlt_counter (admin, "metrics_requests"), 2);
 }
 
 static void
@@ -122,6 +211,7 @@ main (void)
         cmocka_unit_test_teardown (test_default_lane, zlt_teardown),
         cmocka_unit_test_teardown (test_draining_worker_gets_nothing_new, zlt_teardown),
         cmocka_unit_test_teardown (test_silent_producer_is_forgotten, zlt_teardown),
+        cmocka_unit_test_teardown (test_metrics_page, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -61,7 +61,7 @@ struct _zlt_broker_t {
     zlt_proc_t *proc;
     const char *dir; // a registered temp dir
     char err_path[PATH_MAX];
-    char endpoints[4][256];
+    char endpoints[5][256];
     char **args; // the extra flags, kept for restarts (NULL-terminated)
 };
 
@@ -90,7 +90,8 @@ static size_t s_n_res;
 static char *s_dirs[MAX_DIRS];
 static size_t s_n_dirs;
 static bool s_ready;
-static const char *s_endpoint_names[4] = {"frontend", "backend", "events", "admin"};
+// the broker's four sockets, then its optional metrics page (--metrics)
+static const char *s_endpoint_names[5] = {"frontend", "backend", "events", "admin", "metrics"};
 
 // ---------------------------------------------------------------- registry
 static void
@@ -662,14 +663,14 @@ s_read_ports (zlt_broker_t *self, const char *path)
         if (!eq)
             continue;
         *eq = '\0';
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             if (strcmp (line, s_endpoint_names[i]) == 0 && eq[1]) {
                 snprintf (self->endpoints[i], sizeof self->endpoints[i], "%s", eq + 1);
                 found |= 1 << i;
             }
     }
     free (text);
-    return found == 0xf ? 0 : -1;
+    return (found & 0xf) == 0xf ? 0 : -1;
 }
 
 // True if `path` has text past byte `from` that contains `needle`.
@@ -819,9 +820,9 @@ zlt_broker_restart (zlt_broker_t *self, int timeout_ms)
 const char *
 zlt_broker_endpoint (zlt_broker_t *self, const char *which)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (strcmp (which, s_endpoint_names[i]) == 0)
-            return self->endpoints[i];
+            return self->endpoints[i][0] ? self->endpoints[i] : NULL;
     return NULL;
 }
 

@@ -93,8 +93,9 @@ typedef struct _zlt_broker_t zlt_broker_t;
     most 10 s) for the ports file. Returns the broker (registered), or NULL
     if it died or timed out (its stderr is printed). */
 zlt_broker_t *zlt_broker_start (const char *const args[]);
-/*  Return an endpoint: which is "frontend", "backend", "events" or "admin";
-    NULL for an unknown name. Borrowed. */
+/*  Return an endpoint: which is "frontend", "backend", "events", "admin" or
+    "metrics" (only when started with --metrics); NULL for an unknown name
+    or a metrics page it does not have. Borrowed. */
 const char *zlt_broker_endpoint (zlt_broker_t *self, const char *which);
 /*  Return the broker's temp directory (its stderr is <dir>/broker.err). */
 const char *zlt_broker_dir (zlt_broker_t *self);

@@ -1,0 +1,168 @@
+#define _GNU_SOURCE // open_memstream
+#include "metrics.h"
+
+#include "zl_alloc.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The store's figures that are levels, not counts of events.
+static const char *const s_gauges[] = {
+    "store_map_bytes", "store_used_bytes", "store_file_bytes",    "store_jobs",
+    "store_states",    "store_idem_keys",  "store_commit_avg_us", "store_commit_max_us"};
+
+static bool
+s_is_gauge (const char *name)
+{
+    for (size_t i = 0; i < sizeof s_gauges / sizeof s_gauges[0]; i++)
+        if (!strcmp (name, s_gauges[i]))
+            return true;
+    return false;
+}
+
+// A label value, escaped as the format asks (backslash, quote, newline).
+static void
+s_label (FILE *f, const char *value)
+{
+    fputc ('"', f);
+    for (const char *p = value ? value : ""; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            fputc ('\\', f), fputc (*p, f);
+        else if (*p == '\n')
+            fputs ("\\n", f);
+        else
+            fputc (*p, f);
+    }
+    fputc ('"', f);
+}
+
+static void
+s_family (FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf (f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+// One sample of a per lane x tenant family.
+static void
+s_group_sample (FILE *f, const char *name, const zl_group_stats_t *g, const char *extra_label,
+                const char *extra_value, double value)
+{
+    fprintf (f, "%s{lane=", name);
+    s_label (f, g->lane);
+    fputs (",tenant=", f);
+    s_label (f, g->tenant);
+    if (extra_label) {
+        fprintf (f, ",%s=", extra_label);
+        s_label (f, extra_value);
+    }
+    fprintf (f, "} %.10g\n", value);
+}
+
+typedef struct {
+    const char *name, *type, *help;
+    size_t offset; // of a uint64_t in zl_group_stats_t
+    double scale;
+} group_metric_t;
+
+#define G(field) offsetof (zl_group_stats_t, field)
+
+static const group_metric_t s_group_metrics[] = {
+    {"zlane_ready", "gauge", "Jobs ready to run.", G (ready), 1},
+    {"zlane_delayed", "gauge", "Jobs waiting for a delay or a retry backoff.", G (delayed), 1},
+    {"zlane_in_flight", "gauge", "Jobs leased to workers.", G (in_flight), 1},
+    {"zlane_dlq", "gauge", "Jobs in the dead-letter queue.", G (dlq), 1},
+    {"zlane_oldest_ready_age_seconds", "gauge", "Age of the oldest ready job.",
+     G (oldest_ready_age_ms), 1e-3},
+    {"zlane_oldest_dlq_age_seconds", "gauge", "Age of the oldest dead letter.",
+     G (oldest_dlq_age_ms), 1e-3},
+    {"zlane_flow_submitted_total", "counter", "Jobs accepted.", G (submitted), 1},
+    {"zlane_flow_acked_total", "counter", "Jobs acked.", G (acked), 1},
+    {"zlane_flow_lease_expired_total", "counter", "Leases that lapsed.", G (lease_expired), 1},
+    {"zlane_flow_dead_lettered_total", "counter", "Jobs dead-lettered.", G (dead_lettered), 1},
+    {"zlane_flow_run_seconds_total", "counter", "Worker time charged to the tenant.", G (run_us),
+     1e-6},
+    {"zlane_flow_throttled_total", "counter",
+     "Times the flow was held back by a rate limit or a THROTTLED pause.", G (throttled), 1},
+    {"zlane_flow_capped_total", "counter", "Times the flow was held back by a concurrency cap.",
+     G (capped), 1},
+};
+
+static double
+s_field (const zl_group_stats_t *g, size_t offset)
+{
+    uint64_t v;
+    memcpy (&v, (const char *)g + offset, sizeof v);
+    return (double)v;
+}
+
+char *
+zl_metrics_render (const zl_stats_t *st, size_t *len)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream (&buf, &size);
+    if (!f)
+        abort (); // out of memory: the allocator policy
+    s_family (f, "zlane_uptime_seconds", "gauge", "Time since the broker started.");
+    fprintf (f, "zlane_uptime_seconds %.3f\n", (double)st->uptime_ms / 1e3);
+    s_family (f, "zlane_workers", "gauge", "Workers connected.");
+    fprintf (f, "zlane_workers %" PRIu32 "\n", st->workers);
+    s_family (f, "zlane_producers", "gauge", "Producers known.");
+    fprintf (f, "zlane_producers %" PRIu32 "\n", st->producers);
+    for (size_t i = 0; i < st->n_counters; i++) {
+        const zl_counter_t *c = &st->counters[i];
+        char name[128];
+        bool gauge = s_is_gauge (c->name);
+        snprintf (name, sizeof name, "zlane_%s%s", c->name, gauge ? "" : "_total");
+        s_family (f, name, gauge ? "gauge" : "counter",
+                  gauge ? "Store figure." : "Broker event count.");
+        fprintf (f, "%s %" PRIu64 "\n", name, c->value);
+    }
+    for (size_t m = 0; m < sizeof s_group_metrics / sizeof s_group_metrics[0]; m++) {
+        const group_metric_t *gm = &s_group_metrics[m];
+        s_family (f, gm->name, gm->type, gm->help);
+        for (size_t i = 0; i < st->n_groups; i++)
+            s_group_sample (f, gm->name, &st->groups[i], NULL, NULL,
+                            s_field (&st->groups[i], gm->offset) * gm->scale);
+    }
+    s_family (f, "zlane_flow_nacked_total", "counter", "Jobs nacked, by failure class.");
+    for (size_t i = 0; i < st->n_groups; i++) {
+        const zl_group_stats_t *g = &st->groups[i];
+        s_group_sample (f, "zlane_flow_nacked_total", g, "class", "transient",
+                        (double)g->nacked_transient);
+        s_group_sample (f, "zlane_flow_nacked_total", g, "class", "throttled",
+                        (double)g->nacked_throttled);
+        s_group_sample (f, "zlane_flow_nacked_total", g, "class", "permanent",
+                        (double)g->nacked_permanent);
+    }
+    s_family (f, "zlane_lane_paused", "gauge", "1 while the lane is paused (zlane-ctl pause).");
+    for (size_t i = 0; i < st->n_lanes; i++) {
+        fputs ("zlane_lane_paused{lane=", f);
+        s_label (f, st->lanes[i].lane);
+        fprintf (f, "} %d\n", st->lanes[i].paused ? 1 : 0);
+    }
+    s_family (f, "zlane_latency_seconds", "gauge",
+              "Latency quantiles since the broker started (kind: submit_to_start, submit_to_ack).");
+    static const char *const q_names[] = {"0.5", "0.9", "0.99", "1"};
+    for (size_t i = 0; i < st->n_latencies; i++) {
+        const zl_latency_t *l = &st->latencies[i];
+        uint64_t q[] = {l->p50_us, l->p90_us, l->p99_us, l->max_us};
+        for (int k = 0; k < 4; k++) {
+            fputs ("zlane_latency_seconds{kind=", f);
+            s_label (f, l->name);
+            fprintf (f, ",quantile=\"%s\"} %.6f\n", q_names[k], (double)q[k] / 1e6);
+        }
+    }
+    s_family (f, "zlane_latency_count_total", "counter", "Jobs measured, by kind.");
+    for (size_t i = 0; i < st->n_latencies; i++) {
+        fputs ("zlane_latency_count_total{kind=", f);
+        s_label (f, st->latencies[i].name);
+        fprintf (f, "} %" PRIu64 "\n", st->latencies[i].count);
+    }
+    fclose (f);
+    *len = size;
+    return buf;
+}

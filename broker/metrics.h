@@ -1,0 +1,20 @@
+/*  metrics: the broker's stats in the Prometheus text exposition format
+    (version 0.0.4), for the /metrics page of the broker's HTTP endpoint.
+
+    Broker-wide event counters are `zlane_<name>_total` counters, the store's
+    sizes `zlane_<name>` gauges; per lane x tenant: gauges zlane_ready,
+    zlane_delayed, zlane_in_flight, zlane_dlq, zlane_oldest_ready_age_seconds,
+    zlane_oldest_dlq_age_seconds and counters zlane_flow_*_total with labels
+    lane and tenant; zlane_lane_paused per lane; the latency quantiles as
+    zlane_latency_seconds{kind, quantile}. */
+#ifndef ZL_METRICS_H
+#define ZL_METRICS_H
+
+#include "msg.h"
+
+#include <stddef.h>
+
+/*  Render `st`; returns the text (caller frees) and its length in *len. */
+char *zl_metrics_render (const zl_stats_t *st, size_t *len);
+
+#endif
