@@ -1270,16 +1270,25 @@ s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
 }
 
 // ---------------------------------------------------------------- metrics
-// The HTTP endpoint's one page: the stats in the Prometheus text format.
+// The HTTP endpoint's one page: the stats in the Prometheus text format;
+// with the query "tenants=0", per lane only.
 static int
-s_metrics_page (void *arg, const char *path, char **body, size_t *len, const char **content_type)
+s_metrics_page (void *arg, const char *path, const char *query, char **body, size_t *len,
+                const char **content_type)
 {
     zl_broker_t *self = arg;
     if (strcmp (path, "/metrics"))
         return 404;
+    bool by_tenant = true;
+    for (const char *p = query; *p;) {
+        size_t n = strcspn (p, "&");
+        if (n == 9 && !strncmp (p, "tenants=0", 9))
+            by_tenant = false;
+        p += n + (p[n] == '&');
+    }
     zl_stats_t st;
     s_build_stats (self, &st, zl_now ());
-    *body = zl_metrics_render (&st, len);
+    *body = zl_metrics_render (&st, by_tenant, len);
     *content_type = "text/plain; version=0.0.4; charset=utf-8";
     return 200;
 }

@@ -191,11 +191,11 @@ s_request (zl_http_t *self, conn_t *c)
     char *path = sp1 + 1;
     char *query = strchr (path, '?');
     if (query)
-        *query = '\0';
+        *query++ = '\0';
     char *body = NULL;
     size_t len = 0;
     const char *type = "text/plain";
-    if (self->page (self->arg, path, &body, &len, &type) != 200) {
+    if (self->page (self->arg, path, query ? query : "", &body, &len, &type) != 200) {
         free (body);
         s_error (self, c, 404, "Not Found");
         return;

@@ -20,10 +20,11 @@
 
 typedef struct _zl_http_t zl_http_t;
 
-/*  The page for `path`: set *body (malloc'd, the server frees it), *len and
- *content_type (static) and return 200; or return 404. */
-typedef int (zl_http_page_fn) (void *arg, const char *path, char **body, size_t *len,
-                               const char **content_type);
+/*  The page for `path` and `query` (the text after '?', or ""): set
+    `*body` (malloc'd, the server frees it), `*len` and `*content_type`
+    (static) and return 200; or return 404. */
+typedef int (zl_http_page_fn) (void *arg, const char *path, const char *query, char **body,
+                               size_t *len, const char **content_type);
 
 typedef struct {
     uint64_t requests; // answered 200

@@ -45,15 +45,17 @@ s_family (FILE *f, const char *name, const char *type, const char *help)
     fprintf (f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-// One sample of a per lane x tenant family.
+// One sample of a per lane x tenant (or per lane: tenant "") family.
 static void
 s_group_sample (FILE *f, const char *name, const zl_group_stats_t *g, const char *extra_label,
                 const char *extra_value, double value)
 {
     fprintf (f, "%s{lane=", name);
     s_label (f, g->lane);
-    fputs (",tenant=", f);
-    s_label (f, g->tenant);
+    if (g->tenant && *g->tenant) {
+        fputs (",tenant=", f);
+        s_label (f, g->tenant);
+    }
     if (extra_label) {
         fprintf (f, ",%s=", extra_label);
         s_label (f, extra_value);
@@ -99,8 +101,10 @@ s_field (const zl_group_stats_t *g, size_t offset)
 }
 
 char *
-zl_metrics_render (const zl_stats_t *st, size_t *len)
+zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len)
 {
+    const zl_group_stats_t *groups = by_tenant ? st->groups : st->lanes;
+    size_t n_groups = by_tenant ? st->n_groups : st->n_lanes;
     char *buf = NULL;
     size_t size = 0;
     FILE *f = open_memstream (&buf, &size);
@@ -124,13 +128,13 @@ zl_metrics_render (const zl_stats_t *st, size_t *len)
     for (size_t m = 0; m < sizeof s_group_metrics / sizeof s_group_metrics[0]; m++) {
         const group_metric_t *gm = &s_group_metrics[m];
         s_family (f, gm->name, gm->type, gm->help);
-        for (size_t i = 0; i < st->n_groups; i++)
-            s_group_sample (f, gm->name, &st->groups[i], NULL, NULL,
-                            s_field (&st->groups[i], gm->offset) * gm->scale);
+        for (size_t i = 0; i < n_groups; i++)
+            s_group_sample (f, gm->name, &groups[i], NULL, NULL,
+                            s_field (&groups[i], gm->offset) * gm->scale);
     }
     s_family (f, "zlane_flow_nacked_total", "counter", "Jobs nacked, by failure class.");
-    for (size_t i = 0; i < st->n_groups; i++) {
-        const zl_group_stats_t *g = &st->groups[i];
+    for (size_t i = 0; i < n_groups; i++) {
+        const zl_group_stats_t *g = &groups[i];
         s_group_sample (f, "zlane_flow_nacked_total", g, "class", "transient",
                         (double)g->nacked_transient);
         s_group_sample (f, "zlane_flow_nacked_total", g, "class", "throttled",

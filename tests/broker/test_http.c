@@ -33,13 +33,18 @@
 static const char *s_body = "zlane_up 1\n";
 
 static int
-s_page (void *arg, const char *path, char **body, size_t *len, const char **content_type)
+s_page (void *arg, const char *path, const char *query, char **body, size_t *len,
+        const char **content_type)
 {
     (void)arg;
     if (strcmp (path, "/metrics"))
         return 404;
-    *body = strdup (s_body);
-    *len = strlen (s_body);
+    // the query comes apart from the path
+    if (!strcmp (query, "echo=1"))
+        *body = strdup ("echo=1");
+    else
+        *body = strdup (s_body);
+    *len = strlen (*body);
     *content_type = "text/plain; version=0.0.4";
     return 200;
 }
@@ -141,15 +146,19 @@ test_get_and_head (void **state)
     assert_non_null (body);
     assert_string_equal (body + 4, s_body);
     free (got);
-    // a query string is not part of the path
+    // a query string is not part of the path, and reaches the page
     s_expect (http, "GET /metrics?x=1 HTTP/1.0\r\n\r\n", "HTTP/1.0 200 OK\r\n");
+    got = s_fetch (http, "GET /metrics?echo=1 HTTP/1.0\r\n\r\n",
+                   sizeof "GET /metrics?echo=1 HTTP/1.0\r\n\r\n" - 1);
+    assert_string_equal (strstr (got, "\r\n\r\n") + 4, "echo=1");
+    free (got);
     got = s_fetch (http, "HEAD /metrics HTTP/1.1\r\n\r\n",
                    sizeof "HEAD /metrics HTTP/1.1\r\n\r\n" - 1);
     assert_non_null (strstr (got, "HTTP/1.0 200 OK\r\n"));
     assert_non_null (strstr (got, want)); // the length it would have
     assert_string_equal (strstr (got, "\r\n\r\n") + 4, "");
     free (got);
-    assert_int_equal (zl_http_counts (http).requests, 3);
+    assert_int_equal (zl_http_counts (http).requests, 4);
     assert_int_equal (zl_http_counts (http).refused, 0);
     zl_http_destroy (&http);
     assert_null (http);
@@ -278,7 +287,12 @@ test_render (void **state)
                                   .nacked_transient = 4,
                                   .run_us = 2500000},
                                  {.lane = "chat", .tenant = "we\"ird\\na\nme", .dlq = 1}};
-    zl_group_stats_t lanes[] = {{.lane = "chat", .tenant = "", .paused = true}};
+    zl_group_stats_t lanes[] = {{.lane = "chat",
+                                 .tenant = "",
+                                 .paused = true,
+                                 .ready = 2,
+                                 .dlq = 1,
+                                 .nacked_transient = 4}};
     zl_latency_t lat[] = {{"submit_to_start", 12, 1000, 2000, 3000, 4000}};
     zl_stats_t st = {.uptime_ms = 61500,
                      .n_counters = 3,
@@ -292,7 +306,7 @@ test_render (void **state)
                      .workers = 2,
                      .producers = 1};
     size_t len;
-    char *text = zl_metrics_render (&st, &len);
+    char *text = zl_metrics_render (&st, true, &len);
     assert_int_equal (strlen (text), len);
     const char *want[] = {
         "zlane_uptime_seconds 61.500\n",
@@ -328,6 +342,17 @@ test_render (void **state)
         if (*end != '\0' || strncmp (line, "zlane_", 6) != 0)
             fail_msg ("not a sample line: '%s'", line);
     }
+    free (text);
+
+    // per lane only: the same families, label lane alone, the lane's sums
+    text = zl_metrics_render (&st, false, &len);
+    const char *per_lane[] = {"\nzlane_ready{lane=\"chat\"} 2\n", "\nzlane_dlq{lane=\"chat\"} 1\n",
+                              "\nzlane_flow_nacked_total{lane=\"chat\",class=\"transient\"} 4\n",
+                              "\nzlane_jobs_accepted_total 3\n"};
+    for (size_t i = 0; i < sizeof per_lane / sizeof per_lane[0]; i++)
+        if (!strstr (text, per_lane[i]))
+            fail_msg ("the per-lane metrics lack '%s'; they are:\n%s", per_lane[i], text);
+    assert_null (strstr (text, "tenant="));
     free (text);
 }
 

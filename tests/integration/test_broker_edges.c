@@ -124,6 +124,11 @@ test_metrics_page (void **state)
     assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\",tenant=\"acme\"} 2\n"));
     free (page);
     assert_int_equal (zlt_counter (admin, "metrics_requests"), 2);
+    // per lane only, for many tenants
+    page = s_http (metrics, "GET /metrics?tenants=0 HTTP/1.0\r\n\r\n");
+    assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\"} 2\n"));
+    assert_null (strstr (page, "tenant=\"acme\""));
+    free (page);
 }
 
 static void
