@@ -1,0 +1,34 @@
+/*  stats: the broker's figures gathered into a zl_stats_t (common/msg.h), the
+    one snapshot that `zlane-ctl stats` (AdminReply) and the metrics page
+    show: the counters, the store's size, each lane, tenant and lane x tenant
+    (ready, delayed, in flight, DLQ, oldest ages, outcomes, worker time,
+    throttled and capped counts) and the latency quantiles. */
+#ifndef ZL_STATS_H
+#define ZL_STATS_H
+
+#include "arena.h"
+#include "jobs.h"
+#include "lane.h"
+#include "msg.h"
+#include "scheduler.h"
+#include "store.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_jobs_t *jobs;
+    zl_store_t *store;
+    const uint64_t *counters; // ZL_CTR_COUNT of them (counters.h)
+    int64_t started_ms;       // monotonic
+    size_t workers, producers;
+} zl_stats_sources_t;
+
+/*  Fill `out` from `src` as of `now`; every array and string lives in
+    `arena` or in the sources (valid until either changes). */
+void zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *arena, zl_now_t now,
+                     zl_stats_t *out);
+
+#endif
