@@ -27,12 +27,12 @@
 #include "producers.h"
 #include "rng.h"
 #include "scheduler.h"
+#include "security.h"
 #include "stats.h"
 #include "store.h"
 #include "timers.h"
 #include "wire.h"
 #include "workers.h"
-#include "zap.h"
 #include "zl_alloc.h"
 
 #include <czmq.h>
@@ -75,11 +75,8 @@ struct _zl_broker_t {
     uint64_t stored_next_id;
     double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
-    zcert_t *cert;            // CURVE: the broker's key pair
-    zl_zap_t *zap;            // CURVE: the ZAP handler (its own thread)
+    zl_security_t *security;  // CURVE (or the plaintext endpoint check)
     zl_http_t *http;          // the metrics page, or NULL
-    zl_clients_t *clients;    // CURVE: allowed clients and their bindings
-    void *monitors[SOCK_COUNT + 1];  // handshake failures on each socket
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
     size_t n_dead, cap_dead;
@@ -578,7 +575,6 @@ s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
 static void s_on_admin (ctx_t *ctx, const zl_msg_t *msg);
 
 // ---------------------------------------------------------------- dispatch table
-static void s_drain_monitors (zl_broker_t *self);
 
 static handler_fn *const s_handlers[SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
     [SOCK_FRONTEND] = {[ZL_MSG_HELLO] = s_on_hello, [ZL_MSG_SUBMIT] = s_on_submit},
@@ -665,9 +661,9 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
         }
         // with CURVE, ZAP put the client's public key on every frame it sends
         zcert_t *cert = NULL;
-        if (self->clients) {
+        if (zl_security_curve (self->security)) {
             const char *key = zmq_msg_gets (&body, "User-Id");
-            cert = key ? zl_clients_lookup (self->clients, key, now.mono_ms) : NULL;
+            cert = zl_security_client (self->security, key, now.mono_ms);
         }
         s_handle_frame (self, sock, &peer, cert, zmq_msg_data (&body), zmq_msg_size (&body), extra,
                         now);
@@ -1082,7 +1078,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 
     // 3. timers (and refused handshakes, counted)
     s_fire_timers (self, now);
-    s_drain_monitors (self);
+    self->counters[ZL_CTR_AUTH_FAILED] += zl_security_refused (self->security);
     if (self->http)
         zl_http_sweep (self->http, now.mono_ms);
 
@@ -1363,121 +1359,6 @@ s_router (const zl_broker_config_t *cfg)
     return zs;
 }
 
-// True for endpoints only this host can reach.
-static bool
-s_local_endpoint (const char *ep)
-{
-    if (!strncmp (ep, "ipc://", 6) || !strncmp (ep, "inproc://", 9))
-        return true;
-    const char *host = strstr (ep, "://");
-    host = host ? host + 3 : ep;
-    return !strncmp (host, "127.", 4) || !strncmp (host, "localhost:", 10) ||
-           !strncmp (host, "[::1]:", 6);
-}
-
-// CURVE on every socket: the broker's key pair, ZAP (zap.c) checking client
-// keys against the clients directory, and a monitor on each socket that
-// counts the handshakes it refused.
-static int
-s_secure (zl_broker_t *self, char *err, size_t errlen)
-{
-    const zl_broker_config_t *cfg = self->cfg;
-    const char *eps[] = {cfg->frontend, cfg->backend, cfg->events, cfg->admin};
-    if (!cfg->curve) {
-        for (int i = 0; i < 4; i++)
-            if (!s_local_endpoint (eps[i])) {
-                if (!cfg->insecure) {
-                    snprintf (err, errlen,
-                              "%s is reachable from other hosts but CURVE is off: start with "
-                              "--curve --cert FILE --clients DIR, or with --insecure to accept "
-                              "plaintext",
-                              eps[i]);
-                    return -1;
-                }
-                zl_warn ("broker", "INSECURE: %s is reachable from other hosts without CURVE: "
-                                   "traffic is plaintext and any client may connect",
-                         eps[i]);
-            }
-        return 0;
-    }
-    if (!cfg->cert || !cfg->clients) {
-        snprintf (err, errlen, "--curve needs --cert FILE (the broker's secret certificate) and "
-                               "--clients DIR (allowed client certificates)");
-        return -1;
-    }
-    self->cert = zcert_load (cfg->cert);
-    if (!self->cert) {
-        snprintf (err, errlen, "cannot load the broker certificate %s (make one with zlane-ctl "
-                               "keygen)", cfg->cert);
-        return -1;
-    }
-    // a public certificate loads too, with a secret key of zeros: every
-    // handshake would then fail while the broker looks healthy
-    if (!strcmp (zcert_secret_txt (self->cert), "0000000000000000000000000000000000000000")) {
-        snprintf (err, errlen, "the broker certificate %s holds no secret key: give the "
-                               "NAME_secret file that zlane-ctl keygen wrote", cfg->cert);
-        return -1;
-    }
-    struct stat sb;
-    if (stat (cfg->clients, &sb) != 0 || !S_ISDIR (sb.st_mode)) {
-        snprintf (err, errlen, "clients directory %s does not exist", cfg->clients);
-        return -1;
-    }
-    self->clients = zl_clients_new (cfg->clients, ZL_CLIENTS_MISS_MS);
-    self->zap = zl_zap_new (cfg->clients);
-    if (!self->zap) {
-        snprintf (err, errlen, "cannot start the ZAP handler (%s is taken)",
-                  "inproc://zeromq.zap.01");
-        return -1;
-    }
-    zsock_t *socks[SOCK_COUNT + 1] = {self->zsocks[0], self->zsocks[1], self->zsocks[2],
-                                      self->zevents};
-    for (int i = 0; i < SOCK_COUNT + 1; i++) {
-        zcert_apply (self->cert, socks[i]);
-        zsock_set_curve_server (socks[i], 1);
-        zsock_set_zap_domain (socks[i], i < SOCK_COUNT ? ZL_ZAP_OTHER : ZL_ZAP_EVENTS);
-        char ep[64];
-        snprintf (ep, sizeof ep, "inproc://zlane-monitor-%p-%d", (void *) self, i);
-        zmq_socket_monitor (zsock_resolve (socks[i]), ep,
-                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
-        self->monitors[i] = zmq_socket (zsys_init (), ZMQ_PAIR);
-        zmq_connect (self->monitors[i], ep);
-    }
-    zl_info ("broker", "CURVE on: key %s, %zu client key(s) from %s",
-             zcert_public_txt (self->cert), zl_clients_count (self->clients), cfg->clients);
-    return 0;
-}
-
-// Count refused handshakes (a stranger's key, or not speaking CURVE).
-static void
-s_drain_monitors (zl_broker_t *self)
-{
-    for (int i = 0; i < SOCK_COUNT + 1; i++) {
-        if (!self->monitors[i])
-            continue;
-        zmq_msg_t m;
-        zmq_msg_init (&m);
-        while (zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT) >= 0) {
-            bool first = zmq_msg_size (&m) >= 6;
-            uint16_t event = 0;
-            if (first)
-                memcpy (&event, zmq_msg_data (&m), sizeof event);
-            if (zmq_msg_more (&m)) {  // the endpoint frame
-                zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT);
-            }
-            if (first) {
-                self->counters[ZL_CTR_AUTH_FAILED]++;
-                zl_warn ("broker", "refused a connection on the %s socket (%s)",
-                         i < SOCK_COUNT ? s_sock_names[i] : "events",
-                         event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "unknown key"
-                                                                  : "handshake failed");
-            }
-        }
-        zmq_msg_close (&m);
-    }
-}
-
 static int
 s_write_ports (zl_broker_t *self, const char *path, char *err, size_t errlen)
 {
@@ -1511,7 +1392,7 @@ s_start_metrics (zl_broker_t *self, char *err, size_t errlen)
     self->http = zl_http_new (ep, s_metrics_page, self, err, errlen);
     if (!self->http)
         return -1;
-    if (!s_local_endpoint (ep))
+    if (!zl_security_local_endpoint (ep))
         zl_warn ("broker", "metrics on %s: plain HTTP without authentication, reachable from "
                            "other hosts (it names lanes and tenants)",
                  zl_http_endpoint (self->http));
@@ -1608,7 +1489,12 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->events = zsock_resolve (self->zevents);
     int linger = 0;
     zmq_setsockopt (self->events, ZMQ_LINGER, &linger, sizeof linger);
-    if (s_secure (self, err, errlen) != 0) {
+    zsock_t *socks[SOCK_COUNT + 1] = {self->zsocks[0], self->zsocks[1], self->zsocks[2],
+                                      self->zevents};
+    const char *names[SOCK_COUNT + 1] = {s_sock_names[0], s_sock_names[1], s_sock_names[2],
+                                         "events"};
+    self->security = zl_security_new (cfg, socks, names, SOCK_COUNT + 1, SOCK_COUNT, err, errlen);
+    if (!self->security) {
         zl_broker_destroy (&self);
         return NULL;
     }
@@ -1648,13 +1534,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_producers_destroy (&self->producers);
     zl_store_close (&self->store);
     zl_arena_destroy (&self->frame);
-    for (int i = 0; i < SOCK_COUNT + 1; i++)
-        if (self->monitors[i])
-            zmq_close (self->monitors[i]);
     zl_http_destroy (&self->http);
-    zl_zap_destroy (&self->zap);
-    zl_clients_destroy (&self->clients);
-    zcert_destroy (&self->cert);
+    zl_security_destroy (&self->security);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);
