@@ -111,12 +111,12 @@ static void
 s_send_close (zl_http_t *self, const void *id, size_t id_len, const void *data, size_t len)
 {
     void *s = zsock_resolve (self->sock);
-    if (len) {
-        zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    // a routing id that cannot be sent (the peer's queue is full) drops the
+    // frame after it: sending that one anyway would start a new message
+    if (len && zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int) id_len)
         zmq_send (s, data, len, ZMQ_DONTWAIT);
-    }
-    zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send (s, "", 0, ZMQ_DONTWAIT);
+    if (zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int) id_len)
+        zmq_send (s, "", 0, ZMQ_DONTWAIT);
     closed_id_t *r = &self->recent[self->recent_next];
     self->recent_next = (self->recent_next + 1) % RECENT;
     r->id_len = id_len;
