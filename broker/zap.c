@@ -20,10 +20,15 @@ static const char *
 s_decide (zl_clients_t *clients, zmsg_t *req, char *user_id, const char **why)
 {
     // version, request id, domain, address, identity, mechanism, credentials
+    // (zmsg_next starts over after the last frame: count them first)
     zframe_t *f[7] = {0};
+    if (zmsg_size (req) < 7) {
+        *why = "malformed ZAP request";
+        return "500";
+    }
     for (int i = 0; i < 7; i++)
         f[i] = i ? zmsg_next (req) : zmsg_first (req);
-    if (!f[6] || !zframe_streq (f[0], "1.0")) {
+    if (!zframe_streq (f[0], "1.0")) {
         *why = "malformed ZAP request";
         return "500";
     }
