@@ -758,6 +758,29 @@ s_forget_producers (zl_broker_t *self, zl_now_t now)
     }
 }
 
+// Purge dead letters past dlq_retention, oldest first (the DLQ is in the
+// order jobs died), at most MAX_EXPIRE a turn.
+#define MAX_EXPIRE 10000
+static void
+s_expire_dead (zl_broker_t *self, zl_now_t now)
+{
+    int64_t keep = (int64_t) self->cfg->dlq_retention_ms;
+    if (!keep)
+        return;
+    zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
+    uint64_t n = 0;
+    zl_job_t *j;
+    while (n < MAX_EXPIRE && (j = zl_dlq_first (dlq)) && now.wall_ms - j->dead_at_ms >= keep) {
+        zl_jobs_purge (self->jobs, j);
+        n++;
+    }
+    if (n) {
+        self->counters[ZL_CTR_DLQ_EXPIRED] += n;
+        zl_info ("broker", "purged %" PRIu64 " dead letter(s) older than dlq_retention (%" PRId64
+                 " ms)", n, keep);
+    }
+}
+
 static void
 s_fire_timers (zl_broker_t *self, zl_now_t now)
 {
@@ -777,6 +800,7 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         if (zl_store_begin (self->store) == ZL_STORE_OK)
             zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
                                  10000);
+        s_expire_dead (self, now);
         self->next_prune_ms = now.mono_ms + 1000;
     }
 }

@@ -289,6 +289,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_num (key, value, &cfg->producer_window, err, errlen);
     else if (!strcmp (key, "producer_idle"))
         return s_dur (key, value, &cfg->producer_idle_ms, err, errlen);
+    else if (!strcmp (key, "dlq_retention"))
+        return s_dur (key, value, &cfg->dlq_retention_ms, err, errlen);
     else if (!strcmp (key, "dlq_alert_interval"))
         return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
     else if (!strcmp (key, "dedup_window"))

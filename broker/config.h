@@ -53,6 +53,7 @@ typedef struct {
     uint64_t producer_window;  // credit a producer may hold at once
     uint64_t producer_idle_ms; // a producer silent this long is forgotten
     uint64_t dlq_alert_ms;
+    uint64_t dlq_retention_ms; // dead letters older than this are purged, 0 = kept
     uint64_t dedup_window_ms;
     bool auto_lanes;           // undeclared lanes are created on first use
     char *default_lane;        // jobs for undeclared lanes go here (NULL = reject)

@@ -32,6 +32,7 @@
     X (DEAD_LETTERED, "jobs_dead_lettered") \
     X (REDRIVEN, "jobs_redriven") \
     X (PURGED, "jobs_purged") \
+    X (DLQ_EXPIRED, "dlq_expired") \
     X (DEAD_WORKERS, "workers_dead") \
     X (WORKERS_READY, "workers_ready") \
     X (ADMIN_REQUESTS, "admin_requests") \

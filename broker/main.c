@@ -56,6 +56,7 @@ s_usage (FILE *out)
                   "      --no-jitter          retry at the backoff bound (experiments only)\n"
                   "      --max-run DUR        default max run time, 0 = none [0]\n"
                   "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
+                  "      --dlq-retention DUR  purge dead letters older than this, 0 = keep [0]\n"
                   "      --dedup-window DUR   idempotency key window   [24h]\n"
                   "      --curve              CURVE encryption + authentication on every socket\n"
                   "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
@@ -105,6 +106,7 @@ main (int argc, char **argv)
         O_MAXRUN,
         O_ALERT,
         O_DEDUP,
+        O_DLQ_RETENTION,
         O_SET,
         O_CURVE,
         O_CERT,
@@ -139,6 +141,7 @@ main (int argc, char **argv)
                                          {"max-run", required_argument, 0, O_MAXRUN},
                                          {"dlq-alert", required_argument, 0, O_ALERT},
                                          {"dedup-window", required_argument, 0, O_DEDUP},
+                                         {"dlq-retention", required_argument, 0, O_DLQ_RETENTION},
                                          {"set", required_argument, 0, O_SET},
                                          {"curve", no_argument, 0, O_CURVE},
                                          {"cert", required_argument, 0, O_CERT},
@@ -197,6 +200,7 @@ main (int argc, char **argv)
         case O_LIVE: key = "liveness"; break;
         case O_ALERT: key = "dlq_alert_interval"; break;
         case O_DEDUP: key = "dedup_window"; break;
+        case O_DLQ_RETENTION: key = "dlq_retention"; break;
         case O_CURVE:
             key = "curve";
             optarg = "true";

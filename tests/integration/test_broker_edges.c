@@ -1,8 +1,8 @@
 /*  test_broker_edges: broker behaviours that no other process test pins
     down, against a real zlane-broker and raw sockets: the default lane, a
     draining worker (Ready with capacity 0) gets nothing new, a silent
-    producer is forgotten, and the Prometheus page (--metrics) over plain
-    HTTP, bad requests included. */
+    producer is forgotten, dead letters past --dlq-retention are purged, and
+    the Prometheus page (--metrics) over plain HTTP, bad requests included. */
 #include "zltest.h"
 
 #include <arpa/inet.h>
@@ -131,6 +131,54 @@ test_metrics_page (void **state)
     free (page);
 }
 
+// A dead letter older than --dlq-retention is purged (and counted); one
+// younger stays.
+static void
+test_dlq_retention (void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--lane", "a", "--dlq-retention", "1500ms", NULL};
+    zlt_broker_t *b = zlt_broker_start (args);
+    assert_non_null (b);
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
+    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *worker = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "backend"));
+    s_ready (worker, 1);
+    zl_msg_t reply, m;
+    int64_t died[2];
+    for (int k = 0; k < 2; k++) {
+        s_submit (producer, "t", "a", &reply);
+        assert_int_equal (zlt_client_expect (worker, ZL_MSG_DISPATCH, &m, WAIT_MS), 0);
+        assert_int_equal (m.u.dispatch.n, 1);
+        zl_nack_item_t item = {.job_id = m.u.dispatch.jobs[0].job_id,
+                               .lease = m.u.dispatch.jobs[0].lease,
+                               .cls = ZL_FAIL_PERMANENT,
+                               .error = "bad input",
+                               .run_us = 10};
+        zl_msg_t nack = {.kind = ZL_MSG_NACK};
+        nack.u.nack = (zl_nack_t){1, &item};
+        assert_int_equal (zlt_client_send (worker, &nack), 0);
+        assert_int_equal (zlt_wait_counter (admin, "jobs_dead_lettered", (uint64_t)k + 1, WAIT_MS),
+                          0);
+        died[k] = zlt_now_ms ();
+        if (k == 0) // the second one dies 800 ms after the first
+            while (zlt_now_ms () - died[0] < 800)
+                zlt_client_expect (worker, ZL_MSG_SETTLED, &m, 50); // keep the worker's queue short
+    }
+    // the first expires about 1.5 s after it died, the second not before 2.3 s
+    assert_int_equal (zlt_wait_counter (admin, "dlq_expired", 1, 5000), 0);
+    int64_t at = zlt_now_ms ();
+    assert_true (at - died[0] >= 1500 - 200); // not before its time (less the stats lag)
+    zl_group_stats_t g;
+    assert_int_equal (zlt_group (admin, "a", "t", &g), 0);
+    if (zlt_now_ms () - died[1] < 1500)
+        assert_int_equal (g.dlq, 1); // the younger one is still there
+    assert_int_equal (zlt_wait_counter (admin, "dlq_expired", 2, 5000), 0);
+    assert_int_equal (zlt_group (admin, "a", "t", &g), 0);
+    assert_int_equal (g.dlq, 0);
+    assert_int_equal (zlt_counter (admin, "jobs_purged"), 0); // not an operator's purge
+}
+
 static void
 test_default_lane (void **state)
 {
@@ -217,6 +265,7 @@ main (void)
         cmocka_unit_test_teardown (test_draining_worker_gets_nothing_new, zlt_teardown),
         cmocka_unit_test_teardown (test_silent_producer_is_forgotten, zlt_teardown),
         cmocka_unit_test_teardown (test_metrics_page, zlt_teardown),
+        cmocka_unit_test_teardown (test_dlq_retention, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
