@@ -13,6 +13,7 @@
          Dispatch, Settled, and the DLQ events */
 #include "broker.h"
 
+#include "admin.h"
 #include "arena.h"
 #include "clients.h"
 #include "clock.h"
@@ -225,24 +226,6 @@ s_lane_list (zl_broker_t *self)
     return out;
 }
 
-static const char *
-s_fmt (zl_broker_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static const char *
-s_fmt (zl_broker_t *self, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start (ap, fmt);
-    int n = vsnprintf (buf, sizeof buf, fmt, ap);
-    va_end (ap);
-    if (n < 0)
-        n = 0;
-    if ((size_t) n >= sizeof buf)
-        n = sizeof buf - 1;
-    return zl_arena_strndup (self->turn, buf, (size_t) n);
-}
-
 static void
 s_refuse_job (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec,
               zl_counter_id_t counter, zl_reject_code_t code, const char *reason,
@@ -278,7 +261,7 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
     }
     if (spec->payload.len > self->cfg->max_payload) {
         s_refuse_job (self, p, spec, ZL_CTR_PAYLOAD_TOO_LARGE, ZL_REJECT_PAYLOAD_TOO_LARGE,
-                      s_fmt (self, "payload of %zu bytes exceeds the limit of %" PRIu64 " bytes",
+                      zl_arena_printf (self->turn, "payload of %zu bytes exceeds the limit of %" PRIu64 " bytes",
                              spec->payload.len, self->cfg->max_payload),
                       0);
         return NULL;
@@ -290,7 +273,7 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
     }
     if (!lane) {
         s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE,
-                      s_fmt (self, "lane '%.128s' is not declared (declared: %s)", spec->lane,
+                      zl_arena_printf (self->turn, "lane '%.128s' is not declared (declared: %s)", spec->lane,
                              s_lane_list (self)),
                       0);
         return NULL;
@@ -365,7 +348,7 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
             continue;
         if (!s_bound (ctx, "tenants", spec->tenant)) {
             s_refuse_job (self, p, spec, ZL_CTR_UNAUTHORIZED, ZL_REJECT_UNAUTHORIZED,
-                          s_fmt (self, "this key may not submit for tenant '%.128s'",
+                          zl_arena_printf (self->turn, "this key may not submit for tenant '%.128s'",
                                  spec->tenant),
                           0);
             continue;
@@ -1020,33 +1003,6 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
         s_worker_gone (self, gone[i], "unreachable", now);
 }
 
-// A dead letter as the protocol shows it; `full` adds payload, headers and
-// the attempt history. Data lives in `arena`.
-static int
-s_dead_letter (zl_broker_t *self, zl_job_t *job, bool full, zl_arena_t *arena,
-               zl_dead_letter_t *d)
-{
-    zl_job_rec_t rec;
-    zl_state_rec_t st;
-    if (zl_jobs_load (self->jobs, job, arena, &rec, &st) != ZL_STORE_OK)
-        return -1;
-    memset (d, 0, sizeof *d);
-    d->job_id = job->id;
-    d->tenant = job->flow->tenant->name;
-    d->lane = job->flow->lane->name;
-    d->idempotency_key = rec.idempotency_key;
-    d->enqueued_at_ms = (uint64_t) rec.enqueued_at_ms;
-    d->dead_at_ms = (uint64_t) job->dead_at_ms;
-    d->error = st.n_history ? st.history[st.n_history - 1].error : "";
-    if (full) {
-        d->payload = rec.payload;
-        d->n_headers = rec.n_headers;
-        d->headers = rec.headers;
-        d->n_attempts = st.n_history;
-        d->attempts = st.history;
-    }
-    return 0;
-}
 
 static void
 s_publish_dead (zl_broker_t *self)
@@ -1056,10 +1012,10 @@ s_publish_dead (zl_broker_t *self)
         zl_msg_t ev = {.kind = ZL_MSG_DEAD_LETTER};
         zl_arena_reset (self->frame);
         if (!job || job->state != ZL_JOB_DEAD ||
-            s_dead_letter (self, job, true, self->frame, &ev.u.dead_letter) != 0)
+            zl_jobs_dead_letter (self->jobs, job, true, self->frame, &ev.u.dead_letter) != 0)
             continue;
         const char *topic =
-            s_fmt (self, "dlq.%s.%s", job->flow->lane->name, job->flow->tenant->name);
+            zl_arena_printf (self->turn, "dlq.%s.%s", job->flow->lane->name, job->flow->tenant->name);
         if (zl_wire_publish (self->events, topic, self->codec, &ev) == 0)
             self->counters[ZL_CTR_EVENTS_PUBLISHED]++;
     }
@@ -1178,18 +1134,25 @@ zl_broker_run (zl_broker_t *self, volatile int *stop)
 
 // ---------------------------------------------------------------- admin
 static void
-s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
+s_stats_sources (zl_broker_t *self, zl_stats_sources_t *src)
 {
     size_t np;
     zl_producers_all (self->producers, &np);
-    zl_stats_sources_t src = {.lanes = self->lanes,
-                              .sched = self->sched,
-                              .jobs = self->jobs,
-                              .store = self->store,
-                              .counters = self->counters,
-                              .started_ms = self->started_ms,
-                              .workers = zl_workers_count (self->workers),
-                              .producers = np};
+    *src = (zl_stats_sources_t) {.lanes = self->lanes,
+                                 .sched = self->sched,
+                                 .jobs = self->jobs,
+                                 .store = self->store,
+                                 .counters = self->counters,
+                                 .started_ms = self->started_ms,
+                                 .workers = zl_workers_count (self->workers),
+                                 .producers = np};
+}
+
+static void
+s_build_stats (zl_broker_t *self, zl_stats_t *st, zl_now_t now)
+{
+    zl_stats_sources_t src;
+    s_stats_sources (self, &src);
     zl_stats_build (&src, self->turn, now, st);
 }
 
@@ -1226,126 +1189,26 @@ s_serve_metrics (zl_broker_t *self, zl_now_t now)
     self->counters[ZL_CTR_METRICS_REFUSED] = c.refused;
 }
 
-static bool
-s_filter_match (const zl_dlq_filter_t *f, const zl_job_t *job)
-{
-    if (f->lane[0] && strcmp (f->lane, job->flow->lane->name) != 0)
-        return false;
-    if (f->tenant[0] && strcmp (f->tenant, job->flow->tenant->name) != 0)
-        return false;
-    if (f->n_ids) {
-        for (size_t i = 0; i < f->n_ids; i++)
-            if (f->ids[i] == job->id)
-                return true;
-        return false;
-    }
-    return true;
-}
-
-static bool
-s_filter_narrow (const zl_dlq_filter_t *f)
-{
-    return f->all || f->lane[0] || f->tenant[0] || f->n_ids;
-}
-
 static void
 s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
     const zl_admin_request_t *req = &msg->u.admin_request;
     self->counters[ZL_CTR_ADMIN_REQUESTS]++;
-    zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
-    zl_admin_reply_t *r = &out.u.admin_reply;
-    r->request_id = req->request_id;
-    r->ok = true;
-    r->error = "";
-    zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
-    bool changes = req->op == ZL_ADMIN_DLQ_REDRIVE || req->op == ZL_ADMIN_DLQ_PURGE ||
-                   req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME;
+    bool changes = zl_admin_changes (req);
     if (!s_role (ctx, changes ? "admin" : "admin,subscriber",
                  changes ? "change the broker (redrive, purge, pause, resume)"
                          : "read the broker's state"))
         return;
-    switch (req->op) {
-    case ZL_ADMIN_STATS:
-        r->result = ZL_ADMIN_RESULT_STATS;
-        s_build_stats (self, &r->stats, ctx->now);
-        break;
-    case ZL_ADMIN_DLQ_LIST: {
-        uint32_t limit = req->limit ? req->limit : 100;
-        if (limit > 1000)
-            limit = 1000;
-        r->result = ZL_ADMIN_RESULT_DLQ_LIST;
-        r->dead_letters = zl_arena_alloc (self->turn, limit * sizeof (zl_dead_letter_t));
-        zl_job_t *j = zl_dlq_first (dlq);
-        if (req->after_id) {
-            zl_job_t *after = zl_dlq_find (dlq, req->after_id);
-            j = after ? zl_dlq_next (dlq, after) : NULL;
-        }
-        for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
-            if (s_filter_match (&req->filter, j) &&
-                s_dead_letter (self, j, false, self->turn,
-                               &r->dead_letters[r->n_dead_letters]) == 0)
-                r->n_dead_letters++;
-        break;
-    }
-    case ZL_ADMIN_DLQ_SHOW: {
-        zl_job_t *j = zl_dlq_find (dlq, req->job_id);
-        if (!j) {
-            r->ok = false;
-            r->error = s_fmt (self, "job %" PRIu64 " is not in the dead-letter queue",
-                              req->job_id);
-            break;
-        }
-        if (s_dead_letter (self, j, true, self->turn, &r->dead_letter) != 0) {
-            r->ok = false;
-            r->error = "the store could not read this job";
-            break;
-        }
-        r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
-        break;
-    }
-    case ZL_ADMIN_DLQ_REDRIVE:
-    case ZL_ADMIN_DLQ_PURGE: {
-        if (!s_filter_narrow (&req->filter)) {
-            r->ok = false;
-            r->error = "say which dead letters: all, a lane, a tenant or ids";
-            break;
-        }
-        bool redrive = req->op == ZL_ADMIN_DLQ_REDRIVE;
-        uint64_t count = 0;
-        zl_job_t *j = zl_dlq_first (dlq);
-        while (j) {
-            zl_job_t *next = zl_dlq_next (dlq, j);
-            if (s_filter_match (&req->filter, j)) {
-                if (redrive)
-                    zl_jobs_redrive (self->jobs, j, ctx->now);
-                else
-                    zl_jobs_purge (self->jobs, j);
-                count++;
-            }
-            j = next;
-        }
-        self->counters[redrive ? ZL_CTR_REDRIVEN : ZL_CTR_PURGED] += count;
-        zl_info ("broker", "admin: %s %" PRIu64 " dead letter(s)", redrive ? "redrove" : "purged",
-                 count);
-        r->result = ZL_ADMIN_RESULT_COUNT;
-        r->count = count;
-        break;
-    }
-    case ZL_ADMIN_PAUSE:
-    case ZL_ADMIN_RESUME: {
-        zl_lane_t *lane = zl_lanes_lookup (self->lanes, req->lane);
-        if (!lane) {
-            r->ok = false;
-            r->error = s_fmt (self, "lane '%.128s' is not declared", req->lane);
-            break;
-        }
-        lane->paused = req->op == ZL_ADMIN_PAUSE;
-        zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
-        break;
-    }
-    default:
+    zl_stats_sources_t src;
+    s_stats_sources (self, &src);
+    zl_admin_env_t env = {.jobs = self->jobs,
+                          .lanes = self->lanes,
+                          .counters = self->counters,
+                          .arena = self->turn,
+                          .stats = &src};
+    zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
+    if (zl_admin_apply (&env, req, ctx->now, &out.u.admin_reply) != 0) {
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "admin request without an operation");
         return;
     }

@@ -632,6 +632,32 @@ zl_jobs_purge (zl_jobs_t *self, zl_job_t *job)
     s_delete (self, job);
 }
 
+int
+zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *arena,
+                     zl_dead_letter_t *d)
+{
+    zl_job_rec_t rec;
+    zl_state_rec_t st;
+    if (zl_jobs_load (self, job, arena, &rec, &st) != ZL_STORE_OK)
+        return -1;
+    memset (d, 0, sizeof *d);
+    d->job_id = job->id;
+    d->tenant = job->flow->tenant->name;
+    d->lane = job->flow->lane->name;
+    d->idempotency_key = rec.idempotency_key;
+    d->enqueued_at_ms = (uint64_t) rec.enqueued_at_ms;
+    d->dead_at_ms = (uint64_t) job->dead_at_ms;
+    d->error = st.n_history ? st.history[st.n_history - 1].error : "";
+    if (full) {
+        d->payload = rec.payload;
+        d->n_headers = rec.n_headers;
+        d->headers = rec.headers;
+        d->n_attempts = st.n_history;
+        d->attempts = st.history;
+    }
+    return 0;
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restored_push (zl_jobs_t *self, zl_job_t *job)

@@ -103,6 +103,11 @@ zl_job_t *zl_jobs_find (zl_jobs_t *self, uint64_t id);
     data lives in `arena`. */
 zl_store_rc_t zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *arena,
                             zl_job_rec_t *rec, zl_state_rec_t *state);
+/*  Fill `d` with a DEAD job as the protocol shows it; `full` adds payload,
+    headers and the attempt history. Data lives in `arena`. Returns 0, or -1
+    if the store cannot read the job. */
+int zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *arena,
+                         zl_dead_letter_t *d);
 /*  Put a DEAD job back as READY with a fresh attempt count and history. */
 void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
 /*  Delete a DEAD job. */

@@ -2,6 +2,7 @@
 
 #include "zl_alloc.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,4 +132,19 @@ size_t
 zl_arena_used (zl_arena_t *self)
 {
     return self->total;
+}
+
+char *
+zl_arena_printf (zl_arena_t *self, const char *fmt, ...)
+{
+    char buf[ZL_ARENA_PRINTF_MAX + 1];
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (buf, sizeof buf, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t) n > ZL_ARENA_PRINTF_MAX)
+        n = ZL_ARENA_PRINTF_MAX;
+    return zl_arena_strndup (self, buf, (size_t) n);
 }

@@ -53,6 +53,25 @@ test_arena_alignment_and_disjoint (void **state)
     zl_arena_destroy (NULL);
 }
 
+// printf into the arena, and the cut at ZL_ARENA_PRINTF_MAX characters
+static void
+test_arena_printf (void **state)
+{
+    (void)state;
+    zl_arena_t *a = zl_arena_new (64);
+    char *s = zl_arena_printf (a, "job %d in lane '%s'", 42, "chat");
+    assert_string_equal (s, "job 42 in lane 'chat'");
+    char big[2000];
+    memset (big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    s = zl_arena_printf (a, "<%s>", big);
+    assert_int_equal (strlen (s), ZL_ARENA_PRINTF_MAX);
+    assert_int_equal (s[0], '<');
+    assert_int_equal (s[ZL_ARENA_PRINTF_MAX - 1], 'x');
+    assert_string_equal (zl_arena_printf (a, "%s", ""), "");
+    zl_arena_destroy (&a);
+}
+
 static void
 test_arena_large (void **state)
 {
@@ -699,6 +718,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_arena_alignment_and_disjoint),
         cmocka_unit_test (test_arena_large),
+        cmocka_unit_test (test_arena_printf),
         cmocka_unit_test (test_arena_reset_reuses_and_grows),
         cmocka_unit_test (test_arena_calloc_strndup),
         cmocka_unit_test (test_arena_impossible_sizes_abort),

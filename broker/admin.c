@@ -1,0 +1,133 @@
+#include "admin.h"
+
+#include "counters.h"
+#include "dlq.h"
+#include "log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+// True if a dead job matches the filter (lane, tenant, ids: all that are set).
+static bool
+s_filter_match (const zl_dlq_filter_t *f, const zl_job_t *job)
+{
+    if (f->lane[0] && strcmp (f->lane, job->flow->lane->name) != 0)
+        return false;
+    if (f->tenant[0] && strcmp (f->tenant, job->flow->tenant->name) != 0)
+        return false;
+    if (f->n_ids) {
+        for (size_t i = 0; i < f->n_ids; i++)
+            if (f->ids[i] == job->id)
+                return true;
+        return false;
+    }
+    return true;
+}
+
+// True if the filter names something (a purge of everything must say so).
+static bool
+s_filter_narrow (const zl_dlq_filter_t *f)
+{
+    return f->all || f->lane[0] || f->tenant[0] || f->n_ids;
+}
+
+bool
+zl_admin_changes (const zl_admin_request_t *req)
+{
+    return req->op == ZL_ADMIN_DLQ_REDRIVE || req->op == ZL_ADMIN_DLQ_PURGE ||
+           req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME;
+}
+
+int
+zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now_t now,
+                zl_admin_reply_t *r)
+{
+    memset (r, 0, sizeof *r);
+    r->request_id = req->request_id;
+    r->ok = true;
+    r->error = "";
+    zl_dlq_t *dlq = zl_jobs_dlq (env->jobs);
+    switch (req->op) {
+    case ZL_ADMIN_STATS:
+        r->result = ZL_ADMIN_RESULT_STATS;
+        zl_stats_build (env->stats, env->arena, now, &r->stats);
+        break;
+    case ZL_ADMIN_DLQ_LIST: {
+        uint32_t limit = req->limit ? req->limit : 100;
+        if (limit > 1000)
+            limit = 1000;
+        r->result = ZL_ADMIN_RESULT_DLQ_LIST;
+        r->dead_letters = zl_arena_alloc (env->arena, limit * sizeof (zl_dead_letter_t));
+        zl_job_t *j = zl_dlq_first (dlq);
+        if (req->after_id) {
+            zl_job_t *after = zl_dlq_find (dlq, req->after_id);
+            j = after ? zl_dlq_next (dlq, after) : NULL;
+        }
+        for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
+            if (s_filter_match (&req->filter, j) &&
+                zl_jobs_dead_letter (env->jobs, j, false, env->arena,
+                                     &r->dead_letters[r->n_dead_letters]) == 0)
+                r->n_dead_letters++;
+        break;
+    }
+    case ZL_ADMIN_DLQ_SHOW: {
+        zl_job_t *j = zl_dlq_find (dlq, req->job_id);
+        if (!j) {
+            r->ok = false;
+            r->error =
+                zl_arena_printf (env->arena, "job %" PRIu64 " is not in the dead-letter queue", req->job_id);
+            break;
+        }
+        if (zl_jobs_dead_letter (env->jobs, j, true, env->arena, &r->dead_letter) != 0) {
+            r->ok = false;
+            r->error = "the store could not read this job";
+            break;
+        }
+        r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
+        break;
+    }
+    case ZL_ADMIN_DLQ_REDRIVE:
+    case ZL_ADMIN_DLQ_PURGE: {
+        if (!s_filter_narrow (&req->filter)) {
+            r->ok = false;
+            r->error = "say which dead letters: all, a lane, a tenant or ids";
+            break;
+        }
+        bool redrive = req->op == ZL_ADMIN_DLQ_REDRIVE;
+        uint64_t count = 0;
+        zl_job_t *j = zl_dlq_first (dlq);
+        while (j) {
+            zl_job_t *next = zl_dlq_next (dlq, j);
+            if (s_filter_match (&req->filter, j)) {
+                if (redrive)
+                    zl_jobs_redrive (env->jobs, j, now);
+                else
+                    zl_jobs_purge (env->jobs, j);
+                count++;
+            }
+            j = next;
+        }
+        env->counters[redrive ? ZL_CTR_REDRIVEN : ZL_CTR_PURGED] += count;
+        zl_info ("broker", "admin: %s %" PRIu64 " dead letter(s)", redrive ? "redrove" : "purged",
+                 count);
+        r->result = ZL_ADMIN_RESULT_COUNT;
+        r->count = count;
+        break;
+    }
+    case ZL_ADMIN_PAUSE:
+    case ZL_ADMIN_RESUME: {
+        zl_lane_t *lane = zl_lanes_lookup (env->lanes, req->lane);
+        if (!lane) {
+            r->ok = false;
+            r->error = zl_arena_printf (env->arena, "lane '%.128s' is not declared", req->lane);
+            break;
+        }
+        lane->paused = req->op == ZL_ADMIN_PAUSE;
+        zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
+        break;
+    }
+    default: return -1;
+    }
+    return 0;
+}
