@@ -168,34 +168,52 @@ s_error (zl_http_t *self, conn_t *c, int status, const char *reason)
     s_answer (self, c, status, reason, "text/plain; charset=utf-8", body, (size_t)n, false);
 }
 
+int
+zl_http_parse (char *head, bool *head_only, char **path, char **query)
+{
+    // request line: METHOD SP TARGET SP HTTP/1.x CRLF
+    char *eol = strstr (head, "\r\n");
+    if (!eol)
+        return 400;
+    *eol = '\0';
+    char *sp1 = strchr (head, ' ');
+    char *sp2 = sp1 ? strchr (sp1 + 1, ' ') : NULL;
+    if (!sp1 || !sp2 || sp2 == sp1 + 1 || strchr (sp2 + 1, ' ') ||
+        strncmp (sp2 + 1, "HTTP/1.", 7) || sp1[1] != '/')
+        return 400;
+    *sp1 = *sp2 = '\0';
+    for (const char *p = sp1 + 1; *p; p++)
+        if ((unsigned char) *p <= ' ' || (unsigned char) *p >= 0x7f)
+            return 400;  // a target is visible ASCII (no bare CR, no controls)
+    if (strcmp (sp2 + 1, "HTTP/1.0") && strcmp (sp2 + 1, "HTTP/1.1"))
+        return 400;
+    *head_only = !strcmp (head, "HEAD");
+    if (!*head_only && strcmp (head, "GET"))
+        return 405;
+    *path = sp1 + 1;
+    *query = strchr (*path, '?');
+    if (*query)
+        *(*query)++ = '\0';
+    else
+        *query = sp2;  // an empty string: the NUL that ended the target
+    return 0;
+}
+
 // A complete request head is in c->buf: answer it.
 static void
 s_request (zl_http_t *self, conn_t *c)
 {
-    // request line: METHOD SP TARGET SP HTTP/1.x CRLF
-    char *eol = strstr (c->buf, "\r\n");
-    *eol = '\0';
-    char *sp1 = strchr (c->buf, ' ');
-    char *sp2 = sp1 ? strchr (sp1 + 1, ' ') : NULL;
-    if (!sp1 || !sp2 || sp2 == sp1 + 1 || strchr (sp2 + 1, ' ') ||
-        strncmp (sp2 + 1, "HTTP/1.", 7) || sp1[1] != '/') {
-        s_error (self, c, 400, "Bad Request");
+    bool head;
+    char *path, *query;
+    int rc = zl_http_parse (c->buf, &head, &path, &query);
+    if (rc) {
+        s_error (self, c, rc, rc == 405 ? "Method Not Allowed" : "Bad Request");
         return;
     }
-    *sp1 = *sp2 = '\0';
-    bool head = !strcmp (c->buf, "HEAD");
-    if (!head && strcmp (c->buf, "GET")) {
-        s_error (self, c, 405, "Method Not Allowed");
-        return;
-    }
-    char *path = sp1 + 1;
-    char *query = strchr (path, '?');
-    if (query)
-        *query++ = '\0';
     char *body = NULL;
     size_t len = 0;
     const char *type = "text/plain";
-    if (self->page (self->arg, path, query ? query : "", &body, &len, &type) != 200) {
+    if (self->page (self->arg, path, query, &body, &len, &type) != 200) {
         free (body);
         s_error (self, c, 404, "Not Found");
         return;

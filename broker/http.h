@@ -11,6 +11,7 @@
 #ifndef ZL_HTTP_H
 #define ZL_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,11 @@ const char *zl_http_endpoint (zl_http_t *self);
 size_t zl_http_serve (zl_http_t *self, int64_t now_ms);
 /*  Close connections idle for ZL_HTTP_IDLE_MS by `now_ms`. */
 void zl_http_sweep (zl_http_t *self, int64_t now_ms);
+/*  Parse a request head in place (NUL-terminated, its first line ended by
+    CRLF): GET or HEAD (sets *head_only), the target split into *path and
+    *query ("" without '?'), both pointing into `head`. Returns 0, or the
+    status to answer: 400 (malformed) or 405 (another method). */
+int zl_http_parse (char *head, bool *head_only, char **path, char **query);
 /*  What it has answered and refused so far. */
 zl_http_counts_t zl_http_counts (zl_http_t *self);
 

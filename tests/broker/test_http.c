@@ -1,6 +1,7 @@
 /*  test_http: the metrics page's HTTP server (broker/http.c) with a real TCP
     client on 127.0.0.1, and the Prometheus rendering (broker/metrics.c).
-    Checked: GET and HEAD answered; 404, 405, 400 (garbage, a NUL byte), 431
+    Checked: GET and HEAD answered; 404, 405, 400 (garbage, a NUL byte, a
+    control character in the target, another version), 431
     (a head past the limit) answered and counted; a request in two pieces;
     a silent connection closed by the sweep; connections past the limit
     closed at once; the text format's families, samples and label escaping. */
@@ -176,6 +177,8 @@ test_bad_requests_are_answered_and_counted (void **state)
     s_expect (http, "GET metrics HTTP/1.1\r\n\r\n", "HTTP/1.0 400 Bad Request\r\n");
     s_expect (http, "GET /metrics SPDY/3\r\n\r\n", "HTTP/1.0 400 Bad Request\r\n");
     s_expect (http, "GET  /metrics HTTP/1.1\r\n\r\n", "HTTP/1.0 400 Bad Request\r\n");
+    s_expect (http, "GET /met\rrics HTTP/1.1\r\n\r\n", "HTTP/1.0 400 Bad Request\r\n");
+    s_expect (http, "GET /metrics HTTP/1.2\r\n\r\n", "HTTP/1.0 400 Bad Request\r\n");
     char *got = s_fetch (http, "GET /metrics\0 HTTP/1.1\r\n\r\n",
                          sizeof "GET /metrics\0 HTTP/1.1\r\n\r\n" - 1);
     assert_non_null (strstr (got, "HTTP/1.0 400 Bad Request\r\n"));
@@ -189,7 +192,7 @@ test_bad_requests_are_answered_and_counted (void **state)
     assert_non_null (strstr (got, "HTTP/1.0 431 Request Header Fields Too Large\r\n"));
     free (got);
     free (huge);
-    assert_int_equal (zl_http_counts (http).refused, 9);
+    assert_int_equal (zl_http_counts (http).refused, 11);
     // and it still serves
     s_expect (http, "GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.0 200 OK\r\n");
     assert_int_equal (zl_http_counts (http).requests, 1);

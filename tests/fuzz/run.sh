@@ -9,7 +9,7 @@
 #   -s SECONDS  seconds per target when neither FUZZ_SECONDS nor
 #               ZLANE_FUZZ_SECONDS is set            [60]
 #   TARGET      fuzz_envelope fuzz_broker_frontend fuzz_broker_backend
-#               fuzz_broker_admin                    [all]
+#               fuzz_broker_admin fuzz_http          [all]
 #
 # Environment: FUZZ_SECONDS or ZLANE_FUZZ_SECONDS (seconds per target),
 # FUZZ_ARGS (more libFuzzer flags), CC (a clang to use).
@@ -32,7 +32,7 @@ shift $((OPTIND - 1))
 seconds=${FUZZ_SECONDS:-${ZLANE_FUZZ_SECONDS:-$default_seconds}}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-  targets=(fuzz_envelope fuzz_broker_frontend fuzz_broker_backend fuzz_broker_admin)
+  targets=(fuzz_envelope fuzz_broker_frontend fuzz_broker_backend fuzz_broker_admin fuzz_http)
 
 # ---------------------------------------------------------------- clang
 clang=
