@@ -11,6 +11,7 @@
     zlane-bench worker --broker EP [--prefetch N]     (used by throughput)
 
     Every process it starts is killed at exit, by PID. */
+#include "benchbroker.h"
 #include "benchproc.h"
 #include "clock.h"
 #include "codec.h"
@@ -30,124 +31,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static zsock_t *s_admin_sock;  // the admin client, closed at exit
-
-static void
-s_close_admin (void)
-{
-    zsock_destroy (&s_admin_sock);
-}
 
 // ---------------------------------------------------------------- broker
-typedef struct {
-    pid_t pid;
-    char frontend[320], backend[320], admin[320];
-    zsock_t *admin_sock;
-    zl_codec_t *codec;
-} broker_t;
+static zl_benchbroker_t *s_broker;  // closed at exit
 
 static void
-s_broker_start (broker_t *b, const char *durability, const char *extra)
+s_close_broker (void)
 {
-    char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 16];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
-    snprintf (data, sizeof data, "%s/data", zl_benchproc_tmp ());
-    snprintf (ports, sizeof ports, "%s/ports", zl_benchproc_tmp ());
-    snprintf (log, sizeof log, "%s/broker.log", zl_benchproc_tmp ());
-    char *argv[40] = {bin, "--lane", "bench", "--durability", (char *) durability, "--data", data,
-                      "--frontend", "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*",
-                      "--events", "tcp://127.0.0.1:*", "--admin", "tcp://127.0.0.1:*",
-                      "--ports-file", ports, "--max-depth", "2000000", "--producer-window",
-                      "50000", NULL};
-    int argc = 21;
-    if (extra)
-        argv[argc++] = (char *) extra;
-    argv[argc] = NULL;
-    // ZLANE_BENCH_PERF=FILE records the broker with perf (for profiling)
-    const char *perf = getenv ("ZLANE_BENCH_PERF");
-    if (perf && *perf) {
-        memmove (argv + 6, argv, (size_t) (argc + 1) * sizeof (char *));
-        argv[0] = "/usr/bin/perf";
-        argv[1] = "record";
-        argv[2] = "-g";
-        argv[3] = "-o";
-        argv[4] = (char *) perf;
-        argv[5] = "--";
-    }
-    b->pid = zl_benchproc_spawn (argv, log);
-    int64_t deadline = zl_clock_mono_ms () + 10000;
-    FILE *f = NULL;
-    while (!(f = fopen (ports, "r"))) {
-        if (zl_clock_mono_ms () > deadline || waitpid (b->pid, NULL, WNOHANG) == b->pid)
-            zl_benchproc_die ("the broker did not start (see its log)");
-        usleep (10000);
-    }
-    char line[300];
-    while (fgets (line, sizeof line, f)) {
-        line[strcspn (line, "\n")] = '\0';
-        if (!strncmp (line, "frontend=", 9))
-            snprintf (b->frontend, sizeof b->frontend, "%s", line + 9);
-        else if (!strncmp (line, "backend=", 8))
-            snprintf (b->backend, sizeof b->backend, "%s", line + 8);
-        else if (!strncmp (line, "admin=", 6))
-            snprintf (b->admin, sizeof b->admin, "%s", line + 6);
-    }
-    fclose (f);
-    b->admin_sock = zsock_new_dealer (b->admin);
-    s_admin_sock = b->admin_sock;
-    b->codec = zl_codec_new ();
+    zl_benchbroker_destroy (&s_broker);
 }
 
-// Fetch the broker's stats; returns 0 and fills `out` (borrowed until the
-// next call).
-static int
-s_stats (broker_t *b, zl_stats_t **out)
+// The broker under test, in the temp dir, with one lane "bench".
+static zl_benchbroker_t *
+s_broker_start (const char *durability)
 {
-    static zl_msg_t reply;
-    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
-    req.u.admin_request.op = ZL_ADMIN_STATS;
-    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
-    req.u.admin_request.lane = "";
-    void *s = zsock_resolve (b->admin_sock);
-    zl_wire_send (s, b->codec, &req, 0);
-    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (&item, 1, 5000) <= 0)
-        return -1;
-    zmq_msg_t frame;
-    zmq_msg_init (&frame);
-    zmq_msg_recv (&frame, s, 0);
-    int rc = zl_codec_decode (b->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &reply);
-    zmq_msg_close (&frame);
-    if (rc != ZL_DECODE_OK || reply.kind != ZL_MSG_ADMIN_REPLY)
-        return -1;
-    *out = &reply.u.admin_reply.stats;
-    return 0;
-}
-
-static uint64_t
-s_counter (zl_stats_t *st, const char *name)
-{
-    for (size_t i = 0; i < st->n_counters; i++)
-        if (!strcmp (st->counters[i].name, name))
-            return st->counters[i].value;
-    return 0;
-}
-
-static void
-s_wait_counter (broker_t *b, const char *name, uint64_t want, int timeout_ms)
-{
-    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
-    for (;;) {
-        zl_stats_t *st;
-        if (s_stats (b, &st) == 0 && s_counter (st, name) >= want)
-            return;
-        if (zl_clock_mono_ms () > deadline) {
-            char msg[128];
-            snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRIu64, name, want);
-            zl_benchproc_die (msg);
-        }
-        usleep (5000);
-    }
+    const char *args[] = {"--lane", "bench", "--durability", durability, "--max-depth", "2000000",
+                          "--producer-window", "50000", NULL};
+    s_broker = zl_benchbroker_start (zl_benchproc_tmp (), args);
+    return s_broker;
 }
 
 // ---------------------------------------------------------------- producers
@@ -268,41 +169,42 @@ static void
 s_setup (void)
 {
     zl_benchproc_init ("zlane-bench", "zlane-bench");
-    atexit (s_close_admin);  // on an early exit; the commands close it themselves
+    atexit (s_close_broker);
 }
 
 static int
 s_cmd_throughput (const opts_t *o)
 {
     s_setup ();
-    broker_t b;
-    s_broker_start (&b, o->durability, NULL);
+    zl_benchbroker_t *b = s_broker_start (o->durability);
+    const char *backend = zl_benchbroker_endpoint (b, "backend");
+    const char *frontend = zl_benchbroker_endpoint (b, "frontend");
     char bin[PATH_MAX + 32], log[PATH_MAX + 32], pf[16];
     snprintf (bin, sizeof bin, "%s/zlane-bench", zl_benchproc_bindir ());
     snprintf (pf, sizeof pf, "%u", o->prefetch);
     for (int w = 0; w < o->workers; w++) {
         snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
-        char *argv[] = {bin, "worker", "--broker", b.backend, "--prefetch", pf, NULL};
+        char *argv[] = {bin, "worker", "--broker", (char *) backend, "--prefetch", pf, NULL};
         zl_benchproc_spawn (argv, log);
     }
-    s_wait_counter (&b, "workers_ready", (uint64_t) o->workers, 10000);
+    zl_benchbroker_wait (b, "workers_ready", o->workers, 10000);
     producer_arg_t *args = calloc ((size_t) o->producers, sizeof *args);
     pthread_t *threads = calloc ((size_t) o->producers, sizeof *threads);
-    double cpu0 = zl_benchproc_cpu_seconds (b.pid);
+    double cpu0 = zl_benchproc_cpu_seconds (zl_benchbroker_pid (b));
     double wcpu0 = 0;
     for (int i = 1; i < zl_benchproc_count (); i++)
         wcpu0 += zl_benchproc_cpu_seconds (zl_benchproc_pid (i));
     double pcpu0 = zl_benchproc_cpu_seconds (getpid ());
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
-        args[p] = (producer_arg_t) {b.frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
+        args[p] = (producer_arg_t) {frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
         if (p == 0)
             args[p].jobs += o->jobs % (uint64_t) o->producers;
         pthread_create (&threads[p], NULL, s_producer, &args[p]);
     }
-    s_wait_counter (&b, "jobs_acked", o->jobs, 600000);
+    zl_benchbroker_wait (b, "jobs_acked", (int64_t) o->jobs, 600000);
     int64_t t1 = zl_clock_mono_us ();
-    double cpu1 = zl_benchproc_cpu_seconds (b.pid);
+    double cpu1 = zl_benchproc_cpu_seconds (zl_benchbroker_pid (b));
     double wcpu1 = 0;
     for (int i = 1; i < zl_benchproc_count (); i++)
         wcpu1 += zl_benchproc_cpu_seconds (zl_benchproc_pid (i));
@@ -312,27 +214,28 @@ s_cmd_throughput (const opts_t *o)
     uint64_t rejected = 0;
     for (int p = 0; p < o->producers; p++)
         rejected += args[p].rejected;
-    zl_stats_t *st;
-    uint64_t p50 = 0, p99 = 0, commits = 0, commit_avg = 0;
-    if (s_stats (&b, &st) == 0) {
+    const zl_stats_t *st = zl_benchbroker_stats (b);
+    uint64_t p50 = 0, p99 = 0;
+    int64_t commits = 0, commit_avg = 0;
+    if (st) {
         for (size_t i = 0; i < st->n_latencies; i++)
             if (!strcmp (st->latencies[i].name, "submit_to_ack")) {
                 p50 = st->latencies[i].p50_us;
                 p99 = st->latencies[i].p99_us;
             }
-        commits = s_counter (st, "store_commits");
-        commit_avg = s_counter (st, "store_commit_avg_us");
+        commits = zl_benchbroker_counter_of (st, "store_commits");
+        commit_avg = zl_benchbroker_counter_of (st, "store_commit_avg_us");
     }
     double secs = (double) (t1 - t0) / 1e6;
     printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu: "
             "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, cpu s: broker %.2f "
-            "workers %.2f producers %.2f, %" PRIu64 " commits (avg %" PRIu64 " us), rejected %" PRIu64 "\n",
+            "workers %.2f producers %.2f, %" PRId64 " commits (avg %" PRId64 " us), rejected %" PRIu64 "\n",
             o->durability, o->jobs, o->producers, o->workers, o->payload, secs,
             (double) o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0,
             pcpu1 - pcpu0, commits, commit_avg, rejected);
     free (args);
     free (threads);
-    s_close_admin ();
+    s_close_broker ();
     return 0;
 }
 
@@ -340,25 +243,23 @@ static int
 s_cmd_memory (const opts_t *o)
 {
     s_setup ();
-    broker_t b;
-    s_broker_start (&b, o->durability, NULL);
+    zl_benchbroker_t *b = s_broker_start (o->durability);
     uint64_t rss0, anon0, file0, rss1, anon1, file1;
-    zl_stats_t *st;
-    s_stats (&b, &st);
-    rss0 = zl_benchproc_rss (b.pid, &anon0, &file0);
-    producer_arg_t arg = {b.frontend, o->jobs, o->payload, 0, 0};
+    zl_benchbroker_stats (b); // the broker is up and answering before the baseline
+    rss0 = zl_benchproc_rss (zl_benchbroker_pid (b), &anon0, &file0);
+    producer_arg_t arg = {zl_benchbroker_endpoint (b, "frontend"), o->jobs, o->payload, 0, 0};
     int64_t t0 = zl_clock_mono_us ();
     s_producer (&arg);
-    s_wait_counter (&b, "jobs_accepted", o->jobs, 600000);
+    zl_benchbroker_wait (b, "jobs_accepted", (int64_t) o->jobs, 600000);
     double secs = (double) (zl_clock_mono_us () - t0) / 1e6;
-    rss1 = zl_benchproc_rss (b.pid, &anon1, &file1);
+    rss1 = zl_benchproc_rss (zl_benchbroker_pid (b), &anon1, &file1);
     printf ("memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s (%.0f jobs/s); "
             "broker RSS %.1f MiB -> %.1f MiB = %.0f bytes/job (anon %.0f, file %.0f)\n",
             o->durability, o->jobs, o->payload, secs, (double) o->jobs / secs,
             rss0 / 1048576.0, rss1 / 1048576.0, (double) (rss1 - rss0) / (double) o->jobs,
             (double) (anon1 - anon0) / (double) o->jobs,
             (double) (file1 - file0) / (double) o->jobs);
-    s_close_admin ();
+    s_close_broker ();
     return 0;
 }
 

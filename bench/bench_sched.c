@@ -19,6 +19,7 @@
         first and times from the first submit.
 
     Every process it starts is killed at exit, by PID. */
+#include "benchbroker.h"
 #include "benchproc.h"
 #include "clock.h"
 #include "codec.h"
@@ -249,135 +250,6 @@ s_cmd_inprocess (size_t tenants, double seconds, int rounds)
 }
 
 // ---------------------------------------------------------------- full path
-typedef struct {
-    char frontend[256], backend[256], admin[256];
-    zsock_t *admin_sock;
-    zl_codec_t *codec;
-} broker_t;
-
-static void
-s_broker_start (broker_t *b, const char *dir, const char *scheduler, const char *quantum)
-{
-    char bin[PATH_MAX + 32], data[PATH_MAX + 64], ports[PATH_MAX + 64], log[PATH_MAX + 64];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
-    snprintf (data, sizeof data, "%s/data", dir);
-    snprintf (ports, sizeof ports, "%s/ports", dir);
-    snprintf (log, sizeof log, "%s/broker.log", dir);
-    char *argv[] = {bin,
-                    "--lane",
-                    "bench",
-                    "--durability",
-                    "none",
-                    "--data",
-                    data,
-                    "--frontend",
-                    "tcp://127.0.0.1:*",
-                    "--backend",
-                    "tcp://127.0.0.1:*",
-                    "--events",
-                    "tcp://127.0.0.1:*",
-                    "--admin",
-                    "tcp://127.0.0.1:*",
-                    "--ports-file",
-                    ports,
-                    "--max-depth",
-                    "2000000",
-                    "--producer-window",
-                    "50000",
-                    "--scheduler",
-                    (char *)scheduler,
-                    "--wfq-quantum-us",
-                    (char *)quantum,
-                    NULL};
-    // ZLANE_BENCH_PERF=PREFIX records each run's broker with perf into PREFIX.<dir name>
-    const char *perf = getenv ("ZLANE_BENCH_PERF");
-    char perf_out[PATH_MAX + 64];
-    char *pargv[40];
-    char *const *run_argv = argv;
-    if (perf && *perf) {
-        const char *base = strrchr (dir, '/');
-        snprintf (perf_out, sizeof perf_out, "%s.%s", perf, base ? base + 1 : dir);
-        char *pre[] = {"/usr/bin/perf", "record", "--call-graph=dwarf", "-o", perf_out, "--"};
-        size_t n = 0;
-        for (size_t i = 0; i < 6; i++)
-            pargv[n++] = pre[i];
-        for (size_t i = 0; argv[i] && n < 39; i++)
-            pargv[n++] = argv[i];
-        pargv[n] = NULL;
-        run_argv = pargv;
-    }
-    pid_t pid = zl_benchproc_spawn (run_argv, log);
-    int64_t deadline = zl_clock_mono_ms () + 10000;
-    FILE *f = NULL;
-    while (!(f = fopen (ports, "r"))) {
-        if (zl_clock_mono_ms () > deadline || waitpid (pid, NULL, WNOHANG) == pid)
-            zl_benchproc_die ("the broker did not start (see its log)");
-        usleep (10000);
-    }
-    char line[256];
-    while (fgets (line, sizeof line, f)) {
-        line[strcspn (line, "\n")] = '\0';
-        if (!strncmp (line, "frontend=", 9))
-            snprintf (b->frontend, sizeof b->frontend, "%s", line + 9);
-        else if (!strncmp (line, "backend=", 8))
-            snprintf (b->backend, sizeof b->backend, "%s", line + 8);
-        else if (!strncmp (line, "admin=", 6))
-            snprintf (b->admin, sizeof b->admin, "%s", line + 6);
-    }
-    fclose (f);
-    b->admin_sock = zsock_new_dealer (b->admin);
-    b->codec = zl_codec_new ();
-}
-
-static void
-s_broker_close (broker_t *b)
-{
-    zsock_destroy (&b->admin_sock);
-    zl_codec_destroy (&b->codec);
-}
-
-// A counter from the broker's stats, or -1 without an answer in 5 s.
-static int64_t
-s_counter (broker_t *b, const char *name)
-{
-    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST}, reply;
-    req.u.admin_request.op = ZL_ADMIN_STATS;
-    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
-    req.u.admin_request.lane = "";
-    void *s = zsock_resolve (b->admin_sock);
-    zl_wire_send (s, b->codec, &req, 0);
-    zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (&item, 1, 5000) <= 0)
-        return -1;
-    zmq_msg_t frame;
-    zmq_msg_init (&frame);
-    zmq_msg_recv (&frame, s, 0);
-    int64_t value = -1;
-    if (zl_codec_decode (b->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &reply) ==
-            ZL_DECODE_OK &&
-        reply.kind == ZL_MSG_ADMIN_REPLY) {
-        const zl_stats_t *st = &reply.u.admin_reply.stats;
-        for (size_t i = 0; i < st->n_counters; i++)
-            if (!strcmp (st->counters[i].name, name))
-                value = (int64_t)st->counters[i].value;
-    }
-    zmq_msg_close (&frame);
-    return value;
-}
-
-static void
-s_wait_counter (broker_t *b, const char *name, int64_t want, int timeout_ms)
-{
-    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
-    while (s_counter (b, name) < want) {
-        if (zl_clock_mono_ms () > deadline) {
-            char msg[128];
-            snprintf (msg, sizeof msg, "timed out waiting for %s >= %" PRId64, name, want);
-            zl_benchproc_die (msg);
-        }
-        usleep (2000);
-    }
-}
 
 // The full path's workers: zlane_worker threads in this process with a
 // no-op handler that counts, so the end of a run is seen without asking
@@ -403,13 +275,13 @@ s_worker_thread (void *arg)
 
 // Workers: start `n` zlane_worker threads on the backend.
 static void
-s_workers_start (broker_t *b, int n, zl_worker_t **w, pthread_t *threads)
+s_workers_start (zl_benchbroker_t *b, int n, zl_worker_t **w, pthread_t *threads)
 {
     static const char *const lanes[] = {"bench"};
     for (int i = 0; i < n; i++) {
         zl_worker_opts_t wo;
         zl_worker_opts_defaults (&wo);
-        wo.endpoint = b->backend;
+        wo.endpoint = zl_benchbroker_endpoint (b, "backend");
         wo.lanes = lanes;
         wo.n_lanes = 1;
         wo.concurrency = 1;
@@ -464,22 +336,25 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
     snprintf (dir, sizeof dir, "%s/run%d", zl_benchproc_tmp (), run++);
     if (mkdir (dir, 0755) != 0)
         zl_benchproc_die ("cannot make a run dir");
-    broker_t b;
-    s_broker_start (&b, dir, scheduler, quantum);
+    const char *args[] = {"--lane",      "bench",         "--durability",    "none",
+                          "--max-depth", "2000000",       "--producer-window", "50000",
+                          "--scheduler", scheduler,       "--wfq-quantum-us",  quantum,
+                          NULL};
+    zl_benchbroker_t *b = zl_benchbroker_start (dir, args);
     atomic_store (&s_handled, 0);
     zl_worker_t *w[32];
     pthread_t threads[32];
     zl_producer_opts_t opts;
     zl_producer_opts_defaults (&opts);
-    opts.endpoint = b.frontend;
+    opts.endpoint = zl_benchbroker_endpoint (b, "frontend");
     opts.client = "bench-sched";
     opts.deadline_ms = 120000;
     opts.nonblock = true;
     zl_producer_t *prod = zl_producer_new (&opts);
     int64_t t0;
     if (live) {
-        s_workers_start (&b, workers, w, threads);
-        s_wait_counter (&b, "workers_ready", workers, 10000);
+        s_workers_start (b, workers, w, threads);
+        zl_benchbroker_wait (b, "workers_ready", workers, 10000);
         t0 = zl_clock_mono_us ();
         s_submit_all (prod, tenants, jobs);
     } else {
@@ -487,7 +362,7 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
         if (zl_producer_wait (prod, 120000) != 0)
             zl_benchproc_die ("the jobs were not all accepted within 120 s");
         t0 = zl_clock_mono_us ();
-        s_workers_start (&b, workers, w, threads);
+        s_workers_start (b, workers, w, threads);
     }
     int64_t deadline = zl_clock_mono_ms () + 600000;
     while (atomic_load (&s_handled) < jobs) {
@@ -497,7 +372,7 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
     }
     int64_t t1 = zl_clock_mono_us ();
     zl_producer_wait (prod, 120000);
-    s_wait_counter (&b, "jobs_acked", (int64_t)jobs, 60000); // untimed: the broker agrees
+    zl_benchbroker_wait (b, "jobs_acked", (int64_t)jobs, 60000); // untimed: the broker agrees
     for (int i = 0; i < workers; i++)
         zl_worker_stop (w[i]);
     for (int i = 0; i < workers; i++) {
@@ -505,7 +380,7 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
         zl_worker_destroy (&w[i]);
     }
     zl_producer_destroy (&prod);
-    s_broker_close (&b);
+    zl_benchbroker_destroy (&b);
     zl_benchproc_stop_all (5000);  // SIGTERM: a perf-wrapped broker writes its data
     return (double)jobs / ((double)(t1 - t0) / 1e6);
 }

@@ -13,6 +13,7 @@
 
     Every process it starts is killed at exit, by PID. */
 #define _GNU_SOURCE
+#include "benchbroker.h"
 #include "benchproc.h"
 #include "clock.h"
 #include "zlane_producer.h"
@@ -32,36 +33,6 @@
 
 #define MAX_PROCS 32
 #define WORKER_SLOTS 4
-
-// Run zlane-ctl stats --counter NAME; returns the value or -1.
-static long long
-s_counter (const char *admin, const char *name)
-{
-    char cmd[PATH_MAX + 512];
-    snprintf (cmd, sizeof cmd, "'%s/zlane-ctl' --admin '%s' stats --counter %s 2>/dev/null",
-              zl_benchproc_bindir (), admin, name);
-    FILE *p = popen (cmd, "r");
-    if (!p)
-        return -1;
-    long long v = -1;
-    if (fscanf (p, "%lld", &v) != 1)
-        v = -1;
-    pclose (p);
-    return v;
-}
-
-static void
-s_wait_counter (const char *admin, const char *name, long long want, int timeout_ms)
-{
-    int64_t deadline = zl_clock_mono_ms () + timeout_ms;
-    while (s_counter (admin, name) < want) {
-        if (zl_clock_mono_ms () > deadline) {
-            fprintf (stderr, "zlane-bench-latency: timed out waiting for %s >= %lld\n", name, want);
-            exit (1);
-        }
-        usleep (20000);
-    }
-}
 
 // ---------------------------------------------------------------- worker
 typedef struct {
@@ -201,53 +172,11 @@ main (int argc, char **argv)
     zl_benchproc_init ("zlane-bench-latency", "zlane-latency");
 
     // the broker, on ephemeral loopback ports
-    char bin[PATH_MAX + 32], data[PATH_MAX + 16], ports[PATH_MAX + 16], log[PATH_MAX + 32];
-    snprintf (bin, sizeof bin, "%s/zlane-broker", zl_benchproc_bindir ());
-    snprintf (data, sizeof data, "%s/data", zl_benchproc_tmp ());
-    snprintf (ports, sizeof ports, "%s/ports", zl_benchproc_tmp ());
-    snprintf (log, sizeof log, "%s/broker.log", zl_benchproc_tmp ());
-    char *bargv[] = {bin,
-                     "--lane",
-                     "bench",
-                     "--durability",
-                     (char *)durability,
-                     "--data",
-                     data,
-                     "--frontend",
-                     "tcp://127.0.0.1:*",
-                     "--backend",
-                     "tcp://127.0.0.1:*",
-                     "--events",
-                     "tcp://127.0.0.1:*",
-                     "--admin",
-                     "tcp://127.0.0.1:*",
-                     "--ports-file",
-                     ports,
-                     NULL};
-    pid_t broker = zl_benchproc_spawn (bargv, log);
-    char frontend[320] = "", backend[320] = "", admin[320] = "";
-    int64_t deadline = zl_clock_mono_ms () + 10000;
-    for (;;) {
-        FILE *f = fopen (ports, "r");
-        if (f) {
-            char line[300];
-            while (fgets (line, sizeof line, f)) {
-                line[strcspn (line, "\n")] = '\0';
-                if (!strncmp (line, "frontend=", 9))
-                    snprintf (frontend, sizeof frontend, "%s", line + 9);
-                else if (!strncmp (line, "backend=", 8))
-                    snprintf (backend, sizeof backend, "%s", line + 8);
-                else if (!strncmp (line, "admin=", 6))
-                    snprintf (admin, sizeof admin, "%s", line + 6);
-            }
-            fclose (f);
-            if (*admin)
-                break;
-        }
-        if (zl_clock_mono_ms () > deadline || waitpid (broker, NULL, WNOHANG) == broker)
-            zl_benchproc_die ("the broker did not start (see its log)");
-        usleep (10000);
-    }
+    const char *bargs[] = {"--lane", "bench", "--durability", durability, NULL};
+    zl_benchbroker_t *broker = zl_benchbroker_start (zl_benchproc_tmp (), bargs);
+    const char *frontend = zl_benchbroker_endpoint (broker, "frontend");
+    const char *backend = zl_benchbroker_endpoint (broker, "backend");
+    char bin[PATH_MAX + 32], log[PATH_MAX + 32];
 
     // the workers
     snprintf (bin, sizeof bin, "%s/zlane-bench-latency", zl_benchproc_bindir ());
@@ -256,10 +185,10 @@ main (int argc, char **argv)
     for (int w = 0; w < workers; w++) {
         snprintf (outs[w], sizeof outs[w], "%s/lat%d", zl_benchproc_tmp (), w);
         snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
-        char *wargv[] = {bin, "worker", "--broker", backend, "--out", outs[w], NULL};
+        char *wargv[] = {bin, "worker", "--broker", (char *)backend, "--out", outs[w], NULL};
         wpids[w] = zl_benchproc_spawn (wargv, log);
     }
-    s_wait_counter (admin, "workers_ready", workers, 10000);
+    zl_benchbroker_wait (broker, "workers_ready", workers, 10000);
 
     // one producer, open loop
     zl_producer_opts_t opts;
@@ -300,7 +229,7 @@ main (int argc, char **argv)
         zl_benchproc_die ("the broker did not accept every job");
     zl_producer_destroy (&prod);
     free (buf);
-    s_wait_counter (admin, "jobs_acked", (long long)jobs, 60000);
+    zl_benchbroker_wait (broker, "jobs_acked", (int64_t)jobs, 60000);
 
     // stop the workers: each writes its samples
     size_t n = 0, cap = jobs + 16;
@@ -326,5 +255,6 @@ main (int argc, char **argv)
             s_pct (lat, n, 99), s_pct (lat, n, 99.9), n ? (double)lat[n - 1] / 1000.0 : 0.0, n,
             offered_s, late);
     free (lat);
+    zl_benchbroker_destroy (&broker);
     return n == jobs ? 0 : 1;
 }
