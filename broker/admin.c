@@ -129,5 +129,7 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     }
     default: return -1;
     }
+    if (!r->ok)
+        env->counters[ZL_CTR_ADMIN_REFUSED]++;
     return 0;
 }

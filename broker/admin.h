@@ -25,9 +25,10 @@ typedef struct {
 
 /*  True if `req` changes the broker (redrive, purge, pause, resume). */
 bool zl_admin_changes (const zl_admin_request_t *req);
-/*  Carry out `req` and fill `reply` (ok false with an error text for a
-    request that cannot be done). Returns 0, or -1 for a request without an
-    operation, which the caller rejects. */
+/*  Carry out `req` and fill `reply` (ok false with an error text, counted
+    in err_admin_refused, for a request that cannot be done: an id not in the
+    DLQ, a redrive or purge that names nothing, an undeclared lane). Returns
+    0, or -1 for a request without an operation, which the caller rejects. */
 int zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now_t now,
                     zl_admin_reply_t *reply);
 

@@ -36,6 +36,7 @@
     X (DEAD_WORKERS, "workers_dead") \
     X (WORKERS_READY, "workers_ready") \
     X (ADMIN_REQUESTS, "admin_requests") \
+    X (ADMIN_REFUSED, "err_admin_refused") \
     X (EVENTS_PUBLISHED, "events_published") \
     X (METRICS_REQUESTS, "metrics_requests") \
     X (METRICS_REFUSED, "err_metrics_refused") \

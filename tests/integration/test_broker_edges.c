@@ -1,7 +1,9 @@
 /*  test_broker_edges: broker behaviours that no other process test pins
     down, against a real zlane-broker and raw sockets: the default lane, a
     draining worker (Ready with capacity 0) gets nothing new, a silent
-    producer is forgotten, dead letters past --dlq-retention are purged, and
+    producer is forgotten, a paused lane dispatches nothing until resumed,
+    refused admin requests are answered and counted, dead letters past
+    --dlq-retention are purged, and
     the Prometheus page (--metrics) over plain HTTP, bad requests included. */
 #include "zltest.h"
 
@@ -129,6 +131,67 @@ test_metrics_page (void **state)
     assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\"} 2\n"));
     assert_null (strstr (page, "tenant=\"acme\""));
     free (page);
+}
+
+// One admin request; returns its reply (in `reply`).
+static const zl_admin_reply_t *
+s_admin (zlt_client_t *admin, zl_admin_op_t op, const char *lane, uint64_t job_id,
+         zl_msg_t *reply)
+{
+    static uint64_t request_id = 1000;
+    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
+    req.u.admin_request.request_id = ++request_id;
+    req.u.admin_request.op = op;
+    req.u.admin_request.lane = lane;
+    req.u.admin_request.job_id = job_id;
+    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
+    assert_int_equal (zlt_client_send (admin, &req), 0);
+    do
+        assert_int_equal (zlt_client_expect (admin, ZL_MSG_ADMIN_REPLY, reply, WAIT_MS), 0);
+    while (reply->u.admin_reply.request_id != request_id);
+    return &reply->u.admin_reply;
+}
+
+// A paused lane dispatches nothing, even to a worker with room; resumed, it
+// does. Admin requests that cannot be done get ok=false with the reason and
+// count in err_admin_refused.
+static void
+test_lane_pause_and_refused_admin (void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--lane", "a", NULL};
+    zlt_broker_t *b = zlt_broker_start (args);
+    assert_non_null (b);
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
+    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zl_msg_t reply, m;
+    assert_true (s_admin (admin, ZL_ADMIN_PAUSE, "a", 0, &reply)->ok);
+    s_submit (producer, "t", "a", &m);
+    zlt_client_t *worker = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "backend"));
+    s_ready (worker, 1);
+    // the turn that took the Ready also tried to dispatch
+    assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
+    assert_int_equal (zlt_counter (admin, "jobs_dispatched"), 0);
+    zl_group_stats_t g;
+    assert_int_equal (zlt_group (admin, "a", "t", &g), 0);
+    assert_int_equal (g.ready, 1);
+    assert_true (g.paused);
+    assert_true (s_admin (admin, ZL_ADMIN_RESUME, "a", 0, &reply)->ok);
+    assert_int_equal (zlt_client_expect (worker, ZL_MSG_DISPATCH, &m, WAIT_MS), 0);
+    assert_int_equal (m.u.dispatch.n, 1);
+
+    // refused: each answered with a reason and counted
+    assert_int_equal (zlt_counter (admin, "err_admin_refused"), 0);
+    const zl_admin_reply_t *r = s_admin (admin, ZL_ADMIN_PAUSE, "nope", 0, &reply);
+    assert_false (r->ok);
+    assert_non_null (strstr (r->error, "lane 'nope' is not declared"));
+    r = s_admin (admin, ZL_ADMIN_DLQ_SHOW, "", 999, &reply);
+    assert_false (r->ok);
+    assert_non_null (strstr (r->error, "job 999 is not in the dead-letter queue"));
+    r = s_admin (admin, ZL_ADMIN_DLQ_PURGE, "", 0, &reply);
+    assert_false (r->ok);
+    assert_non_null (strstr (r->error, "say which dead letters"));
+    assert_int_equal (zlt_counter (admin, "err_admin_refused"), 3);
 }
 
 // A dead letter older than --dlq-retention is purged (and counted); one
@@ -266,6 +329,7 @@ main (void)
         cmocka_unit_test_teardown (test_silent_producer_is_forgotten, zlt_teardown),
         cmocka_unit_test_teardown (test_metrics_page, zlt_teardown),
         cmocka_unit_test_teardown (test_dlq_retention, zlt_teardown),
+        cmocka_unit_test_teardown (test_lane_pause_and_refused_admin, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
