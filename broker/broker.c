@@ -55,6 +55,13 @@
 typedef enum { SOCK_FRONTEND = 0, SOCK_BACKEND, SOCK_ADMIN, SOCK_COUNT } sock_kind_t;
 static const char *s_sock_names[SOCK_COUNT] = {"frontend", "backend", "admin"};
 
+// An admin reply held until the turn's commit (its strings are in the turn
+// arena, which lives until the next turn).
+typedef struct {
+    zl_peer_t peer;
+    zl_msg_t msg;
+} admin_later_t;
+
 struct _zl_broker_t {
     zl_broker_config_t *cfg;
     zsock_t *zsocks[SOCK_COUNT];
@@ -81,6 +88,8 @@ struct _zl_broker_t {
     uint64_t counters[ZL_CTR_COUNT];
     uint64_t *dead_ids;  // dead-lettered this turn, published after commit
     size_t n_dead, cap_dead;
+    admin_later_t *later;  // admin replies that report a change: sent after commit
+    size_t n_later, cap_later;
     size_t worker_rr;
     int64_t started_ms;
     int64_t next_heartbeat_ms;
@@ -777,12 +786,10 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         s_dlq_alert (self, now);
         self->next_alert_ms = now.mono_ms + (int64_t) self->cfg->dlq_alert_ms;
     }
-    if (now.mono_ms >= self->next_prune_ms)
+    if (now.mono_ms >= self->next_prune_ms) {  // inside the turn's store batch
         s_forget_producers (self, now);
-    if (now.mono_ms >= self->next_prune_ms) {
-        if (zl_store_begin (self->store) == ZL_STORE_OK)
-            zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
-                                 10000);
+        zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
+                             10000);
         s_expire_dead (self, now);
         self->next_prune_ms = now.mono_ms + 1000;
     }
@@ -1032,6 +1039,7 @@ typedef struct {
 } fed_t;
 
 static void s_serve_metrics (zl_broker_t *self, zl_now_t now);
+static void s_flush_admin (zl_broker_t *self);
 
 /*  Steps 2-6 of a turn, in their order: drain and apply (the sockets that
     `items` marks readable, or the one `fed` frame), timers, dispatch,
@@ -1071,10 +1079,13 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
         return -1;
     }
 
-    // 6. replies that promise a state change, then events
+    // 6. replies that promise a state change, then events. The events go
+    // before the workers' flush: a worker found gone there can dead-letter a
+    // job in a batch the next turn commits, and its event waits for that.
     s_flush_producers (self);
-    s_flush_workers (self, now);
+    s_flush_admin (self);
     s_publish_dead (self);
+    s_flush_workers (self, now);
     return 0;
 }
 
@@ -1212,7 +1223,27 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "admin request without an operation");
         return;
     }
-    s_send (ctx, &out);
+    if (!changes) {
+        s_send (ctx, &out);  // it describes memory: see the README's design notes
+        return;
+    }
+    // "redrove N", "paused": only once the change is on disk
+    if (self->n_later == self->cap_later) {
+        self->cap_later = self->cap_later ? self->cap_later * 2 : 8;
+        self->later = zl_realloc (self->later, self->cap_later * sizeof *self->later);
+    }
+    self->later[self->n_later++] = (admin_later_t) {*ctx->peer, out};
+}
+
+// Send the admin replies the commit made true.
+static void
+s_flush_admin (zl_broker_t *self)
+{
+    for (size_t i = 0; i < self->n_later; i++)
+        if (zl_wire_send_to (self->socks[SOCK_ADMIN], &self->later[i].peer, self->codec,
+                             &self->later[i].msg) != 0)
+            self->counters[ZL_CTR_UNREACHABLE]++;
+    self->n_later = 0;
 }
 
 // ---------------------------------------------------------------- lifecycle
@@ -1427,6 +1458,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);
     free (self->dead_ids);
+    free (self->later);
     free (self);
     *self_p = NULL;
 }
