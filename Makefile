@@ -41,7 +41,7 @@ experiments: build
 	@ZLANE_BIN=$(BUILD)/bin bench/run-experiments.sh
 
 fuzz: deps
-	@tests/fuzz/run.sh
+	@ZLANE_FUZZ_SECONDS=$${FUZZ_SECONDS:-60} tests/fuzz/run.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -162,9 +162,9 @@ explain () {
     echo "4 poison jobs cannot hold the head of the FIFO and both workers, as they did in the"
     echo "simulation. Retrying forever still costs capacity: $(v forever poison_executions) poison executions by the deadline"
     echo "against $(v dlq poison_executions) with the DLQ, and they go on after the good jobs are done. Dead-lettering"
-    echo "after 3 attempts parks the 4 for a human (\`zlane-ctl dlq list\`) and matches the simulated 26 s"
-    echo "up to the cost of each \"1 s\" job: a process start (sh + handler) and scheduling on a busy"
-    echo "2-core machine, which stretch every time in this row."
+    echo "after 3 attempts parks the 4 for a human (\`zlane-ctl dlq list\`); the good jobs were done by"
+    echo "$(v dlq all_good_done_at_s) s against the simulated 26 s, for the same reason: the retries wait at the tail of"
+    echo "the lane instead of holding its head."
     echo
     echo "**Noisy neighbour.** Time is scaled (1 s = ${SCALE_MS:-50} ms). A job's real cost was about"
     echo "$(v fifo slot_s_per_job) s of a slot for 1 s of work (a process per job, a busy machine), so FIFO's"

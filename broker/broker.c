@@ -155,15 +155,9 @@ s_role (ctx_t *ctx, const char *roles, const char *what)
     const char *role = ctx->cert ? zcert_meta (ctx->cert, "role") : NULL;
     if (role && zl_clients_listed (roles, role))
         return true;
-    ctx->self->counters[ZL_CTR_UNAUTHORIZED]++;
-    zl_warn ("broker", "%s: key %s (role %s) may not %s", s_sock_names[ctx->sock],
-             ctx->cert ? zcert_public_txt (ctx->cert) : "?", role ? role : "none", what);
-    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
-    char text[200];
-    snprintf (text, sizeof text, "this key (role %s) may not %s", role ? role : "none", what);
-    reply.u.error = (zl_error_t) {ZL_ERR_UNAUTHORIZED, text, 0, 0};
-    if (zl_wire_send_to (ctx->self->socks[ctx->sock], ctx->peer, ctx->self->codec, &reply) != 0)
-        ctx->self->counters[ZL_CTR_UNREACHABLE]++;
+    s_reject (ctx, ZL_CTR_UNAUTHORIZED, ZL_ERR_UNAUTHORIZED, 0, 0,
+              "this key (%s, role %s) may not %s", ctx->cert ? zcert_public_txt (ctx->cert) : "?",
+              role ? role : "none", what);
     return false;
 }
 

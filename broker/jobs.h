@@ -89,7 +89,8 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nac
 zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker,
                                const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
-    each counts as a failed attempt and is ready again at once. */
+    each counts as a failed attempt and is ready again at once, or
+    dead-lettered if that was its last attempt. */
 size_t zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
                                const char *error, zl_now_t now);
 /*  Fire due timers: lapsed leases fail (ready again, or DLQ), delays end

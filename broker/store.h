@@ -7,8 +7,9 @@
     a full map rejects just that Submit and keeps the rest of the turn.
 
     Databases: meta (format, next id), jobs (id -> immutable job record),
-    state (id -> mutable state, absent = never attempted), idem (tenant+key ->
-    job id and time), idem_log (id -> tenant+key, in expiry order). */
+    state (id -> mutable state, absent = never attempted), idem (key+tenant ->
+    job id and time; format 2, key first), idem_log (id -> key+tenant, in
+    expiry order). */
 #ifndef ZL_STORE_H
 #define ZL_STORE_H
 

@@ -18,7 +18,6 @@ typedef struct zl_worker {
     char *name;
     zl_lane_t **lanes;
     uint32_t n_lanes;
-    uint32_t rr;  // next lane to try first (round robin across lanes)
     uint32_t capacity;
     uint32_t in_flight;
     int64_t last_seen_ms;  // monotonic

@@ -72,7 +72,7 @@ s_usage (FILE *out)
         "\n"
         "With CURVE the broker checks the key's role: stats, dlq list and dlq show\n"
         "need admin or subscriber, redrive, purge, pause and resume need admin,\n"
-        "tail needs any key the broker knows.\n"
+        "tail needs subscriber or admin (other keys are refused at the handshake).\n"
         "\n"
         "Exit status: 0 ok, 1 the broker refused or failed, 2 usage, 3 broker unreachable\n"
         "(or it refused the CURVE handshake: an unknown key, or plaintext to a CURVE broker).\n");
