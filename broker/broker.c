@@ -81,7 +81,6 @@ struct _zl_broker_t {
     zl_store_t *store;
     zl_arena_t *frame;  // records loaded for one Dispatch frame or event
     uint64_t stored_next_id;
-    double lanes_vtime;  // virtual time of the weighted share across lanes
     bool failed;  // the store failed: stop the loop
     zl_security_t *security;  // CURVE (or the plaintext endpoint check)
     zl_http_t *http;          // the metrics page, or NULL
@@ -790,39 +789,6 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
 }
 
 // ---------------------------------------------------------------- dispatch
-// The next job for worker `w`: its lanes are tried in order of their
-// weighted pass (the lane that has had the least worker time per weight
-// first), so a worker serving several lanes splits its time by lane weight,
-// and a lane with nothing it may run never holds the worker idle.
-static zl_job_t *
-s_next_job (zl_broker_t *self, zl_bworker_t *w, zl_now_t now)
-{
-    zl_lane_t *order[64];
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < w->n_lanes && n < 64; k++) {
-        zl_lane_t *lane = w->lanes[k];
-        if (lane->paused || !zl_sched_has_ready (self->sched, lane))
-            continue;
-        uint32_t i = n++;  // insertion sort by pass: workers serve few lanes
-        while (i > 0 && order[i - 1]->pass > lane->pass) {
-            order[i] = order[i - 1];
-            i--;
-        }
-        order[i] = lane;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        zl_lane_t *lane = order[i];
-        zl_job_t *job = zl_sched_pop (self->sched, lane, now.mono_ms);
-        if (!job)
-            continue;
-        // no banked share for a lane that was idle
-        double start = lane->pass > self->lanes_vtime ? lane->pass : self->lanes_vtime;
-        self->lanes_vtime = start;
-        lane->pass = start + (double) (job->est_us ? job->est_us : 1) / lane->cfg.weight;
-        return job;
-    }
-    return NULL;
-}
 
 static void
 s_dispatch (zl_broker_t *self, zl_now_t now)
@@ -841,7 +807,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
             zl_bworker_t *w = all[(start + k) % n];
             if (w->in_flight >= w->capacity)
                 continue;
-            zl_job_t *job = s_next_job (self, w, now);
+            zl_job_t *job = zl_sched_next (self->sched, w->lanes, w->n_lanes, now.mono_ms);
             if (!job)
                 continue;
             // a random token: a worker cannot guess another's lease

@@ -32,6 +32,7 @@ static bool s_wake_less (const void *a, const void *b);
 
 struct _zl_sched_t {
     zl_sched_policy_t policy;
+    double lanes_vtime;  // virtual time of the weighted share across lanes
     double quantum;  // WFQ: virtual time per key step (us / weight); 0 = exact
     zl_heap_t *wake;  // time-parked flows by wake_ms
     zl_lane_t **lanes_waiting;  // lanes held back by their rate limit
@@ -428,11 +429,48 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     return job;
 }
 
+// ---------------------------------------------------------------- across lanes
+zl_job_t *
+zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_t now_ms)
+{
+    zl_lane_t *order[64];
+    uint32_t n = 0;
+    for (size_t k = 0; k < n_lanes && n < 64; k++) {
+        zl_lane_t *lane = lanes[k];
+        if (lane->paused || !zl_sched_has_ready (self, lane))
+            continue;
+        uint32_t i = n++;  // insertion sort by pass: workers serve few lanes
+        while (i > 0 && order[i - 1]->pass > lane->pass) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = lane;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        zl_lane_t *lane = order[i];
+        zl_job_t *job = zl_sched_pop (self, lane, now_ms);
+        if (!job)
+            continue;  // held back (caps, rate): the next lane may run
+        // no banked share for a lane that was idle
+        double start = lane->pass > self->lanes_vtime ? lane->pass : self->lanes_vtime;
+        self->lanes_vtime = start;
+        lane->pass = start + (double) (job->est_us ? job->est_us : 1) / lane->cfg.weight;
+        return job;
+    }
+    return NULL;
+}
+
 void
 zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us)
 {
     zl_flow_t *flow = job->flow;
     flow->run_us += run_us;
+    // the lane's share, too, is worker time: the real cost replaces the
+    // estimate zl_sched_next charged (before the flow's own correction below
+    // overwrites job->est_us)
+    zl_lane_t *lane = flow->lane;
+    lane->pass += ((double) (run_us ? run_us : 1) - (double) (job->est_us ? job->est_us : 1)) /
+                  (double) lane->cfg.weight;
     if (self->policy != ZL_SCHED_WFQ)
         return;
     // correct the estimate charged at dispatch with the real cost

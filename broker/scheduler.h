@@ -67,7 +67,15 @@ void zl_sched_pause (zl_sched_t *self, zl_flow_t *flow, int64_t until_ms);
 void zl_sched_wake (zl_sched_t *self, int64_t now_ms);
 /*  The monotonic ms of the next wake (parked flows, lane rate limits), or -1. */
 int64_t zl_sched_next_wake (zl_sched_t *self);
-/*  Charge the job's flow for `run_us` of worker time (on ack or nack). */
+/*  The next job for a worker serving `lanes`: the lanes share by weight,
+    charged by worker time (an estimate at dispatch, corrected by
+    zl_sched_charge), with no banked share for a lane that was idle; a paused
+    lane, or one with nothing it may run now, never holds the worker idle.
+    NULL if none of the lanes has a job that may run. */
+zl_job_t *zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes,
+                         int64_t now_ms);
+/*  Charge the job's flow (and lane) for `run_us` of worker time (on ack or
+    nack). */
 void zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us);
 /*  Return the array of all flows and their count (borrowed). */
 zl_flow_t **zl_sched_flows (zl_sched_t *self, size_t *count);

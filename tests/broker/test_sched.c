@@ -566,6 +566,61 @@ test_wfq_quantum_bounds_arrival_advantage (void **state)
     s_world_destroy (&w);
 }
 
+// Across lanes (zl_sched_next): a worker serving two lanes of weights 1 and
+// 2 splits its worker time 1:2, although one lane's jobs cost 10x the
+// other's. Under FIFO nothing estimates a job's cost at dispatch, so only the
+// charge on completion makes the split right.
+static void
+s_lanes_share (zl_sched_policy_t policy)
+{
+    uint32_t weights[2] = {1, 1};
+    world_t *w = s_world (policy, weights, 2, 64);
+    zl_lane_t *other = zl_lanes_lookup (w->lanes, "other");
+    w->lane->cfg.weight = 1;
+    other->cfg.weight = 2;
+    w->flow[1] = zl_sched_flow (w->sched, other, w->tenant[1]); // tenant 1 works in "other"
+    for (int k = 0; k < 8; k++)
+        for (size_t t = 0; t < 2; t++)
+            s_push_new (w, t);
+    zl_lane_t *lanes[2] = {w->lane, other};
+    uint64_t time[2] = {0}, count[2] = {0};
+    for (int i = 0; i < 30000; i++) {
+        zl_job_t *job = zl_sched_next (w->sched, lanes, 2, S_NO_LIMITS_NOW);
+        assert_non_null (job);
+        size_t l = job->flow->lane == other;
+        uint64_t cost = l ? 100 : 1000;
+        time[l] += cost;
+        count[l]++;
+        zl_sched_charge (w->sched, job, cost);
+        s_push (w, job);
+    }
+    double ratio = (double)time[1] / (double)time[0];
+    if (fabs (ratio - 2.0) > 0.06)
+        fail_msg ("%s: worker time %llu (weight 1) vs %llu (weight 2): ratio %.3f, expected 2",
+                  policy == ZL_SCHED_WFQ ? "wfq" : "fifo", (unsigned long long)time[0],
+                  (unsigned long long)time[1], ratio);
+    assert_true (count[1] > 15 * count[0]); // 20x as many of the cheap jobs
+    // a paused lane is passed over, and the worker is not held idle
+    other->paused = true;
+    for (int i = 0; i < 10; i++) {
+        zl_job_t *job = zl_sched_next (w->sched, lanes, 2, S_NO_LIMITS_NOW);
+        assert_ptr_equal (job->flow->lane, w->lane);
+        zl_sched_charge (w->sched, job, 1000);
+        s_push (w, job);
+    }
+    w->lane->paused = true;
+    assert_null (zl_sched_next (w->sched, lanes, 2, S_NO_LIMITS_NOW));
+    s_world_destroy (&w);
+}
+
+static void
+test_lanes_share_worker_time_by_weight (void **state)
+{
+    (void)state;
+    s_lanes_share (ZL_SCHED_WFQ);
+    s_lanes_share (ZL_SCHED_FIFO);
+}
+
 // ================================================================ limits
 // Caps, rate limits and pauses, on a simulated monotonic clock (ms). The
 // caller plays jobs.c: a lease counts a job in flight for its flow, lane
@@ -1444,6 +1499,7 @@ main (void)
         cmocka_unit_test (test_wfq_lag_is_bounded_by_quantum_plus_job),
         cmocka_unit_test (test_wfq_quantum_serves_arrival_order),
         cmocka_unit_test (test_wfq_quantum_bounds_arrival_advantage),
+        cmocka_unit_test (test_lanes_share_worker_time_by_weight),
         cmocka_unit_test (test_tenant_cap_holds),
         cmocka_unit_test (test_lane_tenant_cap_holds),
         cmocka_unit_test (test_lane_cap_holds),
