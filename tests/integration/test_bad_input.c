@@ -332,6 +332,66 @@ s_bad_worker_then_flow (fx_t *fx)
     assert_memory_equal (&before, &after, sizeof before);
 }
 
+/*  Limits and requests that no other scenario reaches: names and keys past
+    their length limits, a Ready with no lanes or with an undeclared one, an
+    admin request without an operation. Each gets its reason and one count. */
+static void
+s_more_bad_input (fx_t *fx)
+{
+    s_hello (fx->producer, 10);
+    char name[130];
+    memset (name, 'n', 129);
+    name[129] = '\0';
+    errs_t before = s_errs (fx->admin);
+    s_submit (fx->producer, 1, name, "a", "p", 1);
+    char *why = s_expect_rejected (fx->producer, 1, ZL_REJECT_INVALID);
+    assert_non_null (strstr (why, "longer than 128 bytes"));
+    free (why);
+    s_assert_one_more (fx->admin, &before, "err_invalid");
+
+    char key[258];
+    memset (key, 'k', 257);
+    key[257] = '\0';
+    zl_job_spec_t spec = {.seq = 2, .tenant = "t1", .lane = "a", .idempotency_key = key};
+    spec.payload = (zl_bytes_t){(const uint8_t *)"p", 1};
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){1, &spec};
+    before = s_errs (fx->admin);
+    assert_int_equal (zlt_client_send (fx->producer, &m), 0);
+    why = s_expect_rejected (fx->producer, 2, ZL_REJECT_INVALID);
+    assert_non_null (strstr (why, "idempotency key longer than 256 bytes"));
+    free (why);
+    s_assert_one_more (fx->admin, &before, "err_invalid");
+
+    zl_msg_t ready = {.kind = ZL_MSG_READY};
+    ready.u.ready = (zl_ready_t){"no-lanes", 0, NULL, 1};
+    before = s_errs (fx->admin);
+    assert_int_equal (zlt_client_send (fx->worker, &ready), 0);
+    why = s_expect_error (fx->worker, ZL_ERR_INVALID, 0, 0);
+    assert_non_null (strstr (why, "at least one lane"));
+    free (why);
+    s_assert_one_more (fx->admin, &before, "err_invalid");
+
+    const char *lanes[] = {"nosuchlane"};
+    ready.u.ready = (zl_ready_t){"wrong-lane", 1, lanes, 1};
+    before = s_errs (fx->admin);
+    assert_int_equal (zlt_client_send (fx->worker, &ready), 0);
+    why = s_expect_error (fx->worker, ZL_ERR_UNKNOWN_LANE, 0, 0);
+    assert_non_null (strstr (why, "nosuchlane"));
+    free (why);
+    s_assert_one_more (fx->admin, &before, "err_unknown_lane");
+
+    zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
+    req.u.admin_request.filter.lane = req.u.admin_request.filter.tenant = "";
+    req.u.admin_request.lane = "";
+    before = s_errs (fx->admin);
+    assert_int_equal (zlt_client_send (fx->admin, &req), 0);
+    why = s_expect_error (fx->admin, ZL_ERR_INVALID, 0, 0);
+    assert_non_null (strstr (why, "without an operation"));
+    free (why);
+    s_assert_one_more (fx->admin, &before, "err_invalid");
+}
+
 // ---------------------------------------------------------------- tests
 static void
 test_frontend_bad_frames (void **state)
@@ -394,6 +454,14 @@ test_job_flows_after_bad_input (void **state)
 
 /*  1,000 random non-Envelope frames from one client, interleaved with 100
     valid jobs from another: every job is accepted, every frame is counted. */
+static void
+test_more_bad_input (void **state)
+{
+    fx_t fx;
+    s_start (&fx);
+    s_more_bad_input (&fx);
+}
+
 static void
 test_garbage_flood (void **state)
 {
@@ -477,6 +545,7 @@ main (void)
         cmocka_unit_test_teardown (test_backend_errors, zlt_teardown),
         cmocka_unit_test_teardown (test_job_flows_after_bad_input, zlt_teardown),
         cmocka_unit_test_teardown (test_garbage_flood, zlt_teardown),
+        cmocka_unit_test_teardown (test_more_bad_input, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
