@@ -86,7 +86,7 @@ zl_error_code_name (zl_error_code_t code)
     static const char *names[ZL_ERR_CODE_COUNT] = {
         "unspecified", "bad_frame", "bad_version", "unknown_kind", "invalid",
         "unknown_job", "stale_lease", "not_ready", "unknown_lane", "unauthorized",
-        "not_found", "internal", "max_run"};
+        "not_found", "internal", "max_run", "not_holder"};
     return (unsigned) code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -250,7 +250,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                           .lease_ms = j->lease_ms,
                                           .max_run_ms = j->max_run_ms,
                                           .n_headers = j->n_headers,
-                                          .headers = s_dec_headers (a, j->n_headers, j->headers)};
+                                          .headers = s_dec_headers (a, j->n_headers, j->headers),
+                                          .generated_key = j->generated_key};
         }
         break;
     }
@@ -286,6 +287,7 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.ready.n_lanes = e->ready->n_lanes;
         out->u.ready.lanes = (const char **) e->ready->lanes;
         out->u.ready.capacity = e->ready->capacity;
+        out->u.ready.instance = e->ready->instance;
         break;
     case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT:
         out->kind = ZL_MSG_HEARTBEAT;
@@ -356,11 +358,16 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             out->u.settled.items[i] = (zl_lease_ref_t) {s->items[i]->job_id, s->items[i]->lease};
         break;
     }
-    case ZLANE__V1__ENVELOPE__BODY_ERROR:
+    case ZLANE__V1__ENVELOPE__BODY_ERROR: {
         out->kind = ZL_MSG_ERROR;
-        out->u.error = (zl_error_t) {(zl_error_code_t) e->error->code, e->error->message,
-                                     e->error->job_id, e->error->lease};
+        const Zlane__V1__Error *s = e->error;
+        out->u.error = (zl_error_t) {(zl_error_code_t) s->code, s->message, s->job_id, s->lease,
+                                     s->n_items, ARR (a, s->n_items, zl_item_error_t)};
+        for (size_t i = 0; i < s->n_items; i++)
+            out->u.error.items[i] = (zl_item_error_t) {s->items[i]->job_id, s->items[i]->lease,
+                                                       (zl_error_code_t) s->items[i]->code};
         break;
+    }
     case ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER:
         out->kind = ZL_MSG_DEAD_LETTER;
         s_dec_dead_letter (a, &out->u.dead_letter, e->dead_letter);
@@ -628,6 +635,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->max_run_ms = j->max_run_ms;
             o->n_headers = j->n_headers;
             o->headers = s_enc_headers (a, j->n_headers, j->headers);
+            o->generated_key = j->generated_key;
             e->submit->jobs[i] = o;
         }
         break;
@@ -676,6 +684,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->ready->n_lanes = m->u.ready.n_lanes;
         e->ready->lanes = (char **) m->u.ready.lanes;
         e->ready->capacity = m->u.ready.capacity;
+        e->ready->instance = m->u.ready.instance;
         break;
     case ZL_MSG_HEARTBEAT:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_HEARTBEAT;
@@ -781,6 +790,15 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->error->message = S (m->u.error.message);
         e->error->job_id = m->u.error.job_id;
         e->error->lease = m->u.error.lease;
+        e->error->n_items = m->u.error.n_items;
+        e->error->items = PTRS (a, m->u.error.n_items, Zlane__V1__ItemError);
+        for (size_t i = 0; i < m->u.error.n_items; i++) {
+            Zlane__V1__ItemError *o = NEW (a, Zlane__V1__ItemError, zlane__v1__item_error__init);
+            o->job_id = m->u.error.items[i].job_id;
+            o->lease = m->u.error.items[i].lease;
+            o->code = (Zlane__V1__ErrorCode) m->u.error.items[i].code;
+            e->error->items[i] = o;
+        }
         break;
     case ZL_MSG_DEAD_LETTER:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER;

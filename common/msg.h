@@ -64,6 +64,8 @@ typedef struct {
     uint32_t max_run_ms;
     size_t n_headers;
     zl_header_t *headers;
+    bool generated_key;  // the client made the key only for its own resends
+    const char *invalid;  // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
 
 typedef struct {
@@ -119,6 +121,7 @@ typedef struct {
     size_t n_lanes;
     const char **lanes;
     uint32_t capacity;
+    uint64_t instance;  // the worker process, across reconnects; 0 = none
 } zl_ready_t;
 
 typedef struct {
@@ -212,6 +215,7 @@ typedef enum {
     ZL_ERR_NOT_FOUND = 10,
     ZL_ERR_INTERNAL = 11,
     ZL_ERR_MAX_RUN = 12,
+    ZL_ERR_NOT_HOLDER = 13,
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -219,10 +223,18 @@ typedef enum {
 const char *zl_error_code_name (zl_error_code_t code);
 
 typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+    zl_error_code_t code;
+} zl_item_error_t;
+
+typedef struct {
     zl_error_code_t code;
     const char *message;
     uint64_t job_id;
     uint64_t lease;
+    size_t n_items;  // the refused items of one Ack, Nack or Extend
+    zl_item_error_t *items;
 } zl_error_t;
 
 // ------------------------------------------------------------------ events
