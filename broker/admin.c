@@ -3,6 +3,7 @@
 #include "counters.h"
 #include "dlq.h"
 #include "log.h"
+#include "text.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,6 +33,40 @@ s_filter_narrow (const zl_dlq_filter_t *f)
     return f->all || f->lane[0] || f->tenant[0] || f->n_ids;
 }
 
+#define MAX_NAME 128
+
+// Why a request's names break the text rules (text.h), or NULL.
+static const char *
+s_names_problem (zl_arena_t *a, const zl_admin_request_t *req)
+{
+    const char *bad;
+    if ((bad = zl_text_name_problem (a, req->filter.lane, MAX_NAME, true)))
+        return zl_arena_printf (a, "field 'filter.lane' %s", bad);
+    if ((bad = zl_text_name_problem (a, req->filter.tenant, MAX_NAME, true)))
+        return zl_arena_printf (a, "field 'filter.tenant' %s", bad);
+    if ((bad = zl_text_name_problem (a, req->lane, MAX_NAME, true)))
+        return zl_arena_printf (a, "field 'lane' %s", bad);
+    return NULL;
+}
+
+/*  Why the filter cannot be applied, or NULL: it names a lane that is not
+    declared, or an id that is not a dead letter. (A filter that matches no
+    dead letter is fine: it does nothing, with count 0.) */
+static const char *
+s_filter_refused (const zl_admin_env_t *env, const zl_dlq_filter_t *f)
+{
+    if (f->lane[0] && !zl_lanes_find (env->lanes, f->lane))
+        return zl_arena_printf (env->arena, "lane '%s' is not declared", f->lane);
+    zl_dlq_t *dlq = zl_jobs_dlq (env->jobs);
+    for (size_t i = 0; i < f->n_ids; i++)
+        if (!zl_dlq_find (dlq, f->ids[i]))
+            return zl_arena_printf (env->arena,
+                                    "job %" PRIu64 " is not in the dead-letter queue (nothing "
+                                    "was changed)",
+                                    f->ids[i]);
+    return NULL;
+}
+
 bool
 zl_admin_changes (const zl_admin_request_t *req)
 {
@@ -46,8 +81,16 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     memset (r, 0, sizeof *r);
     r->request_id = req->request_id;
     r->ok = true;
+    r->error = s_names_problem (env->arena, req);
+    if (r->error || req->op == ZL_ADMIN_NONE || req->op >= ZL_ADMIN_OP_COUNT) {
+        if (!r->error)
+            r->error = "admin request without an operation";
+        r->ok = false;
+        return -1;
+    }
     r->error = "";
     zl_dlq_t *dlq = zl_jobs_dlq (env->jobs);
+    const char *refused = NULL;
     switch (req->op) {
     case ZL_ADMIN_STATS:
         r->result = ZL_ADMIN_RESULT_STATS;
@@ -57,13 +100,22 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         uint32_t limit = req->limit ? req->limit : 100;
         if (limit > 1000)
             limit = 1000;
-        r->result = ZL_ADMIN_RESULT_DLQ_LIST;
-        r->dead_letters = zl_arena_alloc (env->arena, limit * sizeof (zl_dead_letter_t));
         zl_job_t *j = zl_dlq_first (dlq);
+        if ((refused = s_filter_refused (env, &req->filter)))
+            break;
         if (req->after_id) {
             zl_job_t *after = zl_dlq_find (dlq, req->after_id);
-            j = after ? zl_dlq_next (dlq, after) : NULL;
+            if (!after) { // a page's cursor that left the DLQ: say so, not "the end"
+                refused = zl_arena_printf (env->arena,
+                                           "after_id %" PRIu64 " is not in the dead-letter queue "
+                                           "(redriven or purged since): list from the start",
+                                           req->after_id);
+                break;
+            }
+            j = zl_dlq_next (dlq, after);
         }
+        r->result = ZL_ADMIN_RESULT_DLQ_LIST;
+        r->dead_letters = zl_arena_alloc (env->arena, limit * sizeof (zl_dead_letter_t));
         for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
             if (s_filter_match (&req->filter, j) &&
                 zl_jobs_dead_letter (env->jobs, j, false, env->arena,
@@ -74,14 +126,12 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     case ZL_ADMIN_DLQ_SHOW: {
         zl_job_t *j = zl_dlq_find (dlq, req->job_id);
         if (!j) {
-            r->ok = false;
-            r->error =
-                zl_arena_printf (env->arena, "job %" PRIu64 " is not in the dead-letter queue", req->job_id);
+            refused = zl_arena_printf (
+                env->arena, "job %" PRIu64 " is not in the dead-letter queue", req->job_id);
             break;
         }
         if (zl_jobs_dead_letter (env->jobs, j, true, env->arena, &r->dead_letter) != 0) {
-            r->ok = false;
-            r->error = "the store could not read this job";
+            refused = "the store could not read this job";
             break;
         }
         r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
@@ -90,10 +140,11 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     case ZL_ADMIN_DLQ_REDRIVE:
     case ZL_ADMIN_DLQ_PURGE: {
         if (!s_filter_narrow (&req->filter)) {
-            r->ok = false;
-            r->error = "say which dead letters: all, a lane, a tenant or ids";
+            refused = "say which dead letters: all, a lane, a tenant or ids";
             break;
         }
+        if ((refused = s_filter_refused (env, &req->filter)))
+            break;
         bool redrive = req->op == ZL_ADMIN_DLQ_REDRIVE;
         uint64_t count = 0;
         zl_job_t *j = zl_dlq_first (dlq);
@@ -117,19 +168,22 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     }
     case ZL_ADMIN_PAUSE:
     case ZL_ADMIN_RESUME: {
-        zl_lane_t *lane = zl_lanes_lookup (env->lanes, req->lane);
+        zl_lane_t *lane = zl_lanes_find (env->lanes, req->lane);
         if (!lane) {
-            r->ok = false;
-            r->error = zl_arena_printf (env->arena, "lane '%.128s' is not declared", req->lane);
+            refused = zl_arena_printf (env->arena, "lane '%s' is not declared", req->lane);
             break;
         }
         lane->paused = req->op == ZL_ADMIN_PAUSE;
         zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
         break;
     }
-    default: return -1;
+    default: break;
     }
-    if (!r->ok)
+    if (refused) {
+        r->ok = false;
+        r->error = refused;
+        r->result = ZL_ADMIN_RESULT_NONE;
         env->counters[ZL_CTR_ADMIN_REFUSED]++;
+    }
     return 0;
 }

@@ -25,10 +25,14 @@ typedef struct {
 
 /*  True if `req` changes the broker (redrive, purge, pause, resume). */
 bool zl_admin_changes (const zl_admin_request_t *req);
-/*  Carry out `req` and fill `reply` (ok false with an error text, counted
-    in err_admin_refused, for a request that cannot be done: an id not in the
-    DLQ, a redrive or purge that names nothing, an undeclared lane). Returns
-    0, or -1 for a request without an operation, which the caller rejects. */
+/*  Carry out `req` and fill `reply`. A request that cannot be done -- it
+    names an id that is not a dead letter, a lane that is not declared, a
+    page cursor (after_id) no longer in the DLQ, or a redrive or purge that
+    names nothing -- changes nothing and gets ok false with the reason,
+    counted in err_admin_refused. A filter that matches no dead letter is a
+    success with count 0. Returns 0; or -1, with the reason in reply->error,
+    for a malformed request (no operation, a name breaking the text rules),
+    which the caller rejects as INVALID. */
 int zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now_t now,
                     zl_admin_reply_t *reply);
 

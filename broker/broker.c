@@ -31,6 +31,7 @@
 #include "security.h"
 #include "stats.h"
 #include "store.h"
+#include "text.h"
 #include "timers.h"
 #include "wire.h"
 #include "workers.h"
@@ -44,11 +45,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define DRAIN_BATCH 256          // messages per socket per turn
-#define DISPATCH_FRAME_JOBS 256  // jobs per Dispatch frame
+#define DRAIN_BATCH 256         // messages per socket per turn
+#define DISPATCH_FRAME_JOBS 256 // jobs per Dispatch frame
 #define DISPATCH_FRAME_BYTES (4u << 20)
-#define MAX_NAME 128             // tenant, lane, worker names
-#define MAX_KEY 256              // idempotency keys
+#define MAX_NAME 128          // tenant, lane, worker, client names, header keys
+#define MAX_KEY 256           // idempotency keys
+#define MAX_HEADERS 64        // headers per job
+#define MAX_HEADER_VALUE 4096 // bytes per header value
+#define LANE_LIST_MAX 16      // lanes named in an error's "declared:" list
 #define QUEUE_FULL_RETRY_MS 200
 #define STORE_FULL_RETRY_MS 1000
 
@@ -70,7 +74,7 @@ struct _zl_broker_t {
     void *events;
     char endpoints[4][256];
     zl_codec_t *codec;
-    zl_arena_t *turn;  // strings that live until the end of the turn
+    zl_arena_t *turn; // strings that live until the end of the turn
     zl_rng_t rng;
     zl_lanes_t *lanes;
     zl_sched_t *sched;
@@ -79,15 +83,15 @@ struct _zl_broker_t {
     zl_workers_t *workers;
     zl_producers_t *producers;
     zl_store_t *store;
-    zl_arena_t *frame;  // records loaded for one Dispatch frame or event
+    zl_arena_t *frame; // records loaded for one Dispatch frame or event
     uint64_t stored_next_id;
-    bool failed;  // the store failed: stop the loop
-    zl_security_t *security;  // CURVE (or the plaintext endpoint check)
-    zl_http_t *http;          // the metrics page, or NULL
+    bool failed;             // the store failed: stop the loop
+    zl_security_t *security; // CURVE (or the plaintext endpoint check)
+    zl_http_t *http;         // the metrics page, or NULL
     uint64_t counters[ZL_CTR_COUNT];
-    uint64_t *dead_ids;  // dead-lettered this turn, published after commit
+    uint64_t *dead_ids; // dead-lettered this turn, published after commit
     size_t n_dead, cap_dead;
-    admin_later_t *later;  // admin replies that report a change: sent after commit
+    admin_later_t *later; // admin replies that report a change: sent after commit
     size_t n_later, cap_later;
     size_t worker_rr;
     int64_t started_ms;
@@ -101,7 +105,7 @@ typedef struct {
     sock_kind_t sock;
     const zl_peer_t *peer;
     zl_now_t now;
-    zcert_t *cert;  // with CURVE: the client's certificate (role, tenants, lanes)
+    zcert_t *cert; // with CURVE: the client's certificate (role, tenants, lanes)
 } ctx_t;
 
 typedef void (handler_fn) (ctx_t *ctx, const zl_msg_t *msg);
@@ -119,24 +123,119 @@ s_send (ctx_t *ctx, const zl_msg_t *msg)
 }
 
 /*  The one path for bad input: count it, log it, answer with an Error. */
-static void
-s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
-          uint64_t lease, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
+static void s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
+                      uint64_t lease, const char *fmt, ...) __attribute__ ((format (printf, 6, 7)));
 
 static void
 s_reject (ctx_t *ctx, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
           uint64_t lease, const char *fmt, ...)
 {
-    char text[512];
+    char text[516];
     va_list ap;
     va_start (ap, fmt);
-    vsnprintf (text, sizeof text, fmt, ap);
+    int n = vsnprintf (text, sizeof text, fmt, ap);
     va_end (ap);
+    // an echoed name must not be cut inside a character: replies are text
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof text - 1 ? (size_t)n : sizeof text - 1;
+    text[zl_text_cut (text, len, 511)] = '\0';
     ctx->self->counters[counter]++;
     zl_warn ("broker", "%s: %s: %s", s_sock_names[ctx->sock], zl_error_code_name (code), text);
     zl_msg_t reply = {.kind = ZL_MSG_ERROR};
-    reply.u.error = (zl_error_t) {code, text, job_id, lease};
+    reply.u.error = (zl_error_t){code, text, job_id, lease};
     s_send (ctx, &reply);
+}
+
+/*  The refusals of one message's items -- the items of an Ack, Nack or
+    Extend, the lanes of a Ready -- answered together by one Error, so that
+    no message earns more than one reply or one log line. Each refused item
+    is counted. With `job_items`, the Error lists every refused job item
+    with its code; its code, job_id and lease are those of the first. */
+typedef struct {
+    ctx_t *ctx;
+    const char *what; // "ack", "ready", ...
+    size_t total;     // items in the message
+    bool job_items;
+    size_t n;
+    zl_item_error_t *items; // turn arena, `total` slots
+    zl_error_code_t code;   // of the first refusal
+    uint64_t job_id, lease; // of the first refusal
+    char first[256];        // the first refusal in words
+    uint32_t by_code[ZL_ERR_CODE_COUNT];
+} refusals_t;
+
+static void
+s_refusals_init (refusals_t *r, ctx_t *ctx, const char *what, size_t total, bool job_items)
+{
+    memset (r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->what = what;
+    r->total = total;
+    r->job_items = job_items;
+}
+
+static void s_refuse_item (refusals_t *r, zl_counter_id_t counter, zl_error_code_t code,
+                           uint64_t job_id, uint64_t lease, const char *fmt, ...)
+    __attribute__ ((format (printf, 6, 7)));
+
+static void
+s_refuse_item (refusals_t *r, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
+               uint64_t lease, const char *fmt, ...)
+{
+    r->ctx->self->counters[counter]++;
+    if ((unsigned)code < ZL_ERR_CODE_COUNT)
+        r->by_code[code]++;
+    if (r->n == 0) {
+        va_list ap;
+        va_start (ap, fmt);
+        int n = vsnprintf (r->first, sizeof r->first, fmt, ap);
+        va_end (ap);
+        size_t len = n < 0 ? 0 : (size_t)n < sizeof r->first ? (size_t)n : sizeof r->first - 1;
+        r->first[zl_text_cut (r->first, len, sizeof r->first - 5)] = '\0';
+        r->code = code;
+        r->job_id = job_id;
+        r->lease = lease;
+        if (r->job_items)
+            r->items = zl_arena_alloc (r->ctx->self->turn, r->total * sizeof *r->items);
+    }
+    if (r->job_items)
+        r->items[r->n] = (zl_item_error_t){job_id, lease, code};
+    r->n++;
+}
+
+// Send the one Error for the refused items, if any; `tail` (or NULL) is
+// appended to the text ("(declared: a, b)").
+static void
+s_refusals_send (refusals_t *r, const char *tail)
+{
+    if (!r->n)
+        return;
+    zl_broker_t *self = r->ctx->self;
+    const char *text = r->first;
+    if (r->total > 1) {
+        char counts[256];
+        size_t k = 0;
+        counts[0] = '\0';
+        for (int c = 0; c < ZL_ERR_CODE_COUNT && k < sizeof counts; c++)
+            if (r->by_code[c]) {
+                int w = snprintf (counts + k, sizeof counts - k, "%s%u %s", k ? ", " : "",
+                                  r->by_code[c], zl_error_code_name ((zl_error_code_t)c));
+                k += w > 0 ? (size_t)w : 0;
+            }
+        text = zl_arena_printf (self->turn, "%zu of %zu %s items refused (%s); the first: %s", r->n,
+                                r->total, r->what, counts, r->first);
+    }
+    if (tail)
+        text = zl_arena_printf (self->turn, "%s %s", text, tail);
+    zl_warn ("broker", "%s: %s: %s", s_sock_names[r->ctx->sock], zl_error_code_name (r->code),
+             text);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    reply.u.error = (zl_error_t){r->code,
+                                 text,
+                                 r->job_id,
+                                 r->lease,
+                                 r->job_items ? r->n : 0,
+                                 r->job_items ? r->items : NULL};
+    s_send (r->ctx, &reply);
 }
 
 // ---------------------------------------------------------------- authorization
@@ -198,33 +297,43 @@ s_on_hello (ctx_t *ctx, const zl_msg_t *msg)
     zl_broker_t *self = ctx->self;
     if (!s_role (ctx, "producer", "submit jobs"))
         return;
+    const char *bad = zl_text_name_problem (self->turn, msg->u.hello.client, MAX_NAME, true);
+    if (bad) {
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Hello: field 'client' %s", bad);
+        return;
+    }
     zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, true);
     free (p->name);
-    p->name = zl_strndup (msg->u.hello.client, strnlen (msg->u.hello.client, MAX_NAME));
+    p->name = msg->u.hello.client[0] ? zl_strdup (msg->u.hello.client) : NULL;
     p->received = 0;
     p->limit = 0;
-    p->sent_limit = UINT64_MAX;  // force a Credit this turn
+    p->sent_limit = UINT64_MAX; // force a Credit this turn
     p->last_seen_ms = ctx->now.mono_ms;
     size_t n;
     zl_producers_all (self->producers, &n);
     uint64_t depth = s_total_depth (self);
     s_regrant (self, p, depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0, n);
-    zl_debug ("broker", "producer %s hello, credit %" PRIu64, p->name, p->limit);
+    zl_debug ("broker", "producer %s hello, credit %" PRIu64, p->name ? p->name : p->key, p->limit);
 }
 
+// The declared lanes, for an error text: the first LANE_LIST_MAX of them.
 static const char *
 s_lane_list (zl_broker_t *self)
 {
-    size_t size = 1;
-    for (uint32_t i = 0; i < zl_lanes_count (self->lanes); i++)
+    uint32_t n = zl_lanes_count (self->lanes);
+    uint32_t shown = n < LANE_LIST_MAX ? n : LANE_LIST_MAX;
+    size_t size = 32;
+    for (uint32_t i = 0; i < shown; i++)
         size += strlen (zl_lanes_at (self->lanes, i)->name) + 2;
     char *out = zl_arena_alloc (self->turn, size);
     out[0] = '\0';
-    for (uint32_t i = 0; i < zl_lanes_count (self->lanes); i++) {
+    for (uint32_t i = 0; i < shown; i++) {
         if (i)
             strcat (out, ", ");
         strcat (out, zl_lanes_at (self->lanes, i)->name);
     }
+    if (shown < n)
+        snprintf (out + strlen (out), 32, " and %u more", n - shown);
     return out;
 }
 
@@ -239,32 +348,48 @@ s_refuse_job (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec,
               p->name ? p->name : p->key, spec->seq, zl_reject_code_name (code), reason);
 }
 
+// Why the spec's fields break the rules (text.h, the limits above), or NULL.
+static const char *
+s_spec_problem (zl_broker_t *self, const zl_job_spec_t *spec)
+{
+    if (spec->invalid) // the codec found a string that is not valid text
+        return spec->invalid;
+    zl_arena_t *a = self->turn;
+    const char *bad;
+    if ((bad = zl_text_name_problem (a, spec->tenant, MAX_NAME, false)))
+        return zl_arena_printf (a, "field 'tenant' %s", bad);
+    if ((bad = zl_text_name_problem (a, spec->lane, MAX_NAME, false)))
+        return zl_arena_printf (a, "field 'lane' %s", bad);
+    if ((bad = zl_text_name_problem (a, spec->idempotency_key, MAX_KEY, true)))
+        return zl_arena_printf (a, "field 'idempotency_key' %s", bad);
+    if (spec->n_headers > MAX_HEADERS)
+        return zl_arena_printf (a, "%zu headers: at most %d", spec->n_headers, MAX_HEADERS);
+    for (size_t i = 0; i < spec->n_headers; i++) {
+        if ((bad = zl_text_name_problem (a, spec->headers[i].key, MAX_NAME, false)))
+            return zl_arena_printf (a, "field 'headers[%zu].key' %s", i, bad);
+        if (strlen (spec->headers[i].value) > MAX_HEADER_VALUE)
+            return zl_arena_printf (a, "field 'headers[%zu].value' is longer than %d bytes", i,
+                                    MAX_HEADER_VALUE);
+    }
+    if (spec->max_attempts > UINT16_MAX)
+        return zl_arena_printf (a, "field 'max_attempts' is above %d", UINT16_MAX);
+    return NULL;
+}
+
 // Validate one job spec; returns its lane, or NULL after rejecting it.
 static zl_lane_t *
 s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
 {
-    if (!spec->tenant[0]) {
-        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID, "tenant is empty", 0);
-        return NULL;
-    }
-    if (!spec->lane[0]) {
-        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID, "lane is empty", 0);
-        return NULL;
-    }
-    if (strlen (spec->tenant) > MAX_NAME || strlen (spec->lane) > MAX_NAME) {
-        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID,
-                      "tenant or lane longer than 128 bytes", 0);
-        return NULL;
-    }
-    if (strlen (spec->idempotency_key) > MAX_KEY) {
-        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID,
-                      "idempotency key longer than 256 bytes", 0);
+    const char *bad = s_spec_problem (self, spec);
+    if (bad) {
+        s_refuse_job (self, p, spec, ZL_CTR_INVALID, ZL_REJECT_INVALID, bad, 0);
         return NULL;
     }
     if (spec->payload.len > self->cfg->max_payload) {
         s_refuse_job (self, p, spec, ZL_CTR_PAYLOAD_TOO_LARGE, ZL_REJECT_PAYLOAD_TOO_LARGE,
-                      zl_arena_printf (self->turn, "payload of %zu bytes exceeds the limit of %" PRIu64 " bytes",
-                             spec->payload.len, self->cfg->max_payload),
+                      zl_arena_printf (
+                          self->turn, "payload of %zu bytes exceeds the limit of %" PRIu64 " bytes",
+                          spec->payload.len, self->cfg->max_payload),
                       0);
         return NULL;
     }
@@ -275,8 +400,8 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
     }
     if (!lane) {
         s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE,
-                      zl_arena_printf (self->turn, "lane '%.128s' is not declared (declared: %s)", spec->lane,
-                             s_lane_list (self)),
+                      zl_arena_printf (self->turn, "lane '%s' is not declared (declared: %s)",
+                                       spec->lane, s_lane_list (self)),
                       0);
         return NULL;
     }
@@ -297,8 +422,8 @@ s_duplicate_of (zl_broker_t *self, const zl_job_spec_t *spec, zl_now_t now)
     if (!spec->idempotency_key[0] ||
         zl_store_get_idem (self->store, spec->tenant, spec->idempotency_key, &rec) != ZL_STORE_OK)
         return 0;
-    if (now.wall_ms - rec.seen_at_ms >= (int64_t) self->cfg->dedup_window_ms)
-        return 0;  // expired: the key may be used again
+    if (now.wall_ms - rec.seen_at_ms >= (int64_t)self->cfg->dedup_window_ms)
+        return 0; // expired: the key may be used again
     return rec.job_id;
 }
 
@@ -315,23 +440,20 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
     if (!s_role (ctx, "producer", "submit jobs"))
         return;
     zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, false);
-    if (!p) {  // implicit Hello
-        p = zl_producers_get (self->producers, ctx->peer, true);
-        size_t n;
-        zl_producers_all (self->producers, &n);
-        uint64_t depth = s_total_depth (self);
-        s_regrant (self, p, depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0, n);
-        if (p->limit < sub->n)
-            p->limit = sub->n;  // an implicit hello's first batch is taken whole
-        p->sent_limit = UINT64_MAX;
+    if (!p) { // never said Hello, or forgotten after producer_idle
+        s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
+                  "Submit before Hello: send Hello first (a connection's credit comes with its "
+                  "Hello); none of the %zu job spec(s) was accepted",
+                  sub->n);
+        return;
     }
     p->last_seen_ms = ctx->now.mono_ms;
 
     size_t bytes = 0;
     for (size_t i = 0; i < sub->n; i++)
         bytes += sub->jobs[i].payload.len + 256;
-    bool room = zl_store_has_room (self->store, bytes) &&
-                zl_store_sub_begin (self->store) == ZL_STORE_OK;
+    bool room =
+        zl_store_has_room (self->store, bytes) && zl_store_sub_begin (self->store) == ZL_STORE_OK;
     staged_t *staged = zl_arena_alloc (self->turn, (sub->n ? sub->n : 1) * sizeof (staged_t));
     size_t n_staged = 0;
     bool failed = false;
@@ -350,8 +472,9 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
             continue;
         if (!s_bound (ctx, "tenants", spec->tenant)) {
             s_refuse_job (self, p, spec, ZL_CTR_UNAUTHORIZED, ZL_REJECT_UNAUTHORIZED,
-                          zl_arena_printf (self->turn, "this key may not submit for tenant '%.128s'",
-                                 spec->tenant),
+                          zl_arena_printf (self->turn,
+                                           "this key may not submit for tenant '%.128s'",
+                                           spec->tenant),
                           0);
             continue;
         }
@@ -381,15 +504,15 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         }
         uint64_t id = zl_jobs_take_id (self->jobs);
         if (zl_jobs_stage (self->jobs, id, spec, &lane->cfg, ctx->now) != ZL_STORE_OK) {
-            failed = true;  // this one and the staged ones are refused below
+            failed = true; // this one and the staged ones are refused below
             s_refuse_job (self, p, spec, ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
                           "the broker's store is full", STORE_FULL_RETRY_MS);
             continue;
         }
-        lane->depth++;  // reserved while staging, so the bounds hold exactly
+        lane->depth++; // reserved while staging, so the bounds hold exactly
         tenant->depth++;
         depth++;
-        staged[n_staged++] = (staged_t) {spec, id, zl_sched_flow (self->sched, lane, tenant)};
+        staged[n_staged++] = (staged_t){spec, id, zl_sched_flow (self->sched, lane, tenant)};
     }
     for (size_t i = 0; i < n_staged; i++) {
         staged[i].flow->lane->depth--;
@@ -442,6 +565,11 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     const zl_ready_t *r = &msg->u.ready;
     if (!s_role (ctx, "worker", "take jobs"))
         return;
+    const char *bad = zl_text_name_problem (self->turn, r->name, MAX_NAME, true);
+    if (bad) {
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Ready: field 'name' %s", bad);
+        return;
+    }
     // capacity 0 is a worker draining before it stops: it keeps what it
     // holds and gets nothing new
     if (r->n_lanes == 0) {
@@ -450,17 +578,25 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     }
     zl_lane_t **lanes = zl_arena_alloc (self->turn, r->n_lanes * sizeof (zl_lane_t *));
     uint32_t n = 0;
+    refusals_t ref;
+    s_refusals_init (&ref, ctx, "Ready lane", r->n_lanes, false);
+    bool undeclared = false;
     for (size_t i = 0; i < r->n_lanes; i++) {
+        if ((bad = zl_text_name_problem (self->turn, r->lanes[i], MAX_NAME, false))) {
+            s_refuse_item (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "field 'lanes[%zu]' %s", i,
+                           bad);
+            continue;
+        }
         if (!s_bound (ctx, "lanes", r->lanes[i])) {
-            s_reject (ctx, ZL_CTR_UNAUTHORIZED, ZL_ERR_UNAUTHORIZED, 0, 0,
-                      "this key may not take jobs from lane '%.128s'", r->lanes[i]);
+            s_refuse_item (&ref, ZL_CTR_UNAUTHORIZED, ZL_ERR_UNAUTHORIZED, 0, 0,
+                           "this key may not take jobs from lane '%s'", r->lanes[i]);
             continue;
         }
         zl_lane_t *lane = zl_lanes_lookup (self->lanes, r->lanes[i]);
         if (!lane) {
-            s_reject (ctx, ZL_CTR_UNKNOWN_LANE, ZL_ERR_UNKNOWN_LANE, 0, 0,
-                      "lane '%.128s' is not declared (declared: %s)", r->lanes[i],
-                      s_lane_list (self));
+            undeclared = true;
+            s_refuse_item (&ref, ZL_CTR_UNKNOWN_LANE, ZL_ERR_UNKNOWN_LANE, 0, 0,
+                           "lane '%s' is not declared", r->lanes[i]);
             continue;
         }
         bool seen = false;
@@ -469,39 +605,59 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
         if (!seen)
             lanes[n++] = lane;
     }
+    s_refusals_send (&ref, undeclared
+                               ? zl_arena_printf (self->turn, "(declared: %s)", s_lane_list (self))
+                               : NULL);
     if (n == 0)
         return;
-    zl_bworker_t *w = zl_workers_add (self->workers, ctx->peer,
-                                     zl_arena_strndup (self->turn, r->name,
-                                                       strnlen (r->name, MAX_NAME)),
-                                     lanes, n, r->capacity, ctx->now.mono_ms);
+    const char *key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL;
+    zl_bworker_t *w = zl_workers_add (self->workers, ctx->peer, r->name, r->instance, key, lanes, n,
+                                      r->capacity, ctx->now.mono_ms);
     self->counters[ZL_CTR_WORKERS_READY]++;
     zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
              w->capacity ? "ready" : "draining", n, w->capacity);
+    // the same worker process on a new connection: its leases follow it
+    zl_bworker_t *old = zl_workers_find_instance (self->workers, r->instance, key, w);
+    if (old) {
+        uint32_t moved = old->in_flight;
+        zl_worker_adopt (w, old);
+        zl_workers_remove (self->workers, old);
+        self->counters[ZL_CTR_WORKERS_RECONNECTED]++;
+        zl_info ("broker", "worker %s reconnected: its %u lease(s) move to the new connection",
+                 w->name, moved);
+    }
 }
 
 static void
 s_on_heartbeat (ctx_t *ctx, const zl_msg_t *msg)
 {
-    (void) msg;
+    (void)msg;
     s_worker (ctx);
 }
 
+// Count and record one refused settlement or extension.
 static void
-s_settle_error (ctx_t *ctx, zl_settle_rc_t rc, const char *what, uint64_t job_id, uint64_t lease)
+s_settle_refused (refusals_t *r, zl_settle_rc_t rc, uint64_t job_id, uint64_t lease)
 {
     switch (rc) {
     case ZL_SETTLE_UNKNOWN_JOB:
-        s_reject (ctx, ZL_CTR_UNKNOWN_JOB, ZL_ERR_UNKNOWN_JOB, job_id, lease,
-                  "%s for unknown job %" PRIu64, what, job_id);
+        s_refuse_item (r, ZL_CTR_UNKNOWN_JOB, ZL_ERR_UNKNOWN_JOB, job_id, lease,
+                       "%s for unknown job %" PRIu64, r->what, job_id);
+        break;
+    case ZL_SETTLE_NOT_HOLDER:
+        s_refuse_item (r, ZL_CTR_NOT_HOLDER, ZL_ERR_NOT_HOLDER, job_id, lease,
+                       "%s for job %" PRIu64 ": its lease was granted to another worker", r->what,
+                       job_id);
         break;
     case ZL_SETTLE_MAX_RUN:
-        s_reject (ctx, ZL_CTR_MAX_RUN, ZL_ERR_MAX_RUN, job_id, lease,
-                  "%s refused: job %" PRIu64 " reached its max run time", what, job_id);
+        s_refuse_item (r, ZL_CTR_MAX_RUN, ZL_ERR_MAX_RUN, job_id, lease,
+                       "%s for job %" PRIu64 ": the lease now ends at the job's max run time and "
+                       "cannot be extended past it",
+                       r->what, job_id);
         break;
     default:
-        s_reject (ctx, ZL_CTR_STALE_LEASE, ZL_ERR_STALE_LEASE, job_id, lease,
-                  "%s for job %" PRIu64 " with stale lease %" PRIu64, what, job_id, lease);
+        s_refuse_item (r, ZL_CTR_STALE_LEASE, ZL_ERR_STALE_LEASE, job_id, lease,
+                       "%s for job %" PRIu64 " with stale lease %" PRIu64, r->what, job_id, lease);
         break;
     }
 }
@@ -512,6 +668,8 @@ s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
     zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
+    refusals_t ref;
+    s_refusals_init (&ref, ctx, "ack", msg->u.ack.n, true);
     for (size_t i = 0; i < msg->u.ack.n; i++) {
         const zl_ack_item_t *it = &msg->u.ack.items[i];
         zl_settle_rc_t rc = zl_jobs_ack (ctx->self->jobs, w, it, ctx->now);
@@ -519,8 +677,9 @@ s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
             ctx->self->counters[ZL_CTR_ACKED]++;
             zl_worker_queue_settled (w, it->job_id, it->lease);
         } else
-            s_settle_error (ctx, rc, "ack", it->job_id, it->lease);
+            s_settle_refused (&ref, rc, it->job_id, it->lease);
     }
+    s_refusals_send (&ref, NULL);
 }
 
 static void
@@ -529,15 +688,25 @@ s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
     zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
+    refusals_t ref;
+    s_refusals_init (&ref, ctx, "nack", msg->u.nack.n, true);
     for (size_t i = 0; i < msg->u.nack.n; i++) {
         const zl_nack_item_t *it = &msg->u.nack.items[i];
+        if ((unsigned)it->cls > ZL_FAIL_PERMANENT) {
+            s_refuse_item (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, it->job_id, it->lease,
+                           "nack for job %" PRIu64 ": unknown failure class %u (TRANSIENT 1, "
+                           "THROTTLED 2, PERMANENT 3)",
+                           it->job_id, (unsigned)it->cls);
+            continue;
+        }
         zl_settle_rc_t rc = zl_jobs_nack (ctx->self->jobs, w, it, ctx->now);
         if (rc == ZL_SETTLE_OK) {
             ctx->self->counters[ZL_CTR_NACKED]++;
             zl_worker_queue_settled (w, it->job_id, it->lease);
         } else
-            s_settle_error (ctx, rc, "nack", it->job_id, it->lease);
+            s_settle_refused (&ref, rc, it->job_id, it->lease);
     }
+    s_refusals_send (&ref, NULL);
 }
 
 static void
@@ -546,14 +715,23 @@ s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
     zl_bworker_t *w = s_worker (ctx);
     if (!w)
         return;
+    refusals_t ref;
+    s_refusals_init (&ref, ctx, "extend", msg->u.extend.n, true);
     for (size_t i = 0; i < msg->u.extend.n; i++) {
         const zl_extend_item_t *it = &msg->u.extend.items[i];
+        if (it->lease_ms == 0) {
+            s_refuse_item (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, it->job_id, it->lease,
+                           "extend for job %" PRIu64 ": field 'lease_ms' must be above 0",
+                           it->job_id);
+            continue;
+        }
         zl_settle_rc_t rc = zl_jobs_extend (ctx->self->jobs, w, it, ctx->now);
-        if (rc == ZL_SETTLE_OK)
+        if (rc == ZL_SETTLE_OK || rc == ZL_SETTLE_MAX_RUN)
             ctx->self->counters[ZL_CTR_EXTENDED]++;
-        else
-            s_settle_error (ctx, rc, "extend", it->job_id, it->lease);
+        if (rc != ZL_SETTLE_OK)
+            s_settle_refused (&ref, rc, it->job_id, it->lease);
     }
+    s_refusals_send (&ref, NULL);
 }
 
 // ---------------------------------------------------------------- admin
@@ -595,12 +773,17 @@ s_handle_frame (zl_broker_t *self, sock_kind_t sock, const zl_peer_t *peer, zcer
                   ZL_PROTOCOL_VERSION);
         return;
     }
-    handler_fn *fn = rc == ZL_DECODE_OK ? s_handlers[sock][msg.kind] : NULL;
+    bool decoded = rc == ZL_DECODE_OK || rc == ZL_DECODE_BAD_TEXT;
+    handler_fn *fn = decoded ? s_handlers[sock][msg.kind] : NULL;
     if (!fn) {
         s_reject (&ctx, ZL_CTR_UNKNOWN_KIND, ZL_ERR_UNKNOWN_KIND, 0, 0,
                   "message kind '%s' is not valid on the %s socket",
-                  rc == ZL_DECODE_OK ? zl_msg_kind_name (msg.kind) : "unknown",
-                  s_sock_names[sock]);
+                  decoded ? zl_msg_kind_name (msg.kind) : "unknown", s_sock_names[sock]);
+        return;
+    }
+    if (rc == ZL_DECODE_BAD_TEXT) { // before anything is done or stored
+        s_reject (&ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "%s: %s", zl_msg_kind_name (msg.kind),
+                  zl_codec_error (self->codec));
         return;
     }
     zl_trace ("broker", "%s <- %s", s_sock_names[sock], zl_msg_kind_name (msg.kind));
@@ -623,19 +806,19 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
         n++;
         zl_peer_t peer;
         size_t idlen = zmq_msg_size (&id);
-        peer.len = (uint8_t) (idlen > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : idlen);
+        peer.len = (uint8_t)(idlen > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : idlen);
         memcpy (peer.data, zmq_msg_data (&id), peer.len);
         bool more = zmq_msg_more (&id);
         zmq_msg_close (&id);
         if (!more)
-            continue;  // a ROUTER always delivers id + body; nothing to answer
+            continue; // a ROUTER always delivers id + body; nothing to answer
         zmq_msg_init (&body);
         if (zmq_msg_recv (&body, s, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close (&body);
             continue;
         }
         bool extra = zmq_msg_more (&body);
-        while (zmq_msg_more (&body)) {  // discard the rest of a multi-frame message
+        while (zmq_msg_more (&body)) { // discard the rest of a multi-frame message
             zmq_msg_t rest;
             zmq_msg_init (&rest);
             int rc = zmq_msg_recv (&rest, s, ZMQ_DONTWAIT);
@@ -670,7 +853,7 @@ s_worker_gone (zl_broker_t *self, zl_bworker_t *w, const char *why, zl_now_t now
 static void
 s_liveness (zl_broker_t *self, zl_now_t now)
 {
-    int64_t limit = (int64_t) (self->cfg->heartbeat_ms * self->cfg->liveness);
+    int64_t limit = (int64_t)(self->cfg->heartbeat_ms * self->cfg->liveness);
     size_t n;
     zl_bworker_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n;) {
@@ -679,7 +862,7 @@ s_liveness (zl_broker_t *self, zl_now_t now)
             char why[96];
             snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
                       now.mono_ms - w->last_seen_ms, limit);
-            s_worker_gone (self, w, why, now);  // swaps the last worker into slot i
+            s_worker_gone (self, w, why, now); // swaps the last worker into slot i
             all = zl_workers_all (self->workers, &n);
         } else
             i++;
@@ -705,7 +888,7 @@ s_dlq_alert (zl_broker_t *self, zl_now_t now)
         return;
     zl_msg_t ev = {.kind = ZL_MSG_DLQ_ALERT};
     ev.u.dlq_alert.depth = zl_dlq_depth (dlq);
-    ev.u.dlq_alert.oldest_age_ms = (uint64_t) (now.wall_ms - oldest->dead_at_ms);
+    ev.u.dlq_alert.oldest_age_ms = (uint64_t)(now.wall_ms - oldest->dead_at_ms);
     if (zl_wire_publish (self->events, "alert.dlq", self->codec, &ev) == 0)
         self->counters[ZL_CTR_EVENTS_PUBLISHED]++;
 }
@@ -725,18 +908,30 @@ s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
 }
 
 // A producer that has sent nothing for `producer_idle` is forgotten: its
-// credit goes back to the others. If it comes back, its next Submit is an
-// implicit Hello.
+// credit goes back to the others. It is told so (Error NOT_READY): one that
+// still lives, waiting for credit perhaps, sends Hello again and gets its
+// share. A Submit from it before that gets NOT_READY too.
 static void
 s_forget_producers (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
     zl_producer_t **all = zl_producers_all (self->producers, &n);
     for (size_t i = 0; i < n;) {
-        if (now.mono_ms - all[i]->last_seen_ms > (int64_t) self->cfg->producer_idle_ms &&
-            !all[i]->n_acc &&
-            !all[i]->n_rej) {
-            zl_producers_remove (self->producers, all[i]);  // swaps the last into slot i
+        if (now.mono_ms - all[i]->last_seen_ms > (int64_t)self->cfg->producer_idle_ms &&
+            !all[i]->n_acc && !all[i]->n_rej) {
+            ctx_t ctx = {self, SOCK_FRONTEND, &all[i]->peer, now, NULL};
+            zl_msg_t m = {.kind = ZL_MSG_ERROR};
+            m.u.error = (zl_error_t){ZL_ERR_NOT_READY,
+                                     "forgotten after producer_idle without a message: send "
+                                     "Hello again for credit",
+                                     0,
+                                     0,
+                                     0,
+                                     NULL};
+            s_send (&ctx, &m);
+            zl_debug ("broker", "producer %s forgotten after %" PRIu64 " ms idle",
+                      all[i]->name ? all[i]->name : all[i]->key, self->cfg->producer_idle_ms);
+            zl_producers_remove (self->producers, all[i]); // swaps the last into slot i
             all = zl_producers_all (self->producers, &n);
         } else
             i++;
@@ -749,7 +944,7 @@ s_forget_producers (zl_broker_t *self, zl_now_t now)
 static void
 s_expire_dead (zl_broker_t *self, zl_now_t now)
 {
-    int64_t keep = (int64_t) self->cfg->dlq_retention_ms;
+    int64_t keep = (int64_t)self->cfg->dlq_retention_ms;
     if (!keep)
         return;
     zl_dlq_t *dlq = zl_jobs_dlq (self->jobs);
@@ -761,8 +956,9 @@ s_expire_dead (zl_broker_t *self, zl_now_t now)
     }
     if (n) {
         self->counters[ZL_CTR_DLQ_EXPIRED] += n;
-        zl_info ("broker", "purged %" PRIu64 " dead letter(s) older than dlq_retention (%" PRId64
-                 " ms)", n, keep);
+        zl_info ("broker",
+                 "purged %" PRIu64 " dead letter(s) older than dlq_retention (%" PRId64 " ms)", n,
+                 keep);
     }
 }
 
@@ -773,16 +969,15 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     if (now.mono_ms >= self->next_heartbeat_ms) {
         s_liveness (self, now);
         s_heartbeat (self, now);
-        self->next_heartbeat_ms = now.mono_ms + (int64_t) self->cfg->heartbeat_ms;
+        self->next_heartbeat_ms = now.mono_ms + (int64_t)self->cfg->heartbeat_ms;
     }
     if (now.mono_ms >= self->next_alert_ms) {
         s_dlq_alert (self, now);
-        self->next_alert_ms = now.mono_ms + (int64_t) self->cfg->dlq_alert_ms;
+        self->next_alert_ms = now.mono_ms + (int64_t)self->cfg->dlq_alert_ms;
     }
-    if (now.mono_ms >= self->next_prune_ms) {  // inside the turn's store batch
+    if (now.mono_ms >= self->next_prune_ms) { // inside the turn's store batch
         s_forget_producers (self, now);
-        zl_store_prune_idem (self->store, now.wall_ms - (int64_t) self->cfg->dedup_window_ms,
-                             10000);
+        zl_store_prune_idem (self->store, now.wall_ms - (int64_t)self->cfg->dedup_window_ms, 10000);
         s_expire_dead (self, now);
         self->next_prune_ms = now.mono_ms + 1000;
     }
@@ -842,8 +1037,9 @@ s_commit (zl_broker_t *self)
     }
     zl_store_rc_t rc = zl_store_commit (self->store);
     if (rc != ZL_STORE_OK) {
-        zl_error ("broker", "store commit failed (%s): stopping without replying; a restart "
-                            "recovers the last committed state",
+        zl_error ("broker",
+                  "store commit failed (%s): stopping without replying; a restart "
+                  "recovers the last committed state",
                   rc == ZL_STORE_FULL ? "store full" : "I/O error");
         return -1;
     }
@@ -863,13 +1059,13 @@ s_flush_producers (zl_broker_t *self)
         ctx_t ctx = {self, SOCK_FRONTEND, &p->peer, {0}};
         if (p->n_acc) {
             zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
-            m.u.accepted = (zl_accepted_t) {p->n_acc, p->acc};
+            m.u.accepted = (zl_accepted_t){p->n_acc, p->acc};
             s_send (&ctx, &m);
             p->n_acc = 0;
         }
         if (p->n_rej) {
             zl_msg_t m = {.kind = ZL_MSG_REJECTED};
-            m.u.rejected = (zl_rejected_t) {p->n_rej, p->rej};
+            m.u.rejected = (zl_rejected_t){p->n_rej, p->rej};
             s_send (&ctx, &m);
             p->n_rej = 0;
         }
@@ -887,7 +1083,7 @@ static int
 s_send_dispatch (zl_broker_t *self, zl_bworker_t *w, zl_job_msg_t *msgs, size_t n)
 {
     zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
-    m.u.dispatch = (zl_dispatch_t) {n, msgs};
+    m.u.dispatch = (zl_dispatch_t){n, msgs};
     return zl_wire_send_to (self->socks[SOCK_BACKEND], &w->peer, self->codec, &m);
 }
 
@@ -905,19 +1101,19 @@ s_job_msg (zl_broker_t *self, zl_job_t *job, zl_job_msg_t *out)
         snprintf (k, 32, "job-%" PRIu64, job->id);
         key = k;
     }
-    *out = (zl_job_msg_t) {.job_id = job->id,
-                           .lease = job->lease->token,
-                           .attempt = job->attempt,
-                           .tenant = job->flow->tenant->name,
-                           .lane = job->flow->lane->name,
-                           .payload = rec.payload,
-                           .n_headers = rec.n_headers,
-                           .headers = rec.headers,
-                           .idempotency_key = key,
-                           .lease_ms = job->lease_ms,
-                           .max_run_ms = job->max_run_ms,
-                           .max_attempts = job->max_attempts,
-                           .enqueued_at_ms = (uint64_t) rec.enqueued_at_ms};
+    *out = (zl_job_msg_t){.job_id = job->id,
+                          .lease = job->lease->token,
+                          .attempt = job->attempt,
+                          .tenant = job->flow->tenant->name,
+                          .lane = job->flow->lane->name,
+                          .payload = rec.payload,
+                          .n_headers = rec.n_headers,
+                          .headers = rec.headers,
+                          .idempotency_key = key,
+                          .lease_ms = job->lease_ms,
+                          .max_run_ms = job->max_run_ms,
+                          .max_attempts = job->max_attempts,
+                          .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms};
     return 0;
 }
 
@@ -933,7 +1129,7 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
         bool ok = true;
         if (w->n_settled) {
             zl_msg_t m = {.kind = ZL_MSG_SETTLED};
-            m.u.settled = (zl_settled_t) {w->n_settled, w->out_settled};
+            m.u.settled = (zl_settled_t){w->n_settled, w->out_settled};
             ok = zl_wire_send_to (self->socks[SOCK_BACKEND], &w->peer, self->codec, &m) == 0;
             w->n_settled = 0;
         }
@@ -945,8 +1141,8 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
                 bytes += msgs[k].payload.len;
                 k++;
             }
-            if (k && (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES ||
-                      i + 1 == w->n_out)) {
+            if (k &&
+                (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == w->n_out)) {
                 ok = s_send_dispatch (self, w, msgs, k) == 0;
                 k = 0;
                 bytes = 0;
@@ -954,7 +1150,7 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
             }
         }
         w->n_out = 0;
-        if (!ok) {  // ROUTER_MANDATORY: the worker's connection is gone
+        if (!ok) { // ROUTER_MANDATORY: the worker's connection is gone
             self->counters[ZL_CTR_UNREACHABLE]++;
             gone[n_gone++] = w;
         }
@@ -970,7 +1166,6 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
         s_worker_gone (self, gone[i], "unreachable", now);
 }
 
-
 static void
 s_publish_dead (zl_broker_t *self)
 {
@@ -981,8 +1176,8 @@ s_publish_dead (zl_broker_t *self)
         if (!job || job->state != ZL_JOB_DEAD ||
             zl_jobs_dead_letter (self->jobs, job, true, self->frame, &ev.u.dead_letter) != 0)
             continue;
-        const char *topic =
-            zl_arena_printf (self->turn, "dlq.%s.%s", job->flow->lane->name, job->flow->tenant->name);
+        const char *topic = zl_arena_printf (self->turn, "dlq.%s.%s", job->flow->lane->name,
+                                             job->flow->tenant->name);
         if (zl_wire_publish (self->events, topic, self->codec, &ev) == 0)
             self->counters[ZL_CTR_EVENTS_PUBLISHED]++;
     }
@@ -1020,7 +1215,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
         s_handle_frame (self, fed->sock, &fed->peer, NULL, fed->data, fed->size, false, now);
     for (int i = 0; items && i < SOCK_COUNT; i++)
         if (items[i].revents & ZMQ_POLLIN)
-            s_drain (self, (sock_kind_t) i, now);
+            s_drain (self, (sock_kind_t)i, now);
     if (self->http && items && (items[SOCK_COUNT].revents & ZMQ_POLLIN))
         s_serve_metrics (self, now);
 
@@ -1070,10 +1265,10 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
         timeout = max_wait_ms;
     zmq_pollitem_t items[SOCK_COUNT + 1];
     for (int i = 0; i < SOCK_COUNT; i++)
-        items[i] = (zmq_pollitem_t) {self->socks[i], 0, ZMQ_POLLIN, 0};
+        items[i] = (zmq_pollitem_t){self->socks[i], 0, ZMQ_POLLIN, 0};
     int n_items = SOCK_COUNT;
     if (self->http)
-        items[n_items++] = (zmq_pollitem_t) {zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
+        items[n_items++] = (zmq_pollitem_t){zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
     if (zmq_poll (items, n_items, timeout) < 0 && errno == EINTR)
         return -1;
     // 2-6.
@@ -1087,10 +1282,10 @@ zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t p
     fed_t fed = {.sock = SOCK_COUNT, .data = data, .size = size};
     for (int i = 0; i < SOCK_COUNT; i++)
         if (!strcmp (which, s_sock_names[i]))
-            fed.sock = (sock_kind_t) i;
+            fed.sock = (sock_kind_t)i;
     if (fed.sock == SOCK_COUNT || self->failed)
         return -1;
-    fed.peer.len = (uint8_t) (peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
+    fed.peer.len = (uint8_t)(peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
     memcpy (fed.peer.data, peer, fed.peer.len);
     return s_turn (self, NULL, &fed);
 }
@@ -1109,14 +1304,14 @@ s_stats_sources (zl_broker_t *self, zl_stats_sources_t *src)
 {
     size_t np;
     zl_producers_all (self->producers, &np);
-    *src = (zl_stats_sources_t) {.lanes = self->lanes,
-                                 .sched = self->sched,
-                                 .jobs = self->jobs,
-                                 .store = self->store,
-                                 .counters = self->counters,
-                                 .started_ms = self->started_ms,
-                                 .workers = zl_workers_count (self->workers),
-                                 .producers = np};
+    *src = (zl_stats_sources_t){.lanes = self->lanes,
+                                .sched = self->sched,
+                                .jobs = self->jobs,
+                                .store = self->store,
+                                .counters = self->counters,
+                                .started_ms = self->started_ms,
+                                .workers = zl_workers_count (self->workers),
+                                .producers = np};
 }
 
 static void
@@ -1180,11 +1375,11 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
                           .stats = &src};
     zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
     if (zl_admin_apply (&env, req, ctx->now, &out.u.admin_reply) != 0) {
-        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "admin request without an operation");
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "%s", out.u.admin_reply.error);
         return;
     }
     if (!changes) {
-        s_send (ctx, &out);  // it describes memory: see the README's design notes
+        s_send (ctx, &out); // it describes memory: see the README's design notes
         return;
     }
     // "redrove N", "paused": only once the change is on disk
@@ -1192,7 +1387,7 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
         self->cap_later = self->cap_later ? self->cap_later * 2 : 8;
         self->later = zl_realloc (self->later, self->cap_later * sizeof *self->later);
     }
-    self->later[self->n_later++] = (admin_later_t) {*ctx->peer, out};
+    self->later[self->n_later++] = (admin_later_t){*ctx->peer, out};
 }
 
 // Send the admin replies the commit made true.
@@ -1228,7 +1423,7 @@ s_router (const zl_broker_config_t *cfg)
     int one = 1, hwm = 100000, linger = 0;
     // a frame larger than this drops the sender's connection: it bounds what
     // one peer can make the broker buffer and decode
-    int64_t max_msg = (int64_t) cfg->max_payload * 2 + (16 << 20);
+    int64_t max_msg = (int64_t)cfg->max_payload * 2 + (16 << 20);
     zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
     zmq_setsockopt (s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
@@ -1271,8 +1466,9 @@ s_start_metrics (zl_broker_t *self, char *err, size_t errlen)
     if (!self->http)
         return -1;
     if (!zl_security_local_endpoint (ep))
-        zl_warn ("broker", "metrics on %s: plain HTTP without authentication, reachable from "
-                           "other hosts (it names lanes and tenants)",
+        zl_warn ("broker",
+                 "metrics on %s: plain HTTP without authentication, reachable from "
+                 "other hosts (it names lanes and tenants)",
                  zl_http_endpoint (self->http));
     return 0;
 }
@@ -1292,8 +1488,10 @@ s_recover_job (void *arg, uint64_t id, const zl_job_rec_t *rec, const zl_state_r
     zl_lane_t *lane = zl_lanes_lookup (self->lanes, rec->lane);
     if (!lane) {
         // a lane no longer declared still owns stored jobs: keep them
-        zl_warn ("broker", "job %" PRIu64 " is in lane '%s', which is no longer declared: "
-                 "keeping the lane with default settings", id, rec->lane);
+        zl_warn ("broker",
+                 "job %" PRIu64 " is in lane '%s', which is no longer declared: "
+                 "keeping the lane with default settings",
+                 id, rec->lane);
         lane = zl_lanes_add (self->lanes, rec->lane);
     }
     zl_tenant_t *tenant = zl_lanes_tenant (self->lanes, rec->tenant);
@@ -1326,10 +1524,11 @@ s_recover (zl_broker_t *self, char *err, size_t errlen)
         delayed += flows[i]->delayed;
         dead += flows[i]->dlq;
     }
-    zl_info ("broker", "recovered %" PRIu64 " job(s) from %s in %.3f s: %" PRIu64 " ready, %" PRIu64
+    zl_info ("broker",
+             "recovered %" PRIu64 " job(s) from %s in %.3f s: %" PRIu64 " ready, %" PRIu64
              " delayed, %" PRIu64 " dead-lettered; next id %" PRIu64,
-             rc.jobs, self->cfg->data_dir, (double) (zl_clock_mono_us () - t0) / 1e6, ready,
-             delayed, dead, zl_jobs_next_id (self->jobs));
+             rc.jobs, self->cfg->data_dir, (double)(zl_clock_mono_us () - t0) / 1e6, ready, delayed,
+             dead, zl_jobs_next_id (self->jobs));
     return 0;
 }
 
@@ -1387,8 +1586,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     zl_now_t now = zl_now ();
     self->started_ms = now.mono_ms;
-    self->next_heartbeat_ms = now.mono_ms + (int64_t) cfg->heartbeat_ms;
-    self->next_alert_ms = now.mono_ms + (int64_t) cfg->dlq_alert_ms;
+    self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
+    self->next_alert_ms = now.mono_ms + (int64_t)cfg->dlq_alert_ms;
     self->next_prune_ms = now.mono_ms + 1000;
     zl_info ("broker", "listening: frontend %s, backend %s, events %s, admin %s; %u lane(s)%s",
              self->endpoints[0], self->endpoints[1], self->endpoints[2], self->endpoints[3],

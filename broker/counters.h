@@ -19,6 +19,7 @@
     X (STALE_LEASE, "err_stale_lease") \
     X (NOT_READY, "err_not_ready") \
     X (MAX_RUN, "err_max_run") \
+    X (NOT_HOLDER, "err_not_holder") \
     X (UNREACHABLE, "err_peer_unreachable") \
     X (UNAUTHORIZED, "err_unauthorized") \
     X (AUTH_FAILED, "err_auth_failed") \
@@ -35,6 +36,7 @@
     X (DLQ_EXPIRED, "dlq_expired") \
     X (DEAD_WORKERS, "workers_dead") \
     X (WORKERS_READY, "workers_ready") \
+    X (WORKERS_RECONNECTED, "workers_reconnected") \
     X (ADMIN_REQUESTS, "admin_requests") \
     X (ADMIN_REFUSED, "err_admin_refused") \
     X (EVENTS_PUBLISHED, "events_published") \

@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "hist.h"
 #include "log.h"
+#include "text.h"
 #include "u64map.h"
 #include "zl_alloc.h"
 
@@ -12,7 +13,7 @@
 
 #define NO_SLOT UINT32_MAX
 #define MAX_ERROR_TEXT 1024
-#define POOL_CHUNK 4096  // jobs allocated at a time
+#define POOL_CHUNK 4096 // jobs allocated at a time
 
 typedef struct pool_chunk {
     struct pool_chunk *next;
@@ -20,13 +21,13 @@ typedef struct pool_chunk {
 } pool_chunk_t;
 
 struct _zl_jobs_t {
-    zl_u64map_t *by_id;  // every live job (ready, delayed, leased, dead)
+    zl_u64map_t *by_id; // every live job (ready, delayed, leased, dead)
     zl_sched_t *sched;
     zl_timers_t *timers;
     zl_rng_t *rng;
     zl_store_t *store;
     zl_dlq_t *dlq;
-    zl_arena_t *scratch;  // state records read during a transition
+    zl_arena_t *scratch; // state records read during a transition
     uint64_t next_id;
     bool store_failed;
     zl_jobs_listener_fn *listener;
@@ -35,7 +36,7 @@ struct _zl_jobs_t {
     zl_hist_t lat_ack;    // submit -> ack
     pool_chunk_t *chunks; // job records come from here, no malloc per job
     zl_job_t *free_jobs;
-    zl_job_t **restored;  // recovery: ready and dead jobs to order
+    zl_job_t **restored; // recovery: ready and dead jobs to order
     size_t n_restored, cap_restored;
 };
 
@@ -184,7 +185,7 @@ s_check (zl_jobs_t *self, zl_store_rc_t rc, const char *what, uint64_t id)
     if (rc == ZL_STORE_OK)
         return;
     zl_error ("jobs", "job %llu: store write failed (%s): the turn cannot be committed",
-              (unsigned long long) id, what);
+              (unsigned long long)id, what);
     self->store_failed = true;
 }
 
@@ -206,7 +207,7 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
     }
     if (extra) {
         zl_attempt_t *h = zl_arena_alloc (self->scratch, (st.n_history + 1) * sizeof *h);
-        if (st.n_history)  // memcpy from NULL is undefined even for 0 bytes
+        if (st.n_history) // memcpy from NULL is undefined even for 0 bytes
             memcpy (h, st.history, st.n_history * sizeof *h);
         h[st.n_history++] = *extra;
         st.history = h;
@@ -228,8 +229,8 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
 static void
 s_depth (zl_job_t *job, int delta)
 {
-    job->flow->lane->depth += (uint64_t) (int64_t) delta;
-    job->flow->tenant->depth += (uint64_t) (int64_t) delta;
+    job->flow->lane->depth += (uint64_t)(int64_t)delta;
+    job->flow->tenant->depth += (uint64_t)(int64_t)delta;
 }
 
 // READY in memory; the caller writes the state record when it must.
@@ -238,7 +239,7 @@ s_make_ready (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
     job->state = ZL_JOB_READY;
     job->ready_ms = now.mono_ms;
-    job->seq = zl_jobs_take_id (self);  // one order for the scheduler and the store
+    job->seq = zl_jobs_take_id (self); // one order for the scheduler and the store
     zl_sched_push (self->sched, job);
 }
 
@@ -246,7 +247,7 @@ static void
 s_make_delayed (zl_jobs_t *self, zl_job_t *job, uint64_t delay_ms, zl_now_t now)
 {
     job->state = ZL_JOB_DELAYED;
-    job->due_ms = now.mono_ms + (int64_t) delay_ms;
+    job->due_ms = now.mono_ms + (int64_t)delay_ms;
     job->flow->delayed++;
     zl_timers_set (self->timers, job);
 }
@@ -278,14 +279,14 @@ s_bury (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
 {
     job->state = ZL_JOB_DEAD;
     job->dead_at_ms = now.wall_ms;
-    job->seq = zl_jobs_take_id (self);  // order of death
+    job->seq = zl_jobs_take_id (self); // order of death
     job->flow->dlq++;
     job->flow->dead_lettered++;
     s_depth (job, -1);
     zl_dlq_add (self->dlq, job);
     s_put_state (self, job, last, NULL, 0, 0);
     zl_info ("jobs", "job %llu dead-lettered after %u attempt(s), lane=%s tenant=%s: %s",
-             (unsigned long long) job->id, job->attempt, job->flow->lane->name,
+             (unsigned long long)job->id, job->attempt, job->flow->lane->name,
              job->flow->tenant->name, last ? last->error : "");
     s_tell (self, ZL_JOBS_EV_DEAD, job);
 }
@@ -301,14 +302,14 @@ s_fail (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *att, int64_t retry_m
     }
     if (retry_ms < 0) {
         const zl_lane_config_t *lc = &job->flow->lane->cfg;
-        retry_ms = (int64_t) zl_backoff_ms (lc->backoff_base_ms, lc->backoff_cap_ms, job->attempt,
-                                            lc->jitter, self->rng);
+        retry_ms = (int64_t)zl_backoff_ms (lc->backoff_base_ms, lc->backoff_cap_ms, job->attempt,
+                                           lc->jitter, self->rng);
     }
     if (retry_ms == 0) {
         s_make_ready (self, job, now);
         s_put_state (self, job, att, NULL, 0, 0);
     } else {
-        s_make_delayed (self, job, (uint64_t) retry_ms, now);
+        s_make_delayed (self, job, (uint64_t)retry_ms, now);
         s_put_state (self, job, att, NULL, 0, now.wall_ms + retry_ms);
     }
 }
@@ -320,21 +321,25 @@ s_attempt (zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
     zl_attempt_t a;
     a.attempt = job->attempt;
     a.worker = job->lease->worker ? job->lease->worker->name : "";
-    a.started_at_ms = (uint64_t) job->lease->started_at_ms;
-    a.ended_at_ms = (uint64_t) now.wall_ms;
+    a.started_at_ms = (uint64_t)job->lease->started_at_ms;
+    a.ended_at_ms = (uint64_t)now.wall_ms;
     a.outcome = outcome;
     a.error = error ? error : "";
     return a;
 }
 
+// The leased job (job_id, lease) if `worker` holds it.
 static zl_settle_rc_t
-s_lookup (zl_jobs_t *self, uint64_t job_id, uint64_t lease, zl_job_t **job_p)
+s_lookup (zl_jobs_t *self, const zl_bworker_t *worker, uint64_t job_id, uint64_t lease,
+          zl_job_t **job_p)
 {
     zl_job_t *job = zl_u64map_get (self->by_id, job_id);
     if (!job)
         return ZL_SETTLE_UNKNOWN_JOB;
     if (job->state != ZL_JOB_LEASED || job->lease->token != lease)
         return ZL_SETTLE_STALE_LEASE;
+    if (job->lease->worker != worker)
+        return ZL_SETTLE_NOT_HOLDER;
     *job_p = job;
     return ZL_SETTLE_OK;
 }
@@ -343,32 +348,33 @@ static uint64_t
 s_run_us (const zl_job_t *job, uint64_t reported, zl_now_t now)
 {
     // trust the worker's measure when it gives one, bounded by what we saw
-    uint64_t seen = (uint64_t) (now.mono_us - job->lease->started_us);
+    uint64_t seen = (uint64_t)(now.mono_us - job->lease->started_us);
     return reported && reported <= seen ? reported : seen;
 }
 
 static char *
 s_clip (zl_jobs_t *self, const char *error)
 {
-    size_t len = error ? strnlen (error, MAX_ERROR_TEXT) : 0;
+    // the head of the text, cut on a character boundary: it is sent on as text
+    size_t len = error ? zl_text_cut (error, strlen (error), MAX_ERROR_TEXT) : 0;
     return zl_arena_strndup (self->scratch, error ? error : "", len);
 }
 
 // ---------------------------------------------------------------- transitions
 zl_store_rc_t
-zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
-               const zl_lane_config_t *lc, zl_now_t now)
+zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl_lane_config_t *lc,
+               zl_now_t now)
 {
     zl_job_rec_t rec = {.tenant = spec->tenant,
-                        .lane = lc->name,  // the lane it landed in (maybe the default)
+                        .lane = lc->name, // the lane it landed in (maybe the default)
                         .payload = spec->payload,
                         .idempotency_key = spec->idempotency_key,
                         .n_headers = spec->n_headers,
                         .headers = spec->headers,
                         .max_attempts = spec->max_attempts ? spec->max_attempts : lc->max_attempts,
-                        .lease_ms = spec->lease_ms ? spec->lease_ms : (uint32_t) lc->lease_ms,
-                        .max_run_ms = spec->max_run_ms ? spec->max_run_ms
-                                                       : (uint32_t) lc->max_run_ms,
+                        .lease_ms = spec->lease_ms ? spec->lease_ms : (uint32_t)lc->lease_ms,
+                        .max_run_ms =
+                            spec->max_run_ms ? spec->max_run_ms : (uint32_t)lc->max_run_ms,
                         .enqueued_at_ms = now.wall_ms};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
@@ -387,9 +393,9 @@ s_settings (zl_job_t *job, const zl_lane_config_t *lc, uint32_t max_attempts, ui
             uint32_t max_run_ms)
 {
     uint32_t ma = max_attempts ? max_attempts : lc->max_attempts;
-    job->max_attempts = (uint16_t) (ma == 0 ? 1 : ma > UINT16_MAX ? UINT16_MAX : ma);
-    job->lease_ms = lease_ms ? lease_ms : (uint32_t) lc->lease_ms;
-    job->max_run_ms = max_run_ms ? max_run_ms : (uint32_t) lc->max_run_ms;
+    job->max_attempts = (uint16_t)(ma == 0 ? 1 : ma > UINT16_MAX ? UINT16_MAX : ma);
+    job->lease_ms = lease_ms ? lease_ms : (uint32_t)lc->lease_ms;
+    job->max_run_ms = max_run_ms ? max_run_ms : (uint32_t)lc->max_run_ms;
 }
 
 zl_job_t *
@@ -438,7 +444,7 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t to
     job->flow->lane->in_flight++;
     job->flow->tenant->in_flight++;
     if (job->attempt == 1)
-        zl_hist_add (&self->lat_start, (uint64_t) (now.mono_us - job->accepted_us));
+        zl_hist_add (&self->lat_start, (uint64_t)(now.mono_us - job->accepted_us));
     zl_arena_reset (self->scratch);
     s_put_state (self, job, NULL, worker->name, now.wall_ms, 0);
 }
@@ -446,16 +452,15 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t to
 zl_settle_rc_t
 zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl_now_t now)
 {
-    (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_lookup (self, ack->job_id, ack->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, worker, ack->job_id, ack->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_sched_charge (self->sched, job, s_run_us (job, ack->run_us, now));
     s_unlease (self, job);
     job->flow->acked++;
     s_depth (job, -1);
-    zl_hist_add (&self->lat_ack, (uint64_t) (now.mono_us - job->accepted_us));
+    zl_hist_add (&self->lat_ack, (uint64_t)(now.mono_us - job->accepted_us));
     s_tell (self, ZL_JOBS_EV_ACKED, job);
     s_delete (self, job);
     return ZL_SETTLE_OK;
@@ -464,9 +469,8 @@ zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl
 zl_settle_rc_t
 zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack, zl_now_t now)
 {
-    (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_lookup (self, nack->job_id, nack->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, worker, nack->job_id, nack->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_sched_charge (self->sched, job, s_run_us (job, nack->run_us, now));
@@ -504,21 +508,19 @@ zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
 zl_settle_rc_t
 zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *ext, zl_now_t now)
 {
-    (void) worker;
     zl_job_t *job = NULL;
-    zl_settle_rc_t rc = s_lookup (self, ext->job_id, ext->lease, &job);
+    zl_settle_rc_t rc = s_lookup (self, worker, ext->job_id, ext->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_lease_t *lease = job->lease;
-    if (lease->run_deadline_ms && now.mono_ms >= lease->run_deadline_ms)
-        return ZL_SETTLE_MAX_RUN;
-    uint32_t lease_ms = ext->lease_ms ? ext->lease_ms : job->lease_ms;
-    lease->lease_deadline_ms = now.mono_ms + lease_ms;
+    lease->lease_deadline_ms = now.mono_ms + ext->lease_ms;
     job->due_ms = lease->lease_deadline_ms;
-    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms)
+    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms) {
         job->due_ms = lease->run_deadline_ms;
+        rc = ZL_SETTLE_MAX_RUN; // extended, but only as far as max run allows
+    }
     zl_timers_set (self->timers, job);
-    return ZL_SETTLE_OK;
+    return rc;
 }
 
 // End a lease that nobody settled (lapsed, max run, worker dead): charge the
@@ -526,7 +528,7 @@ zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *e
 static void
 s_abandon (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
 {
-    zl_sched_charge (self->sched, job, (uint64_t) (now.mono_us - job->lease->started_us));
+    zl_sched_charge (self->sched, job, (uint64_t)(now.mono_us - job->lease->started_us));
     char *worker_name = zl_strdup (job->lease->worker ? job->lease->worker->name : "");
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, error), now);
@@ -563,14 +565,14 @@ zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now)
             continue;
         }
         if (job->state != ZL_JOB_LEASED)
-            continue;  // cannot happen: only delayed and leased jobs have timers
+            continue; // cannot happen: only delayed and leased jobs have timers
         zl_lease_t *lease = job->lease;
         bool max_run = lease->run_deadline_ms && now.mono_ms >= lease->run_deadline_ms;
         char error[128];
         snprintf (error, sizeof error,
                   max_run ? "max run time of %u ms exceeded" : "lease of %u ms lapsed",
                   max_run ? job->max_run_ms : job->lease_ms);
-        zl_info ("jobs", "job %llu attempt %u on worker %s: %s", (unsigned long long) job->id,
+        zl_info ("jobs", "job %llu attempt %u on worker %s: %s", (unsigned long long)job->id,
                  job->attempt, lease->worker ? lease->worker->name : "?", error);
         job->flow->lease_expired++;
         s_abandon (self, job, max_run ? ZL_OUTCOME_MAX_RUN : ZL_OUTCOME_LEASE_EXPIRED, error, now);
@@ -617,7 +619,7 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     zl_dlq_remove (self->dlq, job);
     job->flow->dlq--;
     job->attempt = 0;
-    job->has_history = 0;  // the history starts again with the fresh attempts
+    job->has_history = 0; // the history starts again with the fresh attempts
     s_depth (job, +1);
     s_make_ready (self, job, now);
     zl_arena_reset (self->scratch);
@@ -645,8 +647,8 @@ zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *aren
     d->tenant = job->flow->tenant->name;
     d->lane = job->flow->lane->name;
     d->idempotency_key = rec.idempotency_key;
-    d->enqueued_at_ms = (uint64_t) rec.enqueued_at_ms;
-    d->dead_at_ms = (uint64_t) job->dead_at_ms;
+    d->enqueued_at_ms = (uint64_t)rec.enqueued_at_ms;
+    d->dead_at_ms = (uint64_t)job->dead_at_ms;
     d->error = st.n_history ? st.history[st.n_history - 1].error : "";
     if (full) {
         d->payload = rec.payload;
@@ -678,7 +680,7 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
     job->accepted_us = now.mono_us;
-    job->attempt = st ? (uint16_t) st->attempt : 0;
+    job->attempt = st ? (uint16_t)st->attempt : 0;
     job->has_history = st && st->n_history > 0;
     zl_u64map_put (self->by_id, id, job);
     uint32_t state = st ? st->state : ZL_JOB_READY;
@@ -693,7 +695,7 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
     s_depth (job, +1);
     if (state == ZL_JOB_DELAYED) {
         int64_t left = st->due_at_ms - now.wall_ms;
-        s_make_delayed (self, job, left > 0 ? (uint64_t) left : 0, now);
+        s_make_delayed (self, job, left > 0 ? (uint64_t)left : 0, now);
         return;
     }
     job->state = ZL_JOB_READY;
@@ -702,14 +704,14 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
         // the attempt that was running when the broker stopped counts
         zl_attempt_t att = {.attempt = job->attempt,
                             .worker = st->leased_to,
-                            .started_at_ms = (uint64_t) st->started_at_ms,
-                            .ended_at_ms = (uint64_t) now.wall_ms,
+                            .started_at_ms = (uint64_t)st->started_at_ms,
+                            .ended_at_ms = (uint64_t)now.wall_ms,
                             .outcome = ZL_OUTCOME_BROKER_RESTART,
                             .error = "the broker restarted while this attempt ran"};
         if (job->attempt >= job->max_attempts) {
             job->state = ZL_JOB_DEAD;
             job->dead_at_ms = now.wall_ms;
-            job->seq = 0;  // dies now, before any death of this run
+            job->seq = 0; // dies now, before any death of this run
             flow->dlq++;
             flow->dead_lettered++;
             s_depth (job, -1);
@@ -723,14 +725,14 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
 static int
 s_cmp_restored (const void *a, const void *b)
 {
-    const zl_job_t *x = *(zl_job_t *const *) a, *y = *(zl_job_t *const *) b;
+    const zl_job_t *x = *(zl_job_t *const *)a, *y = *(zl_job_t *const *)b;
     // dead letters first, in the order they died; then ready jobs in order
     if (x->state != y->state)
         return x->state == ZL_JOB_DEAD ? -1 : 1;
     if (x->state == ZL_JOB_DEAD) {
         if (x->dead_at_ms != y->dead_at_ms)
             return x->dead_at_ms < y->dead_at_ms ? -1 : 1;
-        if (x->seq != y->seq)  // the same millisecond: in the order they died
+        if (x->seq != y->seq) // the same millisecond: in the order they died
             return x->seq < y->seq ? -1 : 1;
         return x->id < y->id ? -1 : x->id > y->id;
     }
@@ -742,7 +744,7 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
 {
     if (next_id > self->next_id)
         self->next_id = next_id;
-    if (self->n_restored)  // qsort of NULL is undefined even for 0 items
+    if (self->n_restored) // qsort of NULL is undefined even for 0 items
         qsort (self->restored, self->n_restored, sizeof (zl_job_t *), s_cmp_restored);
     for (size_t i = 0; i < self->n_restored; i++) {
         zl_job_t *job = self->restored[i];

@@ -33,7 +33,8 @@ typedef enum {
     ZL_SETTLE_OK = 0,
     ZL_SETTLE_UNKNOWN_JOB,  // no such job (never issued, or already settled and deleted)
     ZL_SETTLE_STALE_LEASE,  // the job exists but the token is not its current lease
-    ZL_SETTLE_MAX_RUN       // extension refused: past the job's max run time
+    ZL_SETTLE_NOT_HOLDER,   // the token is current, but the lease is another worker's
+    ZL_SETTLE_MAX_RUN       // extend: the lease now ends at the max run deadline, no later
 } zl_settle_rc_t;
 
 typedef enum {
@@ -78,6 +79,8 @@ zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spe
     the new token `lease`: attempt + 1, lease timer armed. */
 void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease,
                     zl_now_t now);
+/*  Settlements and extensions quote (job_id, lease) and must come from the
+    worker holding the lease (ZL_SETTLE_NOT_HOLDER otherwise). */
 /*  Ack (job_id, lease) from `worker`; on success the job is deleted. */
 zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack,
                             zl_now_t now);
@@ -85,7 +88,9 @@ zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_
     retry-after, or dead-letter (PERMANENT, or attempts used up). */
 zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
                              zl_now_t now);
-/*  Extend the lease (job_id, lease) to now + lease_ms, bounded by max run. */
+/*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
+    job's max run deadline it is extended only to that deadline and
+    ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
 zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker,
                                const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);

@@ -12,8 +12,8 @@ struct _zl_lanes_t {
     uint32_t n_lanes;
     zl_tenant_t **tenants;
     uint32_t n_tenants, cap_tenants;
-    zhashx_t *lane_by_name;    // borrowed lane pointers
-    zhashx_t *tenant_by_name;  // borrowed tenant pointers
+    zhashx_t *lane_by_name;   // borrowed lane pointers
+    zhashx_t *tenant_by_name; // borrowed tenant pointers
     bool auto_lanes;
     zl_lane_config_t lane_defaults;
     zl_tenant_config_t tenant_defaults;
@@ -81,6 +81,12 @@ zl_lanes_lookup (zl_lanes_t *self, const char *name)
     if (!lane && self->auto_lanes && name[0] && strlen (name) <= 128)
         lane = s_add_lane (self, &self->lane_defaults, name);
     return lane;
+}
+
+zl_lane_t *
+zl_lanes_find (zl_lanes_t *self, const char *name)
+{
+    return zhashx_lookup (self->lane_by_name, name);
 }
 
 zl_lane_t *

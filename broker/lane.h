@@ -42,6 +42,9 @@ void zl_lanes_destroy (zl_lanes_t **self_p);
 /*  Return the lane named `name`, or NULL if undeclared (or, with auto_lanes,
     a new lane made from the defaults). */
 zl_lane_t *zl_lanes_lookup (zl_lanes_t *self, const char *name);
+/*  Return the lane named `name`, or NULL: never creates one (for requests
+    that only name a lane, such as an operator's). */
+zl_lane_t *zl_lanes_find (zl_lanes_t *self, const char *name);
 /*  Add a lane named `name` with the default settings (or return it if it
     exists). */
 zl_lane_t *zl_lanes_add (zl_lanes_t *self, const char *name);

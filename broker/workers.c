@@ -7,7 +7,7 @@
 #include <string.h>
 
 struct _zl_workers_t {
-    zhashx_t *by_key;  // hex routing id -> worker (borrowed)
+    zhashx_t *by_key; // hex routing id -> worker (borrowed)
     zl_bworker_t **all;
     size_t n, cap;
 };
@@ -35,6 +35,7 @@ static void
 s_free_worker (zl_bworker_t *w)
 {
     free (w->name);
+    free (w->curve_key);
     free (w->lanes);
     free (w->out_jobs);
     free (w->out_settled);
@@ -64,8 +65,9 @@ zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer)
 }
 
 zl_bworker_t *
-zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, zl_lane_t **lanes,
-                uint32_t n_lanes, uint32_t capacity, int64_t now_ms)
+zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, uint64_t instance,
+                const char *curve_key, zl_lane_t **lanes, uint32_t n_lanes, uint32_t capacity,
+                int64_t now_ms)
 {
     zl_bworker_t *w = zl_workers_lookup (self, peer);
     if (!w) {
@@ -81,6 +83,9 @@ zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, zl_
     }
     free (w->name);
     w->name = zl_strdup (name && *name ? name : w->key);
+    w->instance = instance;
+    free (w->curve_key);
+    w->curve_key = curve_key ? zl_strdup (curve_key) : NULL;
     free (w->lanes);
     w->lanes = zl_malloc ((n_lanes ? n_lanes : 1) * sizeof (zl_lane_t *));
     memcpy (w->lanes, lanes, n_lanes * sizeof (zl_lane_t *));
@@ -100,6 +105,34 @@ zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker)
             break;
         }
     s_free_worker (worker);
+}
+
+zl_bworker_t *
+zl_workers_find_instance (zl_workers_t *self, uint64_t instance, const char *curve_key,
+                          const zl_bworker_t *except)
+{
+    if (!instance)
+        return NULL;
+    for (size_t i = 0; i < self->n; i++) {
+        zl_bworker_t *w = self->all[i];
+        if (w != except && w->instance == instance &&
+            (curve_key ? w->curve_key && !strcmp (w->curve_key, curve_key) : !w->curve_key))
+            return w;
+    }
+    return NULL;
+}
+
+void
+zl_worker_adopt (zl_bworker_t *to, zl_bworker_t *from)
+{
+    while (from->jobs) {
+        zl_job_t *job = from->jobs;
+        zl_worker_release (from, job);
+        zl_worker_hold (to, job);
+    }
+    for (uint32_t i = 0; i < from->n_settled; i++)
+        zl_worker_queue_settled (to, from->out_settled[i].job_id, from->out_settled[i].lease);
+    from->n_settled = 0;
 }
 
 void
@@ -147,7 +180,7 @@ zl_worker_queue_settled (zl_bworker_t *worker, uint64_t job_id, uint64_t lease)
         worker->out_settled =
             zl_realloc (worker->out_settled, worker->cap_settled * sizeof (zl_lease_ref_t));
     }
-    worker->out_settled[worker->n_settled++] = (zl_lease_ref_t) {job_id, lease};
+    worker->out_settled[worker->n_settled++] = (zl_lease_ref_t){job_id, lease};
 }
 
 zl_bworker_t **

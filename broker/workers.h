@@ -16,6 +16,8 @@ typedef struct zl_worker {
     zl_peer_t peer;
     char key[2 * ZL_PEER_ID_MAX + 1];  // hex of the routing id
     char *name;
+    uint64_t instance;   // from Ready: the worker process across reconnects; 0 = none
+    char *curve_key;     // with CURVE: the client's public key (Z85), else NULL
     zl_lane_t **lanes;
     uint32_t n_lanes;
     uint32_t capacity;
@@ -40,10 +42,18 @@ void zl_workers_destroy (zl_workers_t **self_p);
 zl_bworker_t *zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer);
 /*  Register (or re-register) the worker `peer`. Returns it (borrowed). */
 zl_bworker_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name,
-                             zl_lane_t **lanes, uint32_t n_lanes, uint32_t capacity,
-                             int64_t now_ms);
+                             uint64_t instance, const char *curve_key, zl_lane_t **lanes,
+                             uint32_t n_lanes, uint32_t capacity, int64_t now_ms);
 /*  Forget `worker` (its held jobs must have been released). */
 void zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker);
+/*  Return another worker than `except` registered with `instance` (nonzero)
+    and the same CURVE key (both NULL without CURVE), or NULL. */
+zl_bworker_t *zl_workers_find_instance (zl_workers_t *self, uint64_t instance,
+                                        const char *curve_key, const zl_bworker_t *except);
+/*  Move every job `from` holds, and its queued Settled entries, to `to`
+    (the same worker process on a new connection); `from` is left holding
+    nothing, to be removed. */
+void zl_worker_adopt (zl_bworker_t *to, zl_bworker_t *from);
 /*  Link `job` (which has its lease) into the worker's held list and count it
     in flight. */
 void zl_worker_hold (zl_bworker_t *worker, zl_job_t *job);

@@ -1,5 +1,6 @@
 #include "arena.h"
 
+#include "text.h"
 #include "zl_alloc.h"
 
 #include <stdarg.h>
@@ -137,14 +138,13 @@ zl_arena_used (zl_arena_t *self)
 char *
 zl_arena_printf (zl_arena_t *self, const char *fmt, ...)
 {
-    char buf[ZL_ARENA_PRINTF_MAX + 1];
+    char buf[ZL_ARENA_PRINTF_MAX + 5];  // room to see whether the cut splits a character
     va_list ap;
     va_start (ap, fmt);
     int n = vsnprintf (buf, sizeof buf, fmt, ap);
     va_end (ap);
     if (n < 0)
         n = 0;
-    if ((size_t) n > ZL_ARENA_PRINTF_MAX)
-        n = ZL_ARENA_PRINTF_MAX;
-    return zl_arena_strndup (self, buf, (size_t) n);
+    size_t len = (size_t) n < sizeof buf - 1 ? (size_t) n : sizeof buf - 1;
+    return zl_arena_strndup (self, buf, zl_text_cut (buf, len, ZL_ARENA_PRINTF_MAX));
 }

@@ -18,7 +18,8 @@ void *zl_arena_calloc (zl_arena_t *self, size_t count, size_t size);
 /*  Return a copy of `len` bytes of `s` with a NUL after them. */
 char *zl_arena_strndup (zl_arena_t *self, const char *s, size_t len);
 /*  Return printf's text for `fmt` (for messages: at most
-    ZL_ARENA_PRINTF_MAX characters, longer text is cut). */
+    ZL_ARENA_PRINTF_MAX bytes: longer text is cut, never inside a UTF-8
+    character). */
 #define ZL_ARENA_PRINTF_MAX 511
 char *zl_arena_printf (zl_arena_t *self, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));

@@ -5,29 +5,32 @@
 #include "codec.h"
 
 #include "arena.h"
+#include "text.h"
 #include "zl_alloc.h"
 #include "zlane.pb-c.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct _zl_codec_t {
-    zl_arena_t *dec;  // decoded protobuf structs and zl_msg_t arrays
-    zl_arena_t *enc;  // encode scratch and the packed output
+    zl_arena_t *dec; // decoded protobuf structs and zl_msg_t arrays
+    zl_arena_t *enc; // encode scratch and the packed output
     ProtobufCAllocator allocator;
+    const char *error; // why the last decode was ZL_DECODE_BAD_TEXT (in dec)
 };
 
 static void *
 s_arena_alloc (void *data, size_t size)
 {
-    return zl_arena_alloc ((zl_arena_t *) data, size);
+    return zl_arena_alloc ((zl_arena_t *)data, size);
 }
 
 static void
 s_arena_free (void *data, void *ptr)
 {
-    (void) data;
-    (void) ptr;  // freed all at once by zl_arena_reset
+    (void)data;
+    (void)ptr; // freed all at once by zl_arena_reset
 }
 
 zl_codec_t *
@@ -65,29 +68,29 @@ const char *
 zl_msg_kind_name (zl_msg_kind_t kind)
 {
     static const char *names[ZL_MSG_KIND_COUNT] = {
-        "none", "hello", "submit", "accepted", "rejected", "credit", "ready", "heartbeat",
-        "extend", "ack", "nack", "dispatch", "settled", "error", "dead_letter", "dlq_alert",
-        "admin_request", "admin_reply"};
-    return (unsigned) kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
+        "none",    "hello",     "submit",      "accepted",  "rejected",      "credit",
+        "ready",   "heartbeat", "extend",      "ack",       "nack",          "dispatch",
+        "settled", "error",     "dead_letter", "dlq_alert", "admin_request", "admin_reply"};
+    return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
 const char *
 zl_reject_code_name (zl_reject_code_t code)
 {
     static const char *names[ZL_REJECT_CODE_COUNT] = {
-        "unspecified", "invalid", "payload_too_large", "unknown_lane",
-        "queue_full", "store_full", "unauthorized", "shutting_down"};
-    return (unsigned) code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
+        "unspecified", "invalid",    "payload_too_large", "unknown_lane",
+        "queue_full",  "store_full", "unauthorized",      "shutting_down"};
+    return (unsigned)code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
 }
 
 const char *
 zl_error_code_name (zl_error_code_t code)
 {
     static const char *names[ZL_ERR_CODE_COUNT] = {
-        "unspecified", "bad_frame", "bad_version", "unknown_kind", "invalid",
-        "unknown_job", "stale_lease", "not_ready", "unknown_lane", "unauthorized",
-        "not_found", "internal", "max_run", "not_holder"};
-    return (unsigned) code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
+        "unspecified", "bad_frame",   "bad_version", "unknown_kind", "invalid",
+        "unknown_job", "stale_lease", "not_ready",   "unknown_lane", "unauthorized",
+        "not_found",   "internal",    "max_run",     "not_holder"};
+    return (unsigned)code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
 }
 
 const char *
@@ -103,14 +106,14 @@ zl_fail_class_name (zl_fail_class_t cls)
 const char *
 zl_outcome_name (zl_outcome_t outcome)
 {
-    static const char *names[ZL_OUTCOME_COUNT] = {
-        "unspecified", "acked", "transient", "throttled", "permanent",
-        "lease_expired", "worker_dead", "max_run", "broker_restart"};
-    return (unsigned) outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
+    static const char *names[ZL_OUTCOME_COUNT] = {"unspecified", "acked",     "transient",
+                                                  "throttled",   "permanent", "lease_expired",
+                                                  "worker_dead", "max_run",   "broker_restart"};
+    return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 
 // ---------------------------------------------------------------- decode
-#define ARR(a, n, type) ((type *) zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type)))
+#define ARR(a, n, type) ((type *)zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type)))
 
 static zl_bytes_t
 s_bytes (ProtobufCBinaryData b)
@@ -159,8 +162,9 @@ s_dec_dead_letter (zl_arena_t *a, zl_dead_letter_t *out, const Zlane__V1__DeadLe
     out->attempts = ARR (a, in->n_attempts, zl_attempt_t);
     for (size_t i = 0; i < in->n_attempts; i++) {
         const Zlane__V1__Attempt *t = in->attempts[i];
-        out->attempts[i] = (zl_attempt_t) {t->attempt, t->worker, t->started_at_ms,
-                                           t->ended_at_ms, (zl_outcome_t) t->outcome, t->error};
+        out->attempts[i] = (zl_attempt_t){
+            t->attempt, t->worker, t->started_at_ms, t->ended_at_ms, (zl_outcome_t)t->outcome,
+            t->error};
     }
     out->n_headers = in->n_headers;
     out->headers = s_dec_headers (a, in->n_headers, in->headers);
@@ -169,25 +173,25 @@ s_dec_dead_letter (zl_arena_t *a, zl_dead_letter_t *out, const Zlane__V1__DeadLe
 static void
 s_dec_group (zl_group_stats_t *o, const Zlane__V1__GroupStats *g)
 {
-    *o = (zl_group_stats_t) {.lane = g->lane,
-                             .tenant = g->tenant,
-                             .ready = g->ready,
-                             .delayed = g->delayed,
-                             .in_flight = g->in_flight,
-                             .dlq = g->dlq,
-                             .oldest_ready_age_ms = g->oldest_ready_age_ms,
-                             .oldest_dlq_age_ms = g->oldest_dlq_age_ms,
-                             .submitted = g->submitted,
-                             .acked = g->acked,
-                             .nacked_transient = g->nacked_transient,
-                             .nacked_throttled = g->nacked_throttled,
-                             .nacked_permanent = g->nacked_permanent,
-                             .lease_expired = g->lease_expired,
-                             .dead_lettered = g->dead_lettered,
-                             .run_us = g->run_us,
-                             .throttled = g->throttled,
-                             .capped = g->capped,
-                             .paused = g->paused};
+    *o = (zl_group_stats_t){.lane = g->lane,
+                            .tenant = g->tenant,
+                            .ready = g->ready,
+                            .delayed = g->delayed,
+                            .in_flight = g->in_flight,
+                            .dlq = g->dlq,
+                            .oldest_ready_age_ms = g->oldest_ready_age_ms,
+                            .oldest_dlq_age_ms = g->oldest_dlq_age_ms,
+                            .submitted = g->submitted,
+                            .acked = g->acked,
+                            .nacked_transient = g->nacked_transient,
+                            .nacked_throttled = g->nacked_throttled,
+                            .nacked_permanent = g->nacked_permanent,
+                            .lease_expired = g->lease_expired,
+                            .dead_lettered = g->dead_lettered,
+                            .run_us = g->run_us,
+                            .throttled = g->throttled,
+                            .capped = g->capped,
+                            .paused = g->paused};
 }
 
 static zl_group_stats_t *
@@ -206,7 +210,7 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->n_counters = s->n_counters;
     o->counters = ARR (a, s->n_counters, zl_counter_t);
     for (size_t i = 0; i < s->n_counters; i++)
-        o->counters[i] = (zl_counter_t) {s->counters[i]->name, s->counters[i]->value};
+        o->counters[i] = (zl_counter_t){s->counters[i]->name, s->counters[i]->value};
     o->n_lanes = s->n_lanes;
     o->lanes = s_dec_groups (a, s->n_lanes, s->lanes);
     o->n_tenants = s->n_tenants;
@@ -217,8 +221,8 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->latencies = ARR (a, s->n_latencies, zl_latency_t);
     for (size_t i = 0; i < s->n_latencies; i++) {
         const Zlane__V1__Latency *l = s->latencies[i];
-        o->latencies[i] = (zl_latency_t) {l->name, l->count, l->p50_us, l->p90_us, l->p99_us,
-                                          l->max_us};
+        o->latencies[i] =
+            (zl_latency_t){l->name, l->count, l->p50_us, l->p90_us, l->p99_us, l->max_us};
     }
     o->workers = s->workers;
     o->producers = s->producers;
@@ -240,18 +244,18 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         o->jobs = ARR (a, s->n_jobs, zl_job_spec_t);
         for (size_t i = 0; i < s->n_jobs; i++) {
             const Zlane__V1__JobSpec *j = s->jobs[i];
-            o->jobs[i] = (zl_job_spec_t) {.seq = j->seq,
-                                          .tenant = j->tenant,
-                                          .lane = j->lane,
-                                          .payload = s_bytes (j->payload),
-                                          .idempotency_key = j->idempotency_key,
-                                          .delay_ms = j->delay_ms,
-                                          .max_attempts = j->max_attempts,
-                                          .lease_ms = j->lease_ms,
-                                          .max_run_ms = j->max_run_ms,
-                                          .n_headers = j->n_headers,
-                                          .headers = s_dec_headers (a, j->n_headers, j->headers),
-                                          .generated_key = j->generated_key};
+            o->jobs[i] = (zl_job_spec_t){.seq = j->seq,
+                                         .tenant = j->tenant,
+                                         .lane = j->lane,
+                                         .payload = s_bytes (j->payload),
+                                         .idempotency_key = j->idempotency_key,
+                                         .delay_ms = j->delay_ms,
+                                         .max_attempts = j->max_attempts,
+                                         .lease_ms = j->lease_ms,
+                                         .max_run_ms = j->max_run_ms,
+                                         .n_headers = j->n_headers,
+                                         .headers = s_dec_headers (a, j->n_headers, j->headers),
+                                         .generated_key = j->generated_key};
         }
         break;
     }
@@ -261,8 +265,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.accepted.n = s->n_jobs;
         out->u.accepted.jobs = ARR (a, s->n_jobs, zl_acceptance_t);
         for (size_t i = 0; i < s->n_jobs; i++)
-            out->u.accepted.jobs[i] = (zl_acceptance_t) {s->jobs[i]->seq, s->jobs[i]->job_id,
-                                                         s->jobs[i]->duplicate};
+            out->u.accepted.jobs[i] =
+                (zl_acceptance_t){s->jobs[i]->seq, s->jobs[i]->job_id, s->jobs[i]->duplicate};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_REJECTED: {
@@ -271,10 +275,9 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.rejected.n = s->n_jobs;
         out->u.rejected.jobs = ARR (a, s->n_jobs, zl_rejection_t);
         for (size_t i = 0; i < s->n_jobs; i++)
-            out->u.rejected.jobs[i] = (zl_rejection_t) {s->jobs[i]->seq,
-                                                        (zl_reject_code_t) s->jobs[i]->code,
-                                                        s->jobs[i]->reason,
-                                                        s->jobs[i]->retry_after_ms};
+            out->u.rejected.jobs[i] =
+                (zl_rejection_t){s->jobs[i]->seq, (zl_reject_code_t)s->jobs[i]->code,
+                                 s->jobs[i]->reason, s->jobs[i]->retry_after_ms};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_CREDIT:
@@ -285,21 +288,19 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->kind = ZL_MSG_READY;
         out->u.ready.name = e->ready->name;
         out->u.ready.n_lanes = e->ready->n_lanes;
-        out->u.ready.lanes = (const char **) e->ready->lanes;
+        out->u.ready.lanes = (const char **)e->ready->lanes;
         out->u.ready.capacity = e->ready->capacity;
         out->u.ready.instance = e->ready->instance;
         break;
-    case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT:
-        out->kind = ZL_MSG_HEARTBEAT;
-        break;
+    case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT: out->kind = ZL_MSG_HEARTBEAT; break;
     case ZLANE__V1__ENVELOPE__BODY_EXTEND: {
         out->kind = ZL_MSG_EXTEND;
         const Zlane__V1__Extend *s = e->extend;
         out->u.extend.n = s->n_items;
         out->u.extend.items = ARR (a, s->n_items, zl_extend_item_t);
         for (size_t i = 0; i < s->n_items; i++)
-            out->u.extend.items[i] = (zl_extend_item_t) {s->items[i]->job_id, s->items[i]->lease,
-                                                         s->items[i]->lease_ms};
+            out->u.extend.items[i] =
+                (zl_extend_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->lease_ms};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_ACK: {
@@ -308,8 +309,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.ack.n = s->n_items;
         out->u.ack.items = ARR (a, s->n_items, zl_ack_item_t);
         for (size_t i = 0; i < s->n_items; i++)
-            out->u.ack.items[i] = (zl_ack_item_t) {s->items[i]->job_id, s->items[i]->lease,
-                                                   s->items[i]->run_us};
+            out->u.ack.items[i] =
+                (zl_ack_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->run_us};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_NACK: {
@@ -319,9 +320,9 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.nack.items = ARR (a, s->n_items, zl_nack_item_t);
         for (size_t i = 0; i < s->n_items; i++) {
             const Zlane__V1__NackItem *t = s->items[i];
-            out->u.nack.items[i] = (zl_nack_item_t) {t->job_id, t->lease,
-                                                     (zl_fail_class_t) t->class_, t->error,
-                                                     t->retry_after_ms, t->run_us};
+            out->u.nack.items[i] =
+                (zl_nack_item_t){t->job_id, t->lease,          (zl_fail_class_t)t->class_,
+                                 t->error,  t->retry_after_ms, t->run_us};
         }
         break;
     }
@@ -332,20 +333,20 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.dispatch.jobs = ARR (a, s->n_jobs, zl_job_msg_t);
         for (size_t i = 0; i < s->n_jobs; i++) {
             const Zlane__V1__Job *j = s->jobs[i];
-            out->u.dispatch.jobs[i] = (zl_job_msg_t) {
-                .job_id = j->job_id,
-                .lease = j->lease,
-                .attempt = j->attempt,
-                .tenant = j->tenant,
-                .lane = j->lane,
-                .payload = s_bytes (j->payload),
-                .n_headers = j->n_headers,
-                .headers = s_dec_headers (a, j->n_headers, j->headers),
-                .idempotency_key = j->idempotency_key,
-                .lease_ms = j->lease_ms,
-                .max_run_ms = j->max_run_ms,
-                .max_attempts = j->max_attempts,
-                .enqueued_at_ms = j->enqueued_at_ms};
+            out->u.dispatch.jobs[i] =
+                (zl_job_msg_t){.job_id = j->job_id,
+                               .lease = j->lease,
+                               .attempt = j->attempt,
+                               .tenant = j->tenant,
+                               .lane = j->lane,
+                               .payload = s_bytes (j->payload),
+                               .n_headers = j->n_headers,
+                               .headers = s_dec_headers (a, j->n_headers, j->headers),
+                               .idempotency_key = j->idempotency_key,
+                               .lease_ms = j->lease_ms,
+                               .max_run_ms = j->max_run_ms,
+                               .max_attempts = j->max_attempts,
+                               .enqueued_at_ms = j->enqueued_at_ms};
         }
         break;
     }
@@ -355,17 +356,21 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.settled.n = s->n_items;
         out->u.settled.items = ARR (a, s->n_items, zl_lease_ref_t);
         for (size_t i = 0; i < s->n_items; i++)
-            out->u.settled.items[i] = (zl_lease_ref_t) {s->items[i]->job_id, s->items[i]->lease};
+            out->u.settled.items[i] = (zl_lease_ref_t){s->items[i]->job_id, s->items[i]->lease};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_ERROR: {
         out->kind = ZL_MSG_ERROR;
         const Zlane__V1__Error *s = e->error;
-        out->u.error = (zl_error_t) {(zl_error_code_t) s->code, s->message, s->job_id, s->lease,
-                                     s->n_items, ARR (a, s->n_items, zl_item_error_t)};
+        out->u.error = (zl_error_t){(zl_error_code_t)s->code,
+                                    s->message,
+                                    s->job_id,
+                                    s->lease,
+                                    s->n_items,
+                                    ARR (a, s->n_items, zl_item_error_t)};
         for (size_t i = 0; i < s->n_items; i++)
-            out->u.error.items[i] = (zl_item_error_t) {s->items[i]->job_id, s->items[i]->lease,
-                                                       (zl_error_code_t) s->items[i]->code};
+            out->u.error.items[i] = (zl_item_error_t){s->items[i]->job_id, s->items[i]->lease,
+                                                      (zl_error_code_t)s->items[i]->code};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER:
@@ -447,10 +452,127 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         }
         break;
     }
-    default:
-        return ZL_DECODE_NO_BODY;
+    default: return ZL_DECODE_NO_BODY;
     }
     return ZL_DECODE_OK;
+}
+
+// ---------------------------------------------------------------- text check
+/*  protobuf-c hands back strings NUL-terminated and unchecked: "acme\0evil"
+    would reach the broker as "acme", and invalid UTF-8 would pass on to
+    decoders that refuse it. So every string field is checked on the wire
+    bytes: a walk over the frame guided by the generated descriptors. It runs
+    after the unpack succeeded, so the frame is known to be well formed. */
+#define WALK_DEPTH 8 // deeper than any zlane message nests
+#define WALK_FIELDS 64
+
+typedef struct {
+    const char *name; // field name at this depth
+    int index;        // occurrence of a repeated field, or -1
+} walk_level_t;
+
+typedef struct {
+    zl_arena_t *arena;
+    walk_level_t stack[WALK_DEPTH];
+    const char *error;         // the first bad field outside a Submit's specs
+    const char **spec_invalid; // per spec of a Submit (grown as needed)
+    size_t n_spec_invalid;
+} walk_t;
+
+static int
+s_varint (const uint8_t *p, size_t len, size_t *pos, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *pos < len; shift += 7) {
+        uint8_t b = p[(*pos)++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static void
+s_walk_bad (walk_t *w, int depth, const char *what)
+{
+    // a Submit's spec: the spec is refused alone, by its own seq
+    int from = 0;
+    bool spec = depth >= 2 && !strcmp (w->stack[0].name, "submit") && w->stack[1].index >= 0;
+    if (spec)
+        from = 2;
+    char path[256];
+    size_t n = 0;
+    path[0] = '\0';
+    for (int i = from; i <= depth && n < sizeof path; i++) {
+        int k = w->stack[i].index >= 0
+                    ? snprintf (path + n, sizeof path - n, "%s%s[%d]", i > from ? "." : "",
+                                w->stack[i].name, w->stack[i].index)
+                    : snprintf (path + n, sizeof path - n, "%s%s", i > from ? "." : "",
+                                w->stack[i].name);
+        n += k > 0 ? (size_t)k : 0;
+    }
+    const char *text = zl_arena_printf (w->arena, "field '%s' %s", path, what);
+    if (!spec) {
+        if (!w->error)
+            w->error = text;
+        return;
+    }
+    size_t i = (size_t)w->stack[1].index;
+    if (i >= w->n_spec_invalid) {
+        size_t n_new = i + 1 > 2 * w->n_spec_invalid ? i + 1 : 2 * w->n_spec_invalid;
+        const char **grown = zl_arena_calloc (w->arena, n_new, sizeof *grown);
+        if (w->n_spec_invalid)
+            memcpy (grown, w->spec_invalid, w->n_spec_invalid * sizeof *grown);
+        w->spec_invalid = grown;
+        w->n_spec_invalid = n_new;
+    }
+    if (!w->spec_invalid[i])
+        w->spec_invalid[i] = text;
+}
+
+static void
+s_walk (walk_t *w, const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, int depth)
+{
+    uint32_t seen[WALK_FIELDS] = {0}; // occurrences per field, for repeated indexes
+    size_t pos = 0;
+    while (pos < len) {
+        uint64_t key, n;
+        if (s_varint (p, len, &pos, &key) != 0)
+            return;
+        switch (key & 7) {
+        case 0:
+            if (s_varint (p, len, &pos, &n) != 0)
+                return;
+            continue;
+        case 1: pos += 8; continue;
+        case 5: pos += 4; continue;
+        case 2: break;
+        default: return; // groups: not in zlane's schema (the unpack refused them)
+        }
+        if (s_varint (p, len, &pos, &n) != 0 || n > len - pos)
+            return;
+        const uint8_t *value = p + pos;
+        pos += (size_t)n;
+        const ProtobufCFieldDescriptor *f =
+            key >> 3 <= UINT32_MAX
+                ? protobuf_c_message_descriptor_get_field (d, (unsigned)(key >> 3))
+                : NULL;
+        if (!f || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE))
+            continue; // unknown fields, bytes, packed numbers
+        size_t fi = (size_t)(f - d->fields);
+        w->stack[depth].name = f->name;
+        w->stack[depth].index =
+            f->label == PROTOBUF_C_LABEL_REPEATED && fi < WALK_FIELDS ? (int)seen[fi]++ : -1;
+        if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+            if (depth + 1 < WALK_DEPTH)
+                s_walk (w, f->descriptor, value, (size_t)n, depth + 1);
+        } else if (!zl_text_valid ((const char *)value, (size_t)n))
+            s_walk_bad (w, depth,
+                        memchr (value, 0, (size_t)n) ? "contains a NUL byte"
+                                                     : "is not valid UTF-8");
+    }
 }
 
 zl_decode_rc_t
@@ -458,29 +580,45 @@ zl_codec_decode (zl_codec_t *self, const void *data, size_t size, zl_msg_t *out)
 {
     zl_arena_reset (self->dec);
     memset (out, 0, sizeof *out);
+    self->error = "";
     Zlane__V1__Envelope *e =
-        zlane__v1__envelope__unpack (&self->allocator, size, (const uint8_t *) data);
+        zlane__v1__envelope__unpack (&self->allocator, size, (const uint8_t *)data);
     if (!e)
         return ZL_DECODE_BAD_FRAME;
     if (e->version != ZL_PROTOCOL_VERSION)
         return ZL_DECODE_BAD_VERSION;
-    return s_decode_body (self->dec, e, out);
+    zl_decode_rc_t rc = s_decode_body (self->dec, e, out);
+    if (rc != ZL_DECODE_OK)
+        return rc;
+    walk_t w = {.arena = self->dec};
+    s_walk (&w, &zlane__v1__envelope__descriptor, data, size, 0);
+    if (out->kind == ZL_MSG_SUBMIT)
+        for (size_t i = 0; i < w.n_spec_invalid && i < out->u.submit.n; i++)
+            out->u.submit.jobs[i].invalid = w.spec_invalid[i];
+    self->error = w.error ? w.error : "";
+    return w.error ? ZL_DECODE_BAD_TEXT : ZL_DECODE_OK;
+}
+
+const char *
+zl_codec_error (zl_codec_t *self)
+{
+    return self->error ? self->error : "";
 }
 
 // ---------------------------------------------------------------- encode
-#define S(x) ((char *) ((x) ? (x) : ""))
-#define NEW(a, type, init) \
-    ({ \
-        type *_p = zl_arena_alloc ((a), sizeof (type)); \
-        init (_p); \
-        _p; \
+#define S(x) ((char *)((x) ? (x) : ""))
+#define NEW(a, type, init)                                                                         \
+    ({                                                                                             \
+        type *_p = zl_arena_alloc ((a), sizeof (type));                                            \
+        init (_p);                                                                                 \
+        _p;                                                                                        \
     })
-#define PTRS(a, n, type) ((type **) zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type *)))
+#define PTRS(a, n, type) ((type **)zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type *)))
 
 static ProtobufCBinaryData
 s_bin (zl_bytes_t b)
 {
-    ProtobufCBinaryData out = {b.len, (uint8_t *) b.data};
+    ProtobufCBinaryData out = {b.len, (uint8_t *)b.data};
     return out;
 }
 
@@ -529,7 +667,7 @@ s_enc_dead_letter (zl_arena_t *a, const zl_dead_letter_t *in)
         x->worker = S (t->worker);
         x->started_at_ms = t->started_at_ms;
         x->ended_at_ms = t->ended_at_ms;
-        x->outcome = (Zlane__V1__Outcome) t->outcome;
+        x->outcome = (Zlane__V1__Outcome)t->outcome;
         x->error = S (t->error);
         d->attempts[i] = x;
     }
@@ -665,7 +803,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         for (size_t i = 0; i < in->n; i++) {
             Zlane__V1__Rejection *o = NEW (a, Zlane__V1__Rejection, zlane__v1__rejection__init);
             o->seq = in->jobs[i].seq;
-            o->code = (Zlane__V1__RejectCode) in->jobs[i].code;
+            o->code = (Zlane__V1__RejectCode)in->jobs[i].code;
             o->reason = S (in->jobs[i].reason);
             o->retry_after_ms = in->jobs[i].retry_after_ms;
             e->rejected->jobs[i] = o;
@@ -682,7 +820,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->ready = NEW (a, Zlane__V1__Ready, zlane__v1__ready__init);
         e->ready->name = S (m->u.ready.name);
         e->ready->n_lanes = m->u.ready.n_lanes;
-        e->ready->lanes = (char **) m->u.ready.lanes;
+        e->ready->lanes = (char **)m->u.ready.lanes;
         e->ready->capacity = m->u.ready.capacity;
         e->ready->instance = m->u.ready.instance;
         break;
@@ -732,7 +870,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             Zlane__V1__NackItem *o = NEW (a, Zlane__V1__NackItem, zlane__v1__nack_item__init);
             o->job_id = t->job_id;
             o->lease = t->lease;
-            o->class_ = (Zlane__V1__FailureClass) t->cls;
+            o->class_ = (Zlane__V1__FailureClass)t->cls;
             o->error = S (t->error);
             o->retry_after_ms = t->retry_after_ms;
             o->run_us = t->run_us;
@@ -786,7 +924,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
     case ZL_MSG_ERROR:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_ERROR;
         e->error = NEW (a, Zlane__V1__Error, zlane__v1__error__init);
-        e->error->code = (Zlane__V1__ErrorCode) m->u.error.code;
+        e->error->code = (Zlane__V1__ErrorCode)m->u.error.code;
         e->error->message = S (m->u.error.message);
         e->error->job_id = m->u.error.job_id;
         e->error->lease = m->u.error.lease;
@@ -796,7 +934,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             Zlane__V1__ItemError *o = NEW (a, Zlane__V1__ItemError, zlane__v1__item_error__init);
             o->job_id = m->u.error.items[i].job_id;
             o->lease = m->u.error.items[i].lease;
-            o->code = (Zlane__V1__ErrorCode) m->u.error.items[i].code;
+            o->code = (Zlane__V1__ErrorCode)m->u.error.items[i].code;
             e->error->items[i] = o;
         }
         break;
@@ -856,7 +994,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             }
             break;
         }
-        default: break;  // no op: the broker answers with an error
+        default: break; // no op: the broker answers with an error
         }
         break;
     }
@@ -893,8 +1031,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         }
         break;
     }
-    default:
-        return -1;
+    default: return -1;
     }
     return 0;
 }

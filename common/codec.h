@@ -16,7 +16,10 @@ typedef enum {
     ZL_DECODE_OK = 0,
     ZL_DECODE_BAD_FRAME,    // not a valid Envelope
     ZL_DECODE_BAD_VERSION,  // a version this build does not speak
-    ZL_DECODE_NO_BODY       // valid Envelope without a known body kind
+    ZL_DECODE_NO_BODY,      // valid Envelope without a known body kind
+    ZL_DECODE_BAD_TEXT      // decoded, but a string field is not valid text (text.h):
+                            // zl_codec_error names it (a Submit's specs are not
+                            // failed for this: each bad spec carries `invalid`)
 } zl_decode_rc_t;
 
 /*  Return a new codec. */
@@ -25,8 +28,17 @@ zl_codec_t *zl_codec_new (void);
 void zl_codec_destroy (zl_codec_t **self_p);
 
 /*  Decode one frame into `out`. Returns ZL_DECODE_OK or the reason it
-    failed. `out` borrows memory that the next decode frees. */
+    failed. `out` borrows memory that the next decode frees. Every string
+    field is checked against the wire bytes (protobuf-c itself would pass
+    invalid UTF-8, and cut a string at a NUL byte): a bad one in a Submit's
+    job spec sets that spec's `invalid` to the reason ("field 'tenant' is not
+    valid UTF-8"); anywhere else the message is decoded and
+    ZL_DECODE_BAD_TEXT returned. */
 zl_decode_rc_t zl_codec_decode (zl_codec_t *self, const void *data, size_t size, zl_msg_t *out);
+
+/*  Why the last decode returned ZL_DECODE_BAD_TEXT: "field 'ready.name'
+    contains a NUL byte". Borrowed until the next decode. */
+const char *zl_codec_error (zl_codec_t *self);
 
 /*  Encode `msg` into a new buffer of `*size_p` bytes that stays valid until
     the next encode on this codec. Returns NULL if the kind is unknown. */

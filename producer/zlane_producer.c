@@ -505,6 +505,8 @@ s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
     }
 }
 
+static size_t s_new_session (zl_producer_t *self);
+
 static void
 s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 {
@@ -522,6 +524,16 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
                      zl_error_code_name (msg->u.error.code),
                      msg->u.error.message ? msg->u.error.message : "");
         zl_warn (S_COMPONENT, "%s", self->last_error);
+        //  The broker has no session for us (it forgot us after producer_idle,
+        //  or never saw our Hello): the Submit it answered so was not taken.
+        //  Say Hello again and resend what is unanswered, under the same keys.
+        if (msg->u.error.code == ZL_ERR_NOT_READY && self->connected) {
+            size_t resend = s_new_session (self);
+            zl_info (S_COMPONENT,
+                     "broker at %s has no session for us: Hello again, resending "
+                     "%zu unanswered jobs",
+                     self->endpoint, resend);
+        }
         if (msg->u.error.code == ZL_ERR_UNAUTHORIZED) //  our key's role may not submit
             snprintf (self->refused, sizeof self->refused, "%s: %s",
                       zl_error_code_name (msg->u.error.code),
@@ -567,26 +579,17 @@ s_drain_socket (zl_producer_t *self)
 
 // ---------------------------------------------------------------- connection
 
-//  A handshake succeeded: this is a new connection, perhaps to a restarted
-//  broker. Replies still buffered from the old one are applied first (their
-//  credit no longer counts); then Hello, credit from zero, and every job that
+//  A new session with the broker: Hello, credit from zero, and every job that
 //  is not finished and not waiting for a retry goes back in the send queue,
-//  in seq order, to be resent under its idempotency key.
-static void
-s_on_connected (zl_producer_t *self)
+//  in seq order, to be resent under its idempotency key. Returns how many
+//  were on the wire.
+static size_t
+s_new_session (zl_producer_t *self)
 {
-    self->connected = false;
-    s_drain_socket (self);
-    self->connected = true;
-    self->refused[0] = '\0';
-    self->redial_at_ms = 0;
-    self->redial_ms = S_REDIAL_MIN_MS;
     self->hello_pending = true;
     self->out_blocked = false;
     self->credit_limit = 0;
     self->sent_since_hello = 0;
-    self->stats.connects++;
-
     self->q_head = 0;
     self->q_len = 0;
     size_t resend = 0;
@@ -601,6 +604,23 @@ s_on_connected (zl_producer_t *self)
         }
         s_queue_push (self, seq);
     }
+    return resend;
+}
+
+//  A handshake succeeded: this is a new connection, perhaps to a restarted
+//  broker. Replies still buffered from the old one are applied first (their
+//  credit no longer counts); then a new session.
+static void
+s_on_connected (zl_producer_t *self)
+{
+    self->connected = false;
+    s_drain_socket (self);
+    self->connected = true;
+    self->refused[0] = '\0';
+    self->redial_at_ms = 0;
+    self->redial_ms = S_REDIAL_MIN_MS;
+    self->stats.connects++;
+    size_t resend = s_new_session (self);
     self->last_error[0] = '\0';
     if (self->stats.connects > 1)
         zl_info (S_COMPONENT, "reconnected to broker at %s; resending %zu unanswered jobs",

@@ -194,8 +194,8 @@ s_setup (void **state)
     fx->flow = zl_sched_flow (fx->sched, fx->lane, fx->tenant);
     fx->flow2 = zl_sched_flow (fx->sched, fx->lane, fx->tenant2);
     zl_peer_t p1 = s_peer ("peer-one"), p2 = s_peer ("peer-two");
-    fx->w1 = zl_workers_add (fx->workers, &p1, "w1", &fx->lane, 1, 16, at (0).mono_ms);
-    fx->w2 = zl_workers_add (fx->workers, &p2, "w2", &fx->lane, 1, 16, at (0).mono_ms);
+    fx->w1 = zl_workers_add (fx->workers, &p1, "w1", 0, NULL, &fx->lane, 1, 16, at (0).mono_ms);
+    fx->w2 = zl_workers_add (fx->workers, &p2, "w2", 0, NULL, &fx->lane, 1, 16, at (0).mono_ms);
     fx->next_lease = 0x5000;
     *state = fx;
     return 0;
@@ -934,8 +934,10 @@ test_extend_moves_deadline (void **state)
     assert_int_equal (s_fire (fx, at (2299)), 0);
     assert_int_equal (job->state, ZL_JOB_LEASED);
     assert_int_equal (job->lease->token, token);
-    // lease_ms 0 asks for the job's own lease again; a shorter lease moves it earlier
-    assert_int_equal (s_extend (fx, fx->w1, job->id, token, 0, at (2000)), ZL_SETTLE_OK);
+    // the job's own lease again; a shorter lease moves it earlier (lease_ms 0 is
+    // refused by the broker before it gets here)
+    assert_int_equal (s_extend (fx, fx->w1, job->id, token, LANE_LEASE_MS, at (2000)),
+                      ZL_SETTLE_OK);
     assert_int_equal (job->due_ms, at (2000 + LANE_LEASE_MS).mono_ms);
     assert_int_equal (s_extend (fx, fx->w1, job->id, token, 10, at (2100)), ZL_SETTLE_OK);
     assert_int_equal (job->due_ms, at (2110).mono_ms);
@@ -961,12 +963,12 @@ test_max_run_bounds_extensions (void **state)
     assert_int_equal (job->due_ms, at (LANE_LEASE_MS).mono_ms);
     assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (900)), ZL_SETTLE_OK);
     assert_int_equal (job->due_ms, at (1900).mono_ms);
-    // an extension past the run deadline is cut to it
-    assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (1800)), ZL_SETTLE_OK);
+    // an extension past the run deadline is cut to it, and says so
+    assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (1800)), ZL_SETTLE_MAX_RUN);
     assert_int_equal (job->due_ms, at (2500).mono_ms);
     assert_int_equal (s_fire (fx, at (2499)), 0);
     assert_int_equal (job->state, ZL_JOB_LEASED);
-    // at the run deadline, an extension is refused and changes nothing
+    // at the run deadline, an extension says so again and changes nothing
     assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (2500)), ZL_SETTLE_MAX_RUN);
     assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (2600)), ZL_SETTLE_MAX_RUN);
     assert_int_equal (job->state, ZL_JOB_LEASED);
@@ -1576,8 +1578,8 @@ s_restart (fx_t *fx, int64_t t)
     zl_jobs_set_listener (fx->jobs, s_listener, fx);
     fx->workers = zl_workers_new ();
     zl_peer_t p1 = s_peer ("peer-one"), p2 = s_peer ("peer-two");
-    fx->w1 = zl_workers_add (fx->workers, &p1, "w1", &fx->lane, 1, 16, at (t).mono_ms);
-    fx->w2 = zl_workers_add (fx->workers, &p2, "w2", &fx->lane, 1, 16, at (t).mono_ms);
+    fx->w1 = zl_workers_add (fx->workers, &p1, "w1", 0, NULL, &fx->lane, 1, 16, at (t).mono_ms);
+    fx->w2 = zl_workers_add (fx->workers, &p2, "w2", 0, NULL, &fx->lane, 1, 16, at (t).mono_ms);
     fx->flow = zl_sched_flow (fx->sched, fx->lane, fx->tenant);
     fx->flow2 = zl_sched_flow (fx->sched, fx->lane, fx->tenant2);
     fx->restart_t = t;

@@ -577,7 +577,7 @@ s_add_worker (world_t *w, const char *name)
     peer.len = (uint8_t)strlen (name);
     memcpy (peer.data, name, peer.len);
     zl_lane_t *lanes[3] = {w->work, w->mail, w->bulk};
-    return zl_workers_add (w->workers, &peer, name, lanes, 3, 100, w->now.mono_ms);
+    return zl_workers_add (w->workers, &peer, name, 0, NULL, lanes, 3, 100, w->now.mono_ms);
 }
 
 static world_t *

@@ -359,7 +359,7 @@ s_more_bad_input (fx_t *fx)
     before = s_errs (fx->admin);
     assert_int_equal (zlt_client_send (fx->producer, &m), 0);
     why = s_expect_rejected (fx->producer, 2, ZL_REJECT_INVALID);
-    assert_non_null (strstr (why, "idempotency key longer than 256 bytes"));
+    assert_non_null (strstr (why, "field 'idempotency_key' is longer than 256 bytes"));
     free (why);
     s_assert_one_more (fx->admin, &before, "err_invalid");
 

@@ -25,6 +25,16 @@
 
 #define WAIT_MS 5000
 
+// A producer client that said Hello and holds credit.
+static zlt_client_t *
+s_producer (zlt_broker_t *b)
+{
+    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    assert_non_null (producer);
+    assert_true (zlt_client_hello (producer, "edge-producer", WAIT_MS) > 0);
+    return producer;
+}
+
 static void
 s_submit (zlt_client_t *producer, const char *tenant, const char *lane, zl_msg_t *reply)
 {
@@ -93,7 +103,7 @@ test_metrics_page (void **state)
     const char *metrics = zlt_broker_endpoint (b, "metrics");
     assert_non_null (metrics);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *producer = s_producer (b);
     zl_msg_t reply;
     s_submit (producer, "acme", "a", &reply);
     char *page = s_http (metrics, "GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n");
@@ -135,8 +145,7 @@ test_metrics_page (void **state)
 
 // One admin request; returns its reply (in `reply`).
 static const zl_admin_reply_t *
-s_admin (zlt_client_t *admin, zl_admin_op_t op, const char *lane, uint64_t job_id,
-         zl_msg_t *reply)
+s_admin (zlt_client_t *admin, zl_admin_op_t op, const char *lane, uint64_t job_id, zl_msg_t *reply)
 {
     static uint64_t request_id = 1000;
     zl_msg_t req = {.kind = ZL_MSG_ADMIN_REQUEST};
@@ -163,7 +172,7 @@ test_lane_pause_and_refused_admin (void **state)
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *producer = s_producer (b);
     zl_msg_t reply, m;
     assert_true (s_admin (admin, ZL_ADMIN_PAUSE, "a", 0, &reply)->ok);
     s_submit (producer, "t", "a", &m);
@@ -204,7 +213,7 @@ test_dlq_retention (void **state)
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *producer = s_producer (b);
     zlt_client_t *worker = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "backend"));
     s_ready (worker, 1);
     zl_msg_t reply, m;
@@ -250,7 +259,7 @@ test_default_lane (void **state)
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *producer = s_producer (b);
     zl_msg_t reply;
     s_submit (producer, "t", "nowhere", &reply);
     assert_int_equal (reply.kind, ZL_MSG_ACCEPTED); // not Rejected UNKNOWN_LANE
@@ -270,7 +279,7 @@ test_draining_worker_gets_nothing_new (void **state)
     assert_non_null (b);
     const char *backend = zlt_broker_endpoint (b, "backend");
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
+    zlt_client_t *producer = s_producer (b);
     zlt_client_t *draining = zlt_client_new (ZMQ_DEALER, backend);
     s_ready (draining, 5);
     assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
@@ -300,21 +309,33 @@ test_silent_producer_is_forgotten (void **state)
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    zlt_client_t *producer = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "frontend"));
-    zl_msg_t m = {.kind = ZL_MSG_HELLO};
-    m.u.hello.client = "edge-producer";
-    assert_int_equal (zlt_client_send (producer, &m), 0);
-    assert_int_equal (zlt_client_expect (producer, ZL_MSG_CREDIT, &m, WAIT_MS), 0);
+    zlt_client_t *producer = s_producer (b);
     zl_stats_t st;
     assert_int_equal (zlt_stats (admin, &st, WAIT_MS), 0);
     assert_int_equal (st.producers, 1);
-    // silent for longer than producer_idle: the broker forgets it (bounded wait)
-    int64_t deadline = zlt_now_ms () + WAIT_MS;
-    do
-        assert_int_equal (zlt_stats (admin, &st, WAIT_MS), 0);
-    while (st.producers != 0 && zlt_now_ms () < deadline);
+    // silent for longer than producer_idle: the broker forgets it and says
+    // so, so that a producer waiting for credit knows to say Hello again
+    zl_msg_t m;
+    assert_int_equal (zlt_client_expect (producer, ZL_MSG_ERROR, &m, WAIT_MS), 0);
+    assert_int_equal (m.kind, ZL_MSG_ERROR);
+    assert_int_equal (m.u.error.code, ZL_ERR_NOT_READY);
+    assert_non_null (strstr (m.u.error.message, "Hello"));
+    assert_int_equal (zlt_stats (admin, &st, WAIT_MS), 0);
     assert_int_equal (st.producers, 0);
-    // and it may come back: its next Submit is an implicit Hello
+    // a Submit without a new Hello takes nothing
+    uint64_t not_ready = zlt_counter (admin, "err_not_ready");
+    zl_job_spec_t spec = {.seq = 7, .tenant = "t", .lane = "a", .idempotency_key = ""};
+    spec.payload = (zl_bytes_t){(const uint8_t *)"x", 1};
+    m = (zl_msg_t){.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){1, &spec};
+    assert_int_equal (zlt_client_send (producer, &m), 0);
+    assert_int_equal (zlt_client_expect (producer, ZL_MSG_ACCEPTED, &m, WAIT_MS), 0);
+    assert_int_equal (m.kind, ZL_MSG_ERROR);
+    assert_int_equal (m.u.error.code, ZL_ERR_NOT_READY);
+    assert_int_equal (zlt_counter (admin, "err_not_ready"), not_ready + 1);
+    assert_int_equal (zlt_counter (admin, "jobs_accepted"), 0);
+    // and after Hello it is served again
+    assert_true (zlt_client_hello (producer, "edge-producer", WAIT_MS) > 0);
     zl_msg_t reply;
     s_submit (producer, "t", "a", &reply);
     assert_int_equal (reply.kind, ZL_MSG_ACCEPTED);

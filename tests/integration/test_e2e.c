@@ -254,6 +254,7 @@ test_submit_unknown_lane (void **state)
 
     zlt_client_t *raw = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "frontend"));
     assert_non_null (raw);
+    assert_true (zlt_client_hello (raw, "e2e", 5000) > 0);
     zl_job_spec_t spec = {.seq = 1, .tenant = "t", .lane = "nolane", .idempotency_key = ""};
     spec.payload = (zl_bytes_t){(const uint8_t *)"payload", 7};
     zl_msg_t m = {.kind = ZL_MSG_SUBMIT};

@@ -232,6 +232,7 @@ test_broker_kill_and_restart (void **state)
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
     assert_non_null (producer);
     assert_non_null (admin);
+    assert_true (zlt_client_hello (producer, "zltest", 5000) > 0);
     zl_job_spec_t spec = {.seq = 1, .tenant = "t1", .lane = "a", .idempotency_key = "k1"};
     spec.payload = (zl_bytes_t){(const uint8_t *)"x", 1};
     zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
@@ -305,6 +306,7 @@ test_sub_client_events (void **state)
     zl_msg_t m = {.kind = ZL_MSG_READY};
     m.u.ready = (zl_ready_t){"sub-test", 1, lanes, 1};
     assert_int_equal (zlt_client_send (worker, &m), 0);
+    assert_true (zlt_client_hello (producer, "zltest", 5000) > 0);
     zl_job_spec_t spec = {.seq = 1, .tenant = "t1", .lane = "a", .idempotency_key = ""};
     spec.payload = (zl_bytes_t){(const uint8_t *)"x", 1};
     m = (zl_msg_t){.kind = ZL_MSG_SUBMIT};

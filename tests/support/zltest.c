@@ -1037,6 +1037,29 @@ zlt_client_expect (zlt_client_t *self, zl_msg_kind_t kind, zl_msg_t *out, int ti
     }
 }
 
+uint64_t
+zlt_client_hello (zlt_client_t *self, const char *name, int timeout_ms)
+{
+    zl_msg_t m = {.kind = ZL_MSG_HELLO};
+    m.u.hello.client = name;
+    if (zlt_client_send (self, &m) != 0)
+        return 0;
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        int rc = zlt_client_recv (self, &m, left > 0 ? (int)left : 0);
+        if (rc == -1)
+            return 0;
+        if (rc == 0 && m.kind == ZL_MSG_CREDIT)
+            return m.u.credit.limit;
+        if (rc == 0 && m.kind == ZL_MSG_ERROR) {
+            fprintf (stderr, "zltest: Hello refused: %s: %s\n", zl_error_code_name (m.u.error.code),
+                     m.u.error.message);
+            return 0;
+        }
+    }
+}
+
 const char *
 zlt_client_topic (zlt_client_t *self)
 {

@@ -149,6 +149,9 @@ int zlt_client_recv (zlt_client_t *self, zl_msg_t *out, int timeout_ms);
     `kind` is one of them) until a message of `kind` or an Error arrives.
     Returns 0 with `*out` of kind `kind` or ZL_MSG_ERROR, -1 on timeout. */
 int zlt_client_expect (zlt_client_t *self, zl_msg_kind_t kind, zl_msg_t *out, int timeout_ms);
+/*  Send Hello (client name `name`) on a producer client and wait up to
+    `timeout_ms` for its Credit. Returns the credit limit (> 0), or 0. */
+uint64_t zlt_client_hello (zlt_client_t *self, const char *name, int timeout_ms);
 /*  Return the topic of the last message a SUB client received. Borrowed. */
 const char *zlt_client_topic (zlt_client_t *self);
 
