@@ -1539,6 +1539,7 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->cfg = cfg;
     zl_rng_seed (&self->rng, 0);
     self->codec = zl_codec_new ();
+    zl_codec_set_strict (self->codec, true);  // debug builds: all it sends is text
     self->turn = zl_arena_new (256 * 1024);
     self->lanes = zl_lanes_new (cfg);
     self->sched = zl_sched_new (cfg->scheduler);

@@ -18,6 +18,7 @@ struct _zl_codec_t {
     zl_arena_t *enc; // encode scratch and the packed output
     ProtobufCAllocator allocator;
     const char *error; // why the last decode was ZL_DECODE_BAD_TEXT (in dec)
+    bool strict;       // debug builds: abort on encoding a string that is not text
 };
 
 static void *
@@ -55,6 +56,12 @@ zl_codec_destroy (zl_codec_t **self_p)
     zl_arena_destroy (&self->enc);
     free (self);
     *self_p = NULL;
+}
+
+void
+zl_codec_set_strict (zl_codec_t *self, bool strict)
+{
+    self->strict = strict;
 }
 
 zl_arena_t *
@@ -1047,5 +1054,20 @@ zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size_p)
     size_t size = zlane__v1__envelope__get_packed_size (&env);
     uint8_t *out = zl_arena_alloc (self->enc, size);
     *size_p = zlane__v1__envelope__pack (&env, out);
+#ifndef NDEBUG
+    // what the broker sends is text wherever the schema says string:
+    // decoders in other languages refuse anything else (debug builds: tests)
+    if (!self->strict)
+        return out;
+    walk_t w = {.arena = self->enc};
+    s_walk (&w, &zlane__v1__envelope__descriptor, out, *size_p, 0);
+    for (size_t i = 0; i < w.n_spec_invalid; i++)
+        if (w.spec_invalid[i])
+            w.error = w.spec_invalid[i];
+    if (w.error) {
+        fprintf (stderr, "zlane codec: encoding %s: %s\n", zl_msg_kind_name (msg->kind), w.error);
+        abort ();
+    }
+#endif
     return out;
 }

@@ -7,6 +7,7 @@
 
 #include "msg.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,12 @@ const char *zl_codec_error (zl_codec_t *self);
 /*  Encode `msg` into a new buffer of `*size_p` bytes that stays valid until
     the next encode on this codec. Returns NULL if the kind is unknown. */
 const void *zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size_p);
+
+/*  In debug builds, make zl_codec_encode abort on a string field that is
+    not valid text (text.h): for a sender whose strings are all checked or
+    its own, like the broker, so that tests catch any that is not. Release
+    builds do not check. */
+void zl_codec_set_strict (zl_codec_t *self, bool strict);
 
 /*  Return the arena that holds the last decoded message, so that callers may
     allocate alongside it (for example replies built from it). */

@@ -1,22 +1,24 @@
 #include "record.h"
 
+#include "text.h"
+
 #include "zlane_store.pb-c.h"
 
 #include <string.h>
 
-#define S(x) ((char *) ((x) ? (x) : ""))
+#define S(x) ((char *)((x) ? (x) : ""))
 
 static void *
 s_alloc (void *data, size_t size)
 {
-    return zl_arena_alloc ((zl_arena_t *) data, size);
+    return zl_arena_alloc ((zl_arena_t *)data, size);
 }
 
 static void
 s_free (void *data, void *ptr)
 {
-    (void) data;
-    (void) ptr;
+    (void)data;
+    (void)ptr;
 }
 
 size_t
@@ -26,7 +28,7 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     zlane__store__v1__job_rec__init (m);
     m->tenant = S (r->tenant);
     m->lane = S (r->lane);
-    m->payload.data = (uint8_t *) r->payload.data;
+    m->payload.data = (uint8_t *)r->payload.data;
     m->payload.len = r->payload.len;
     m->idempotency_key = S (r->idempotency_key);
     m->n_headers = r->n_headers;
@@ -67,8 +69,8 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
             zlane__store__v1__attempt_rec__init (&h[i]);
             h[i].attempt = t->attempt;
             h[i].worker = S (t->worker);
-            h[i].started_at_ms = (int64_t) t->started_at_ms;
-            h[i].ended_at_ms = (int64_t) t->ended_at_ms;
+            h[i].started_at_ms = (int64_t)t->started_at_ms;
+            h[i].ended_at_ms = (int64_t)t->ended_at_ms;
             h[i].outcome = t->outcome;
             h[i].error = S (t->error);
             m->history[i] = &h[i];
@@ -83,7 +85,15 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
 size_t
 zl_record_write (void *handle, uint8_t *out)
 {
-    return protobuf_c_message_pack ((const ProtobufCMessage *) handle, out);
+    return protobuf_c_message_pack ((const ProtobufCMessage *)handle, out);
+}
+
+// A stored string as text: records written before the broker checked its
+// input may hold invalid UTF-8, which must not reach a reply (text.h).
+static const char *
+s_text (zl_arena_t *arena, const char *s)
+{
+    return zl_text_sanitize (arena, s, strlen (s));
 }
 
 int
@@ -91,18 +101,19 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
 {
     ProtobufCAllocator alloc = {s_alloc, s_free, arena};
     Zlane__Store__V1__JobRec *m =
-        zlane__store__v1__job_rec__unpack (&alloc, len, (const uint8_t *) data);
+        zlane__store__v1__job_rec__unpack (&alloc, len, (const uint8_t *)data);
     if (!m)
         return -1;
     memset (out, 0, sizeof *out);
-    out->tenant = m->tenant;
-    out->lane = m->lane;
-    out->payload = (zl_bytes_t) {m->payload.data, m->payload.len};
-    out->idempotency_key = m->idempotency_key;
+    out->tenant = s_text (arena, m->tenant);
+    out->lane = s_text (arena, m->lane);
+    out->payload = (zl_bytes_t){m->payload.data, m->payload.len};
+    out->idempotency_key = s_text (arena, m->idempotency_key);
     out->n_headers = m->n_headers;
     out->headers = zl_arena_alloc (arena, (m->n_headers + 1) * sizeof (zl_header_t));
     for (size_t i = 0; i < m->n_headers; i++)
-        out->headers[i] = (zl_header_t) {m->headers[i]->key, m->headers[i]->value};
+        out->headers[i] =
+            (zl_header_t){s_text (arena, m->headers[i]->key), s_text (arena, m->headers[i]->value)};
     out->max_attempts = m->max_attempts;
     out->lease_ms = m->lease_ms;
     out->max_run_ms = m->max_run_ms;
@@ -115,7 +126,7 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
 {
     ProtobufCAllocator alloc = {s_alloc, s_free, arena};
     Zlane__Store__V1__StateRec *m =
-        zlane__store__v1__state_rec__unpack (&alloc, len, (const uint8_t *) data);
+        zlane__store__v1__state_rec__unpack (&alloc, len, (const uint8_t *)data);
     if (!m)
         return -1;
     memset (out, 0, sizeof *out);
@@ -128,14 +139,14 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->history = zl_arena_alloc (arena, (m->n_history + 1) * sizeof (zl_attempt_t));
     for (size_t i = 0; i < m->n_history; i++) {
         const Zlane__Store__V1__AttemptRec *t = m->history[i];
-        out->history[i] = (zl_attempt_t) {t->attempt,
-                                          t->worker,
-                                          (uint64_t) t->started_at_ms,
-                                          (uint64_t) t->ended_at_ms,
-                                          (zl_outcome_t) t->outcome,
-                                          t->error};
+        out->history[i] = (zl_attempt_t){t->attempt,
+                                         s_text (arena, t->worker),
+                                         (uint64_t)t->started_at_ms,
+                                         (uint64_t)t->ended_at_ms,
+                                         (zl_outcome_t)t->outcome,
+                                         s_text (arena, t->error)};
     }
-    out->leased_to = m->leased_to;
+    out->leased_to = s_text (arena, m->leased_to);
     out->started_at_ms = m->started_at_ms;
     return 0;
 }
@@ -153,7 +164,7 @@ int
 zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out)
 {
     Zlane__Store__V1__IdemRec *m =
-        zlane__store__v1__idem_rec__unpack (NULL, len, (const uint8_t *) data);
+        zlane__store__v1__idem_rec__unpack (NULL, len, (const uint8_t *)data);
     if (!m)
         return -1;
     out->job_id = m->job_id;

@@ -15,6 +15,7 @@
 #include "hist.h"
 #include "job.h"
 #include "jobs.h"
+#include "text.h"
 #include "lane.h"
 #include "log.h"
 #include "record.h"
@@ -1266,6 +1267,50 @@ test_long_error_text_is_bounded (void **state)
         s_nack (fx, fx->w1, j2->id, j2->lease->token, ZL_FAIL_PERMANENT, NULL, 0, at (1)),
         ZL_SETTLE_OK);
     assert_string_equal (s_state (fx, j2)->history[0].error, "");
+    // a clip never splits a character: 2-byte characters across the limit
+    zl_job_t *j3 = s_accept (fx, 0, 0, at (0));
+    s_lease (fx, fx->w1, j3, at (0));
+    char wide[5001];
+    for (size_t i = 0; i + 1 < sizeof wide; i += 2)
+        memcpy (wide + i, "\xc3\xa9", 2);
+    wide[sizeof wide - 1] = '\0';
+    memmove (wide + 1, wide, sizeof wide - 2); // odd offset: the limit falls inside one
+    wide[0] = 'x';
+    assert_int_equal (
+        s_nack (fx, fx->w1, j3->id, j3->lease->token, ZL_FAIL_PERMANENT, wide, 0, at (1)),
+        ZL_SETTLE_OK);
+    const char *kept3 = s_state (fx, j3)->history[0].error;
+    assert_true (strlen (kept3) < strlen (wide));
+    assert_true (zl_text_valid (kept3, strlen (kept3)));
+}
+
+// A lease is settled or extended only by the worker holding it, even with
+// the right token.
+static void
+test_only_the_holder_settles (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *job = s_accept (fx, 0, 0, at (0));
+    s_lease (fx, fx->w1, job, at (0));
+    uint64_t token = job->lease->token;
+    assert_int_equal (s_ack (fx, fx->w2, job->id, token, 10, at (1)), ZL_SETTLE_NOT_HOLDER);
+    assert_int_equal (s_nack (fx, fx->w2, job->id, token, ZL_FAIL_PERMANENT, "x", 0, at (1)),
+                      ZL_SETTLE_NOT_HOLDER);
+    assert_int_equal (s_extend (fx, fx->w2, job->id, token, 1000, at (1)), ZL_SETTLE_NOT_HOLDER);
+    assert_int_equal (job->state, ZL_JOB_LEASED);
+    assert_int_equal (job->due_ms, at (LANE_LEASE_MS).mono_ms);
+    // a wrong token says stale, whoever sends it
+    assert_int_equal (s_ack (fx, fx->w2, job->id, token + 1, 10, at (1)), ZL_SETTLE_STALE_LEASE);
+    // the holder's lease moves with the worker process to its new connection
+    zl_peer_t p3 = {.len = 2, .data = {'w', '3'}};
+    zl_bworker_t *again = zl_workers_add (fx->workers, &p3, "w1", 7, NULL, &fx->lane, 1, 16,
+                                          at (2).mono_ms);
+    zl_worker_adopt (again, fx->w1);
+    assert_int_equal (fx->w1->in_flight, 0);
+    assert_int_equal (again->in_flight, 1);
+    assert_int_equal (s_ack (fx, fx->w1, job->id, token, 10, at (2)), ZL_SETTLE_NOT_HOLDER);
+    assert_int_equal (s_ack (fx, again, job->id, token, 10, at (2)), ZL_SETTLE_OK);
+    assert_int_equal (again->in_flight, 0);
 }
 
 // ---------------------------------------------------------------- worker death
@@ -1678,6 +1723,7 @@ main (void)
         T (test_transient_failures_dead_after_max_attempts),
         T (test_history_builds_up_inside_one_batch),
         T (test_long_error_text_is_bounded),
+        T (test_only_the_holder_settles),
         T (test_release_worker_requeues_at_once),
         T (test_redrive_and_purge),
         T (test_random_walk_keeps_gauges),

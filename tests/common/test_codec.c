@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef struct {
     zl_codec_t *codec;
@@ -1427,6 +1430,88 @@ test_names (void **state)
     assert_string_equal (zl_fail_class_name ((zl_fail_class_t)42), "transient");
 }
 
+
+// ---------------------------------------------------------------- text
+//  Encode `m` and turn each 0x01 byte between two letters into `with`.
+static uint8_t *
+s_encode_patched (zl_codec_t *codec, const zl_msg_t *m, uint8_t with, size_t *size)
+{
+    const uint8_t *enc = zl_codec_encode (codec, m, size);
+    assert_non_null (enc);
+    uint8_t *frame = malloc (*size);
+    memcpy (frame, enc, *size);
+    for (size_t i = 1; i + 1 < *size; i++)
+        if (frame[i] == 0x01 && frame[i - 1] >= 'a' && frame[i + 1] >= 'a')
+            frame[i] = with;
+    return frame;
+}
+
+//  Strings are checked on the wire: a bad one in a job spec marks that spec
+//  only; anywhere else the message decodes with ZL_DECODE_BAD_TEXT.
+static void
+test_bad_text (void **state)
+{
+    fixture_t *f = *state;
+    zl_header_t h[2] = {{"ok", "fine"}, {"x", "\xe2\x82"}};
+    zl_job_spec_t specs[3] = {
+        {.seq = 1, .tenant = "acme", .lane = "a", .idempotency_key = ""},
+        {.seq = 2, .tenant = "acme\x01" "evil", .lane = "a", .idempotency_key = ""},
+        {.seq = 3, .tenant = "t", .lane = "a", .idempotency_key = "", .n_headers = 2, .headers = h}};
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT, .u.submit = {3, specs}};
+    size_t size;
+    uint8_t *frame = s_encode_patched (f->codec, &m, 0, &size);
+    zl_msg_t out;
+    assert_int_equal (zl_codec_decode (f->codec, frame, size, &out), ZL_DECODE_OK);
+    assert_int_equal (out.u.submit.n, 3);
+    assert_null (out.u.submit.jobs[0].invalid);
+    assert_string_equal (out.u.submit.jobs[1].tenant, "acme"); // what protobuf-c alone gives
+    assert_string_equal (out.u.submit.jobs[1].invalid, "field 'tenant' contains a NUL byte");
+    assert_string_equal (out.u.submit.jobs[2].invalid,
+                         "field 'headers[1].value' is not valid UTF-8");
+    assert_string_equal (zl_codec_error (f->codec), "");
+    free (frame);
+
+    const char *lanes[] = {"a", "b\x01" "c"};
+    m = (zl_msg_t){.kind = ZL_MSG_READY, .u.ready = {"w\xff", 2, lanes, 1, 0}};
+    frame = s_encode_patched (f->codec, &m, 0, &size);
+    assert_int_equal (zl_codec_decode (f->codec, frame, size, &out), ZL_DECODE_BAD_TEXT);
+    assert_int_equal (out.kind, ZL_MSG_READY);
+    assert_string_equal (zl_codec_error (f->codec), "field 'ready.name' is not valid UTF-8");
+    free (frame);
+
+    // the next decode forgets it; good text of any script passes
+    m = (zl_msg_t){.kind = ZL_MSG_HELLO, .u.hello.client = "\xe6\x97\xa5\xe6\x9c\xac web-1"};
+    const void *enc = zl_codec_encode (f->codec, &m, &size);
+    assert_int_equal (zl_codec_decode (f->codec, enc, size, &out), ZL_DECODE_OK);
+    assert_string_equal (zl_codec_error (f->codec), "");
+}
+
+//  A strict codec (the broker's) refuses to send what is not text: in debug
+//  builds encoding it aborts, so tests find any reply that would carry it.
+static void
+test_strict_encode (void **state)
+{
+    fixture_t *f = *state;
+    zl_msg_t m = {.kind = ZL_MSG_ERROR, .u.error = {ZL_ERR_INVALID, "cut \xe2\x82", 0, 0, 0, NULL}};
+    size_t size;
+    assert_non_null (zl_codec_encode (f->codec, &m, &size)); // not strict: sent as given
+#ifndef NDEBUG
+    pid_t pid = fork ();
+    assert_true (pid >= 0);
+    if (pid == 0) {
+        zl_codec_set_strict (f->codec, true);
+        zl_codec_encode (f->codec, &m, &size);
+        _exit (0);
+    }
+    int status;
+    assert_int_equal (waitpid (pid, &status, 0), pid);
+    assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGABRT);
+#endif
+    zl_codec_set_strict (f->codec, true);
+    m.u.error.message = "fine";
+    assert_non_null (zl_codec_encode (f->codec, &m, &size));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
 int
@@ -1464,6 +1549,8 @@ main (void)
         T (test_mutated_frames),
         T (test_decode_after_failure),
         T (test_hand_built_frames),
+        T (test_bad_text),
+        T (test_strict_encode),
         cmocka_unit_test (test_names),
     };
     return cmocka_run_group_tests_name ("codec", tests, NULL, NULL);
