@@ -86,6 +86,7 @@ struct _zl_broker_t {
     zl_arena_t *frame; // records loaded for one Dispatch frame or event
     uint64_t stored_next_id;
     bool failed;             // the store failed: stop the loop
+    FILE *wire_dump;          // wire_dump: every frame sent, length-prefixed, or NULL
     zl_security_t *security; // CURVE (or the plaintext endpoint check)
     zl_http_t *http;         // the metrics page, or NULL
     uint64_t counters[ZL_CTR_COUNT];
@@ -1532,6 +1533,17 @@ s_recover (zl_broker_t *self, char *err, size_t errlen)
     return 0;
 }
 
+// wire_dump: each frame the broker sends, as a 4-byte little-endian length
+// and the frame (an Envelope), appended to the file.
+static void
+s_dump_frame (void *arg, const void *frame, size_t size)
+{
+    uint8_t len[4] = {(uint8_t) size, (uint8_t) (size >> 8), (uint8_t) (size >> 16),
+                      (uint8_t) (size >> 24)};
+    fwrite (len, 1, sizeof len, arg);
+    fwrite (frame, 1, size, arg);
+}
+
 zl_broker_t *
 zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
 {
@@ -1540,6 +1552,17 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     zl_rng_seed (&self->rng, 0);
     self->codec = zl_codec_new ();
     zl_codec_set_strict (self->codec, true);  // debug builds: all it sends is text
+    if (cfg->wire_dump && *cfg->wire_dump) {
+        self->wire_dump = fopen (cfg->wire_dump, "ab");
+        if (!self->wire_dump) {
+            snprintf (err, errlen, "cannot open wire_dump %s: %s", cfg->wire_dump,
+                      strerror (errno));
+            zl_broker_destroy (&self);
+            return NULL;
+        }
+        zl_codec_set_tap (self->codec, s_dump_frame, self->wire_dump);
+        zl_warn ("broker", "wire_dump: every frame sent is appended to %s", cfg->wire_dump);
+    }
     self->turn = zl_arena_new (256 * 1024);
     self->lanes = zl_lanes_new (cfg);
     self->sched = zl_sched_new (cfg->scheduler);
@@ -1616,6 +1639,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_security_destroy (&self->security);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
+    if (self->wire_dump)
+        fclose (self->wire_dump);
     zl_arena_destroy (&self->turn);
     free (self->dead_ids);
     free (self->later);

@@ -251,6 +251,8 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         s_set_str (&cfg->metrics, value);
     else if (!strcmp (key, "ports_file"))
         s_set_str (&cfg->ports_file, value);
+    else if (!strcmp (key, "wire_dump"))
+        s_set_str (&cfg->wire_dump, value);
     else if (!strcmp (key, "data"))
         s_set_str (&cfg->data_dir, value);
     else if (!strcmp (key, "durability")) {
@@ -400,6 +402,7 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->admin);
     free (cfg->metrics);
     free (cfg->ports_file);
+    free (cfg->wire_dump);
     free (cfg->data_dir);
     free (cfg->default_lane);
     free (cfg->cert);

@@ -41,6 +41,7 @@ typedef struct {
     char *frontend, *backend, *events, *admin;
     char *metrics;     // HTTP endpoint of the Prometheus page, NULL = none
     char *ports_file;  // written after bind: the real endpoints
+    char *wire_dump;   // debugging: every frame the broker sends is appended here
     char *data_dir;
     zl_durability_t durability;
     uint64_t map_size;         // the store's size limit

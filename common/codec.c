@@ -19,6 +19,8 @@ struct _zl_codec_t {
     ProtobufCAllocator allocator;
     const char *error; // why the last decode was ZL_DECODE_BAD_TEXT (in dec)
     bool strict;       // debug builds: abort on encoding a string that is not text
+    zl_codec_tap_fn *tap;
+    void *tap_arg;
 };
 
 static void *
@@ -56,6 +58,13 @@ zl_codec_destroy (zl_codec_t **self_p)
     zl_arena_destroy (&self->enc);
     free (self);
     *self_p = NULL;
+}
+
+void
+zl_codec_set_tap (zl_codec_t *self, zl_codec_tap_fn *fn, void *arg)
+{
+    self->tap = fn;
+    self->tap_arg = arg;
 }
 
 void
@@ -1054,6 +1063,8 @@ zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size_p)
     size_t size = zlane__v1__envelope__get_packed_size (&env);
     uint8_t *out = zl_arena_alloc (self->enc, size);
     *size_p = zlane__v1__envelope__pack (&env, out);
+    if (self->tap)
+        self->tap (self->tap_arg, out, *size_p);
 #ifndef NDEBUG
     // what the broker sends is text wherever the schema says string:
     // decoders in other languages refuse anything else (debug builds: tests)

@@ -51,6 +51,11 @@ const void *zl_codec_encode (zl_codec_t *self, const zl_msg_t *msg, size_t *size
     builds do not check. */
 void zl_codec_set_strict (zl_codec_t *self, bool strict);
 
+/*  Call `fn (arg, frame, size)` with every frame zl_codec_encode makes
+    (NULL: none). For debugging and tests: a copy of what a program sends. */
+typedef void (zl_codec_tap_fn) (void *arg, const void *frame, size_t size);
+void zl_codec_set_tap (zl_codec_t *self, zl_codec_tap_fn *fn, void *arg);
+
 /*  Return the arena that holds the last decoded message, so that callers may
     allocate alongside it (for example replies built from it). */
 struct _zl_arena_t *zl_codec_scratch (zl_codec_t *self);

@@ -774,9 +774,20 @@ zlt_broker_start (const char *const args[])
     size_t n_args = 0;
     while (args[n_args])
         n_args++;
-    self->args = zl_malloc ((n_args + 1) * sizeof (char *));
+    self->args = zl_malloc ((n_args + 3) * sizeof (char *));
     for (size_t i = 0; i < n_args; i++)
         self->args[i] = zl_strdup (args[i]);
+    // ZLANE_WIRE_DUMP_DIR (set by CTest for the integration tests): every
+    // frame the broker sends is kept there, for decoders in other languages
+    const char *dump = getenv ("ZLANE_WIRE_DUMP_DIR");
+    if (dump && *dump) {
+        static unsigned brokers;
+        char set[4096];
+        snprintf (set, sizeof set, "wire_dump=%s/broker-%d-%u.wire", dump, (int)getpid (),
+                  brokers++);
+        self->args[n_args++] = zl_strdup ("--set");
+        self->args[n_args++] = zl_strdup (set);
+    }
     self->args[n_args] = NULL;
     bool bind_failed;
     if (s_launch (self, false, zlt_now_ms () + BROKER_START_MS, &bind_failed) != 0) {
