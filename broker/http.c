@@ -9,14 +9,18 @@
 #include <string.h>
 
 #define ID_MAX 256
-#define RECENT 128 // closed connections whose late notifications are ignored
+#define ADDR_MAX 64 // a peer's address as libzmq gives it ("127.0.0.1", "::1")
+#define RECENT 128  // closed connections whose late notifications are ignored
+#define BUF_MIN 256 // a head buffer's first size; it grows to ZL_HTTP_MAX_REQUEST
 
 typedef struct {
     uint8_t id[ID_MAX];
     size_t id_len;
-    char buf[ZL_HTTP_MAX_REQUEST + 1];
-    size_t len;
+    char addr[ADDR_MAX]; // the peer's IP address ("" if libzmq gave none)
+    char *buf;           // the head so far, NUL-terminated (NULL before any byte)
+    size_t len, cap;
     int64_t opened_ms;
+    uint64_t seq; // order of arrival: the lowest is the oldest
 } conn_t;
 
 typedef struct {
@@ -29,8 +33,9 @@ struct _zl_http_t {
     char endpoint[256];
     zl_http_page_fn *page;
     void *arg;
-    conn_t *conns[ZL_HTTP_MAX_CONNS];
+    conn_t *conns[ZL_HTTP_MAX_OPEN]; // every connection waiting for its request
     size_t n_conns;
+    uint64_t next_seq;
     closed_id_t recent[RECENT]; // ring of ids this side closed
     size_t recent_next;
     zl_http_counts_t counts;
@@ -62,8 +67,10 @@ zl_http_destroy (zl_http_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_http_t *self = *self_p;
-    for (size_t i = 0; i < self->n_conns; i++)
+    for (size_t i = 0; i < self->n_conns; i++) {
+        free (self->conns[i]->buf);
         free (self->conns[i]);
+    }
     zsock_destroy (&self->sock);
     free (self);
     *self_p = NULL;
@@ -85,6 +92,12 @@ zl_http_counts_t
 zl_http_counts (zl_http_t *self)
 {
     return self->counts;
+}
+
+size_t
+zl_http_waiting (zl_http_t *self)
+{
+    return self->n_conns;
 }
 
 // ---------------------------------------------------------------- connections
@@ -113,9 +126,9 @@ s_send_close (zl_http_t *self, const void *id, size_t id_len, const void *data, 
     void *s = zsock_resolve (self->sock);
     // a routing id that cannot be sent (the peer's queue is full) drops the
     // frame after it: sending that one anyway would start a new message
-    if (len && zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int) id_len)
+    if (len && zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)id_len)
         zmq_send (s, data, len, ZMQ_DONTWAIT);
-    if (zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int) id_len)
+    if (zmq_send (s, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) == (int)id_len)
         zmq_send (s, "", 0, ZMQ_DONTWAIT);
     closed_id_t *r = &self->recent[self->recent_next];
     self->recent_next = (self->recent_next + 1) % RECENT;
@@ -132,7 +145,96 @@ s_drop (zl_http_t *self, conn_t *c)
             self->conns[i] = self->conns[--self->n_conns];
             break;
         }
+    free (c->buf);
     free (c);
+}
+
+// Close `c` unanswered (it is counted as refused) and forget it.
+static void
+s_close (zl_http_t *self, conn_t *c)
+{
+    self->counts.refused++;
+    s_send_close (self, c->id, c->id_len, NULL, 0);
+    s_drop (self, c);
+}
+
+// Close `c` unanswered to make room for newer connections.
+static void
+s_evict (zl_http_t *self, conn_t *c)
+{
+    zl_debug ("http", "metrics: a connection from %s closed for newer ones", c->addr);
+    self->counts.evicted++;
+    s_close (self, c);
+}
+
+// A connection and how many newer ones its address has, for s_trim.
+typedef struct {
+    conn_t *c;
+    size_t rank;
+} ranked_t;
+
+static int
+s_newest_first (const void *a, const void *b)
+{
+    uint64_t x = ((const ranked_t *)a)->c->seq, y = ((const ranked_t *)b)->c->seq;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int
+s_lowest_rank_first (const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return s_newest_first (a, b);
+}
+
+// Cut the connections waiting for their request back to the limits: from
+// each peer address its newest ZL_HTTP_MAX_PER_ADDR, and of those at most
+// ZL_HTTP_MAX_CONNS: every address's newest first, then every address's
+// second newest, and so on (among equals the newer). The others are
+// evicted. So a crowd from some addresses takes the slots of others last.
+static void
+s_trim (zl_http_t *self)
+{
+    if (self->n_conns <= ZL_HTTP_MAX_PER_ADDR)
+        return; // no address can be over, nor the whole
+    ranked_t by[ZL_HTTP_MAX_OPEN];
+    const char *addrs[ZL_HTTP_MAX_OPEN]; // each address once, and how many seen from it
+    size_t seen[ZL_HTTP_MAX_OPEN];
+    size_t n = self->n_conns, n_addrs = 0;
+    for (size_t i = 0; i < n; i++)
+        by[i] = (ranked_t){self->conns[i], 0};
+    qsort (by, n, sizeof by[0], s_newest_first);
+    for (size_t i = 0; i < n; i++) {
+        size_t a = 0;
+        while (a < n_addrs && strcmp (addrs[a], by[i].c->addr))
+            a++;
+        if (a == n_addrs) {
+            addrs[n_addrs] = by[i].c->addr;
+            seen[n_addrs++] = 0;
+        }
+        by[i].rank = seen[a]++;
+    }
+    qsort (by, n, sizeof by[0], s_lowest_rank_first);
+    for (size_t i = 0; i < n; i++)
+        if (i >= ZL_HTTP_MAX_CONNS || by[i].rank >= ZL_HTTP_MAX_PER_ADDR)
+            s_evict (self, by[i].c);
+}
+
+// A new connection from `addr` (NULL: libzmq gave none).
+static void
+s_open (zl_http_t *self, const void *id, size_t id_len, const char *addr, int64_t now_ms)
+{
+    if (self->n_conns == ZL_HTTP_MAX_OPEN)
+        s_trim (self); // a flood within one read: cut back now
+    conn_t *c = ZL_NEW (conn_t);
+    memcpy (c->id, id, id_len);
+    c->id_len = id_len;
+    snprintf (c->addr, sizeof c->addr, "%s", addr ? addr : "");
+    c->opened_ms = now_ms;
+    c->seq = self->next_seq++;
+    self->conns[self->n_conns++] = c;
 }
 
 // Answer `c` with a status and a body (HEAD: the headers only), and close it.
@@ -183,8 +285,8 @@ zl_http_parse (char *head, bool *head_only, char **path, char **query)
         return 400;
     *sp1 = *sp2 = '\0';
     for (const char *p = sp1 + 1; *p; p++)
-        if ((unsigned char) *p <= ' ' || (unsigned char) *p >= 0x7f)
-            return 400;  // a target is visible ASCII (no bare CR, no controls)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
+            return 400; // a target is visible ASCII (no bare CR, no controls)
     if (strcmp (sp2 + 1, "HTTP/1.0") && strcmp (sp2 + 1, "HTTP/1.1"))
         return 400;
     *head_only = !strcmp (head, "HEAD");
@@ -195,7 +297,7 @@ zl_http_parse (char *head, bool *head_only, char **path, char **query)
     if (*query)
         *(*query)++ = '\0';
     else
-        *query = sp2;  // an empty string: the NUL that ended the target
+        *query = sp2; // an empty string: the NUL that ended the target
     return 0;
 }
 
@@ -220,6 +322,35 @@ s_request (zl_http_t *self, conn_t *c)
     }
     s_answer (self, c, 200, "OK", type, body, len, head);
     free (body);
+}
+
+// `len` more bytes of `c`'s head: answer it once it is whole (or bad).
+// Returns true if it was answered.
+static bool
+s_receive (zl_http_t *self, conn_t *c, const char *data, size_t len)
+{
+    size_t room = ZL_HTTP_MAX_REQUEST - c->len;
+    size_t take = len < room ? len : room;
+    if (c->len + take + 1 > c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : BUF_MIN;
+        while (cap < c->len + take + 1)
+            cap *= 2;
+        c->cap = cap < ZL_HTTP_MAX_REQUEST + 1 ? cap : ZL_HTTP_MAX_REQUEST + 1;
+        c->buf = zl_realloc (c->buf, c->cap);
+    }
+    size_t from = c->len < 3 ? 0 : c->len - 3; // where a CRLFCRLF ending in the new bytes starts
+    memcpy (c->buf + c->len, data, take);
+    c->len += take;
+    c->buf[c->len] = '\0';
+    if (memchr (data, '\0', take))
+        s_error (self, c, 400, "Bad Request");
+    else if (strstr (c->buf + from, "\r\n\r\n"))
+        s_request (self, c);
+    else if (len > room || c->len == ZL_HTTP_MAX_REQUEST)
+        s_error (self, c, 431, "Request Header Fields Too Large");
+    else
+        return false;
+    return true;
 }
 
 size_t
@@ -248,35 +379,16 @@ zl_http_serve (zl_http_t *self, int64_t now_ms)
             // a connection opened, or the peer closed it
             if (c)
                 s_drop (self, c);
-            else if (!s_recently_closed (self, idp, id_len)) {
-                if (self->n_conns == ZL_HTTP_MAX_CONNS) {
-                    self->counts.refused++;
-                    s_send_close (self, idp, id_len, NULL, 0);
-                } else {
-                    c = ZL_NEW (conn_t);
-                    memcpy (c->id, idp, id_len);
-                    c->id_len = id_len;
-                    c->opened_ms = now_ms;
-                    self->conns[self->n_conns++] = c;
-                }
-            }
-        } else if (c) {
-            size_t room = ZL_HTTP_MAX_REQUEST - c->len;
-            size_t take = len < room ? len : room;
-            memcpy (c->buf + c->len, zmq_msg_data (&data), take);
-            c->len += take;
-            c->buf[c->len] = '\0';
-            if (memchr (c->buf, '\0', c->len))
-                s_error (self, c, 400, "Bad Request");
-            else if (strstr (c->buf, "\r\n\r\n")) {
-                s_request (self, c);
-                answered++;
-            } else if (len > room || c->len == ZL_HTTP_MAX_REQUEST)
-                s_error (self, c, 431, "Request Header Fields Too Large");
-        }
+            else if (!s_recently_closed (self, idp, id_len))
+                s_open (self, idp, id_len, zmq_msg_gets (&id, "Peer-Address"), now_ms);
+        } else if (c && s_receive (self, c, zmq_msg_data (&data), len))
+            answered++;
         zmq_msg_close (&id);
         zmq_msg_close (&data);
     }
+    // Everything that had arrived was read, so a client that sent its head
+    // at once has its answer: whoever still waits makes room now.
+    s_trim (self);
     return answered;
 }
 
@@ -285,11 +397,9 @@ zl_http_sweep (zl_http_t *self, int64_t now_ms)
 {
     for (size_t i = 0; i < self->n_conns;) {
         conn_t *c = self->conns[i];
-        if (now_ms - c->opened_ms >= ZL_HTTP_IDLE_MS) {
-            self->counts.refused++;
-            s_send_close (self, c->id, c->id_len, NULL, 0);
-            s_drop (self, c); // moves the last one into slot i
-        } else
+        if (now_ms - c->opened_ms >= ZL_HTTP_HEAD_MS)
+            s_close (self, c); // moves the last one into slot i
+        else
             i++;
     }
 }

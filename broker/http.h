@@ -5,9 +5,19 @@
 
     Bad input gets an answer and a count, never a crash: a request line that
     does not parse is 400, another method 405, a path with no page 404,
-    headers past ZL_HTTP_MAX_REQUEST bytes 431. A connection that sends no
-    complete request within ZL_HTTP_IDLE_MS is closed (zl_http_sweep), and
-    past ZL_HTTP_MAX_CONNS open connections a new one is closed at once. */
+    headers past ZL_HTTP_MAX_REQUEST bytes 431.
+
+    Slow or idle clients cannot lock out a scraper, which sends its head at
+    once. A connection that has not sent a complete head ZL_HTTP_HEAD_MS
+    after it opened is closed (zl_http_sweep). A new connection is always
+    taken in. At the end of each zl_http_serve, when all that had arrived
+    was read and answered, the connections still waiting are cut back
+    (evicted: closed unanswered): from each peer address (libzmq's
+    "Peer-Address") its newest ZL_HTTP_MAX_PER_ADDR stay, and of those
+    ZL_HTTP_MAX_CONNS, taking every address's newest first, then every
+    address's second newest, and so on, newer before older. Within one
+    zl_http_serve at most ZL_HTTP_MAX_OPEN wait: a connection past that
+    makes the cut happen at once. */
 #ifndef ZL_HTTP_H
 #define ZL_HTTP_H
 
@@ -16,8 +26,10 @@
 #include <stdint.h>
 
 #define ZL_HTTP_MAX_REQUEST 8192
-#define ZL_HTTP_IDLE_MS 10000
+#define ZL_HTTP_HEAD_MS 3000
 #define ZL_HTTP_MAX_CONNS 64
+#define ZL_HTTP_MAX_PER_ADDR 16
+#define ZL_HTTP_MAX_OPEN 256
 
 typedef struct _zl_http_t zl_http_t;
 
@@ -29,7 +41,8 @@ typedef int (zl_http_page_fn) (void *arg, const char *path, const char *query, c
 
 typedef struct {
     uint64_t requests; // answered 200
-    uint64_t refused;  // answered 4xx, or closed for idling or too many connections
+    uint64_t refused;  // answered 4xx, or closed unanswered (the head too late, or evicted)
+    uint64_t evicted;  // of those refused, closed to make room for a newer connection
 } zl_http_counts_t;
 
 /*  Bind a STREAM socket at `endpoint` (tcp://host:port, port * for any).
@@ -42,10 +55,13 @@ void zl_http_destroy (zl_http_t **self_p);
 void *zl_http_socket (zl_http_t *self);
 /*  The endpoint it is bound to, with the real port (borrowed). */
 const char *zl_http_endpoint (zl_http_t *self);
-/*  Read what has arrived, without blocking, and answer complete requests.
-    `now_ms` is a monotonic clock reading. Returns the number answered. */
+/*  Read what has arrived, without blocking, and answer complete requests
+    (and bad ones); then cut the connections still waiting back to the
+    limits above. `now_ms` is a monotonic clock reading. Returns the number
+    of connections answered. */
 size_t zl_http_serve (zl_http_t *self, int64_t now_ms);
-/*  Close connections idle for ZL_HTTP_IDLE_MS by `now_ms`. */
+/*  Close the connections still without a complete head ZL_HTTP_HEAD_MS
+    after they opened, by `now_ms`. */
 void zl_http_sweep (zl_http_t *self, int64_t now_ms);
 /*  Parse a request head in place (NUL-terminated, its first line ended by
     CRLF): GET or HEAD (sets *head_only), the target split into *path and
@@ -54,5 +70,8 @@ void zl_http_sweep (zl_http_t *self, int64_t now_ms);
 int zl_http_parse (char *head, bool *head_only, char **path, char **query);
 /*  What it has answered and refused so far. */
 zl_http_counts_t zl_http_counts (zl_http_t *self);
+/*  The connections open now that wait for their request (at most
+    ZL_HTTP_MAX_CONNS between calls of zl_http_serve). */
+size_t zl_http_waiting (zl_http_t *self);
 
 #endif

@@ -60,19 +60,28 @@ s_server (void)
     return http;
 }
 
-// A TCP connection to the server.
+// A TCP connection to the server from 127.0.0.`src`.
 static int
-s_connect (zl_http_t *http)
+s_connect_from (zl_http_t *http, int src)
 {
     const char *ep = zl_http_endpoint (http);
     const char *colon = strrchr (ep, ':');
     assert_non_null (colon);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)atoi (colon + 1))};
     a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    from.sin_addr.s_addr = htonl (INADDR_LOOPBACK - 1 + (uint32_t)src);
     int fd = socket (AF_INET, SOCK_STREAM, 0);
     assert_true (fd >= 0);
+    assert_int_equal (bind (fd, (struct sockaddr *)&from, sizeof from), 0);
     assert_int_equal (connect (fd, (struct sockaddr *)&a, sizeof a), 0);
     return fd;
+}
+
+static int
+s_connect (zl_http_t *http)
+{
+    return s_connect_from (http, 1);
 }
 
 // Serve until the client has read everything up to the server's close, or
@@ -221,48 +230,179 @@ test_request_in_pieces (void **state)
     zl_http_destroy (&http);
 }
 
-// A connection that never finishes its request is closed by the sweep, and
-// connections past the limit are closed at once.
+// Serve (at `now`) until the server holds `waiting` connections and has
+// evicted `evicted`, at most WAIT_MS.
 static void
-test_idle_and_too_many_connections (void **state)
+s_serve_until (zl_http_t *http, int64_t now, size_t waiting, uint64_t evicted)
+{
+    int64_t deadline = zl_clock_mono_ms () + WAIT_MS;
+    while (zl_http_waiting (http) != waiting || zl_http_counts (http).evicted != evicted) {
+        int64_t left = deadline - zl_clock_mono_ms ();
+        if (left <= 0)
+            fail_msg ("the server holds %zu connections and evicted %llu; wanted %zu and %llu",
+                      zl_http_waiting (http), (unsigned long long)zl_http_counts (http).evicted,
+                      waiting, (unsigned long long)evicted);
+        zmq_pollitem_t item = {zl_http_socket (http), 0, ZMQ_POLLIN, 0};
+        zmq_poll (&item, 1, (long)left);
+        zl_http_serve (http, now);
+    }
+}
+
+// Open a connection from 127.0.0.`src` that sends "GET" and no more, and
+// serve until the server holds `waiting` and has evicted `evicted`.
+static int
+s_slow_from (zl_http_t *http, int src, size_t waiting, uint64_t evicted)
+{
+    int fd = s_connect_from (http, src);
+    assert_int_equal (write (fd, "GET", 3), 3);
+    s_serve_until (http, T0, waiting, evicted);
+    return fd;
+}
+
+// The server closed `fd` without a word.
+static void
+s_expect_closed (zl_http_t *http, int fd)
+{
+    bool closed;
+    char *got = s_pump (http, fd, T0, WAIT_MS, &closed);
+    assert_true (closed);
+    assert_string_equal (got, "");
+    free (got);
+}
+
+// Send the rest of "GET /metrics HTTP/1.1" on a connection that sent "GET":
+// it is answered 200 and closed.
+static void
+s_finish (zl_http_t *http, int fd)
+{
+    const char *rest = " /metrics HTTP/1.1\r\n\r\n";
+    assert_int_equal (write (fd, rest, strlen (rest)), (ssize_t)strlen (rest));
+    bool closed;
+    char *got = s_pump (http, fd, T0, WAIT_MS, &closed);
+    assert_true (closed);
+    if (strncmp (got, "HTTP/1.0 200 OK\r\n", 17))
+        fail_msg ("wanted a 200, got '%s'", got);
+    free (got);
+}
+
+// A connection that has not sent a complete head ZL_HTTP_HEAD_MS after it
+// opened is closed by the sweep (counted as refused), not a moment before.
+static void
+test_head_deadline (void **state)
+{
+    (void)state;
+    zl_http_t *http = s_server ();
+    int fd = s_connect (http);
+    assert_int_equal (write (fd, "GET /met", 8), 8);
+    s_serve_until (http, T0, 1, 0);
+    zl_http_sweep (http, T0 + ZL_HTTP_HEAD_MS - 1);
+    assert_int_equal (zl_http_waiting (http), 1);
+    assert_int_equal (zl_http_counts (http).refused, 0);
+    zl_http_sweep (http, T0 + ZL_HTTP_HEAD_MS);
+    assert_int_equal (zl_http_waiting (http), 0);
+    s_expect_closed (http, fd);
+    close (fd);
+    assert_int_equal (zl_http_counts (http).refused, 1);
+    assert_int_equal (zl_http_counts (http).evicted, 0);
+    // one that finishes in time is answered
+    fd = s_connect (http);
+    assert_int_equal (write (fd, "GET /met", 8), 8);
+    s_serve_until (http, T0, 1, 0);
+    zl_http_sweep (http, T0 + ZL_HTTP_HEAD_MS - 1);
+    assert_int_equal (write (fd, "rics HTTP/1.1\r\n\r\n", 17), 17);
+    bool closed;
+    char *got = s_pump (http, fd, T0, WAIT_MS, &closed);
+    assert_true (closed);
+    assert_non_null (strstr (got, "HTTP/1.0 200 OK\r\n"));
+    free (got);
+    close (fd);
+    assert_int_equal (zl_http_counts (http).requests, 1);
+    zl_http_destroy (&http);
+}
+
+// The tests below fill the table from four addresses, none over its limit.
+_Static_assert(ZL_HTTP_MAX_CONNS / 4 <= ZL_HTTP_MAX_PER_ADDR, "four addresses fill the table");
+
+// With ZL_HTTP_MAX_CONNS waiting (from four addresses, none over its
+// limit), each new connection evicts the oldest one: they go in the order
+// they came. The newest is answered when its request comes.
+static void
+test_eviction_oldest_first (void **state)
 {
     (void)state;
     zl_http_t *http = s_server ();
     int fds[ZL_HTTP_MAX_CONNS];
-    bool closed;
-    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++) {
-        fds[i] = s_connect (http);
-        assert_int_equal (write (fds[i], "GET", 3), 3);
+    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++)
+        fds[i] = s_slow_from (http, 2 + i % 4, (size_t)i + 1, 0);
+    assert_int_equal (zl_http_counts (http).refused, 0);
+    int newer[3];
+    for (int k = 0; k < 3; k++) {
+        newer[k] = s_slow_from (http, 6 + k, ZL_HTTP_MAX_CONNS, (uint64_t)k + 1);
+        s_expect_closed (http, fds[k]); // the oldest of those left
     }
-    // let the server see them all (each says something, so each is known)
-    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++) {
-        char *got = s_pump (http, fds[i], T0, 20, &closed);
-        assert_false (closed);
-        free (got);
-    }
-    int extra = s_connect (http);
-    char *got = s_pump (http, extra, T0, WAIT_MS, &closed);
-    assert_true (closed); // closed at once, without an answer
-    assert_string_equal (got, "");
-    free (got);
-    close (extra);
-    assert_int_equal (zl_http_counts (http).refused, 1);
-    // not idle long enough yet
-    zl_http_sweep (http, T0 + ZL_HTTP_IDLE_MS - 1);
-    got = s_pump (http, fds[0], T0, 20, &closed);
-    assert_false (closed);
-    free (got);
-    zl_http_sweep (http, T0 + ZL_HTTP_IDLE_MS);
-    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++) {
-        got = s_pump (http, fds[i], T0, WAIT_MS, &closed);
-        assert_true (closed);
-        assert_string_equal (got, "");
-        free (got);
+    assert_int_equal (zl_http_counts (http).refused, 3);
+    // the newest finishes its request and is answered
+    s_finish (http, newer[2]);
+    assert_int_equal (zl_http_waiting (http), ZL_HTTP_MAX_CONNS - 1);
+    assert_int_equal (zl_http_counts (http).evicted, 3);
+    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++)
         close (fds[i]);
+    for (int k = 0; k < 3; k++)
+        close (newer[k]);
+    zl_http_destroy (&http);
+}
+
+// One address holds at most ZL_HTTP_MAX_PER_ADDR: past that its own oldest
+// goes, and older connections from other addresses stay.
+static void
+test_per_address_limit (void **state)
+{
+    (void)state;
+    zl_http_t *http = s_server ();
+    enum { OTHERS = 3, CROWD = ZL_HTTP_MAX_PER_ADDR + 4 };
+    int others[OTHERS], crowd[CROWD];
+    for (int i = 0; i < OTHERS; i++)
+        others[i] = s_slow_from (http, 3, (size_t)i + 1, 0);
+    for (int i = 0; i < CROWD; i++) {
+        size_t held = i < ZL_HTTP_MAX_PER_ADDR ? (size_t)i + 1 : ZL_HTTP_MAX_PER_ADDR;
+        uint64_t evicted = i < ZL_HTTP_MAX_PER_ADDR ? 0 : (uint64_t)(i + 1 - ZL_HTTP_MAX_PER_ADDR);
+        crowd[i] = s_slow_from (http, 2, OTHERS + held, evicted);
     }
-    assert_int_equal (zl_http_counts (http).refused, 1 + ZL_HTTP_MAX_CONNS);
-    // room again
-    s_expect (http, "GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.0 200 OK\r\n");
+    for (int i = 0; i < CROWD - ZL_HTTP_MAX_PER_ADDR; i++)
+        s_expect_closed (http, crowd[i]);
+    assert_int_equal (zl_http_counts (http).evicted, CROWD - ZL_HTTP_MAX_PER_ADDR);
+    assert_int_equal (zl_http_waiting (http), OTHERS + ZL_HTTP_MAX_PER_ADDR);
+    // the others were not touched: each is still there to be answered
+    for (int i = 0; i < OTHERS; i++)
+        s_finish (http, others[i]);
+    assert_int_equal (zl_http_counts (http).requests, OTHERS);
+    for (int i = 0; i < OTHERS; i++)
+        close (others[i]);
+    for (int i = 0; i < CROWD; i++)
+        close (crowd[i]);
+    zl_http_destroy (&http);
+}
+
+// When the table is full, a crowd gives up its own slots before a lone
+// client's, even an older one: the oldest of the crowd's addresses goes.
+static void
+test_crowd_evicted_before_a_lone_client (void **state)
+{
+    (void)state;
+    zl_http_t *http = s_server ();
+    int lone = s_slow_from (http, 9, 1, 0); // the oldest of all
+    int crowd[ZL_HTTP_MAX_CONNS];           // 16 from each of four addresses
+    for (int i = 0; i < ZL_HTTP_MAX_CONNS - 1; i++)
+        crowd[i] = s_slow_from (http, 2 + i % 4, (size_t)i + 2, 0);
+    crowd[ZL_HTTP_MAX_CONNS - 1] =
+        s_slow_from (http, 2 + (ZL_HTTP_MAX_CONNS - 1) % 4, ZL_HTTP_MAX_CONNS, 1);
+    s_expect_closed (http, crowd[0]); // not `lone`
+    // `lone` still waits and is answered
+    s_finish (http, lone);
+    assert_int_equal (zl_http_counts (http).evicted, 1);
+    close (lone);
+    for (int i = 0; i < ZL_HTTP_MAX_CONNS; i++)
+        close (crowd[i]);
     zl_http_destroy (&http);
 }
 
@@ -367,7 +507,10 @@ main (void)
         cmocka_unit_test (test_get_and_head),
         cmocka_unit_test (test_bad_requests_are_answered_and_counted),
         cmocka_unit_test (test_request_in_pieces),
-        cmocka_unit_test (test_idle_and_too_many_connections),
+        cmocka_unit_test (test_head_deadline),
+        cmocka_unit_test (test_eviction_oldest_first),
+        cmocka_unit_test (test_per_address_limit),
+        cmocka_unit_test (test_crowd_evicted_before_a_lone_client),
         cmocka_unit_test (test_render),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
