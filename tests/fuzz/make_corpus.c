@@ -10,6 +10,7 @@
 #include "codec.h"
 #include "msg.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,6 +96,19 @@ s_record (buf_t *b, uint8_t flags, const char *peer, const zl_msg_t *m)
     if (len)
         memcpy (b->data + b->len, data, len);
     b->len += len;
+}
+
+// Append one record of `m`'s frame with every 0x01 byte that stands between
+// two letters or digits (inside a string) made a NUL byte: what a C string
+// cannot carry, and a client in another language can send.
+static void
+s_record_nul (buf_t *b, uint8_t flags, const zl_msg_t *m)
+{
+    size_t at = b->len;
+    s_record (b, flags, NULL, m);
+    for (size_t i = at + 4; i + 1 < b->len; i++)
+        if (b->data[i] == 0x01 && isalnum (b->data[i - 1]) && isalnum (b->data[i + 1]))
+            b->data[i] = 0;
 }
 
 // A record whose frame is raw bytes (not an Envelope).
@@ -233,6 +247,23 @@ s_envelopes (void)
     s_envelope ("submit", &m);
     m = s_submit (4, 2);
     s_envelope ("submit-delayed", &m);
+    zl_job_spec_t text[2] = {{.seq = 1,
+                              .tenant = "acme\x01"
+                                        "evil",
+                              .lane = "a",
+                              .idempotency_key = "\xff",
+                              .generated_key = true},
+                             {.seq = 2, .tenant = "t", .lane = "a", .idempotency_key = "k"}};
+    m = (zl_msg_t){.kind = ZL_MSG_SUBMIT, .u.submit = {2, text}};
+    {
+        buf_t *nul = calloc (1, sizeof *nul);
+        s_record_nul (nul, 0, &m); // flags u8, len u16: the frame follows
+        s_write ("fuzz_envelope", "submit-bad-text", nul->data + 3, nul->len - 3);
+        free (nul);
+    }
+    static const char *ready_lanes[] = {"a", "b\xc0\xaf"};
+    m = (zl_msg_t){.kind = ZL_MSG_READY, .u.ready = {"w\xe2\x82", 2, ready_lanes, 4, 0xfeed}};
+    s_envelope ("ready-bad-text", &m);
 
     zl_acceptance_t acc[2] = {{1, 100, false}, {2, 42, true}};
     m = (zl_msg_t){.kind = ZL_MSG_ACCEPTED};
@@ -294,6 +325,10 @@ s_envelopes (void)
     m = (zl_msg_t){.kind = ZL_MSG_ERROR};
     m.u.error = (zl_error_t){ZL_ERR_STALE_LEASE, "ack for job 100 with stale lease 6", 100, 6};
     s_envelope ("error", &m);
+    zl_item_error_t items[2] = {{7, 70, ZL_ERR_UNKNOWN_JOB}, {8, 80, ZL_ERR_NOT_HOLDER}};
+    m = (zl_msg_t){.kind = ZL_MSG_ERROR,
+                   .u.error = {ZL_ERR_UNKNOWN_JOB, "2 of 2 ack items refused", 7, 70, 2, items}};
+    s_envelope ("error-items", &m);
 
     zl_attempt_t attempts[2] = {
         {1, "worker-1", 1767225600000ull, 1767225601000ull, ZL_OUTCOME_TRANSIENT, "timeout"},
@@ -398,19 +433,25 @@ s_frontend (void)
     s_record (b, PEER (0), NULL, &m);
     s_write (dir, "hello-submit", b->data, b->len);
 
-    b->len = 0; // implicit hello, then the same keys twice (duplicates)
+    b->len = 0; // the same keys twice (duplicates)
+    m = s_hello ("producer-2");
+    s_record (b, PEER (1), NULL, &m);
     m = s_submit (6, 1);
     s_record (b, PEER (1), NULL, &m);
     s_record (b, PEER (1), NULL, &m);
     s_write (dir, "idempotent-twice", b->data, b->len);
 
     b->len = 0; // the key again after the dedup window
+    m = s_hello ("producer-1");
+    s_record (b, PEER (0), NULL, &m);
     m = s_submit (3, 1);
     s_record (b, PEER (0), NULL, &m);
     s_record (b, PEER (0) | ADVANCE (7), NULL, &m);
     s_write (dir, "idempotent-expired", b->data, b->len);
 
     b->len = 0;
+    m = s_hello ("producer-3");
+    s_record (b, PEER (2), NULL, &m);
     m = s_submit (5, 2);
     s_record (b, PEER (2), NULL, &m);
     s_record (b, PEER (2) | ADVANCE (4), NULL, &m);
@@ -429,10 +470,59 @@ s_frontend (void)
                              .lane = "a",
                              .payload = {big, sizeof big},
                              .idempotency_key = ""}};
+    m = s_hello ("producer-1");
+    s_record (b, PEER (0), NULL, &m);
     m = (zl_msg_t){.kind = ZL_MSG_SUBMIT};
     m.u.submit = (zl_submit_t){5, bad};
     s_record (b, PEER (0), NULL, &m);
     s_write (dir, "invalid-specs", b->data, b->len);
+
+    b->len = 0; // strings that are not text: NUL bytes, invalid UTF-8, control characters
+    static const zl_header_t bad_headers[] = {{"ok", "v\x01"
+                                                     "alue"},
+                                              {"x", "\xe2\x82"}};
+    zl_job_spec_t text[7] = {{.seq = 1,
+                              .tenant = "acme\x01"
+                                        "evil",
+                              .lane = "a",
+                              .idempotency_key = ""},
+                             {.seq = 2,
+                              .tenant = "acme",
+                              .lane = "a",
+                              .idempotency_key = "order\x01"
+                                                 "001"},
+                             {.seq = 3,
+                              .tenant = "acme",
+                              .lane = "a",
+                              .idempotency_key = "order\x01"
+                                                 "002"},
+                             {.seq = 4, .tenant = "t\xff\xfe", .lane = "a", .idempotency_key = ""},
+                             {.seq = 5,
+                              .tenant = "line\nbreak",
+                              .lane = "a\x01"
+                                      "b",
+                              .idempotency_key = "\xc0\xaf"},
+                             {.seq = 6,
+                              .tenant = "acme",
+                              .lane = "a",
+                              .idempotency_key = "",
+                              .n_headers = 2,
+                              .headers = (zl_header_t *)bad_headers},
+                             {.seq = 7, .tenant = "acme", .lane = "a", .idempotency_key = "good"}};
+    m = s_hello ("web\x01"
+                 "1");
+    s_record_nul (b, PEER (0), &m);
+    m = s_hello ("producer-1");
+    s_record (b, PEER (0), NULL, &m);
+    m = (zl_msg_t){.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){7, text};
+    s_record_nul (b, PEER (0), &m);
+    s_write (dir, "bad-text", b->data, b->len);
+
+    b->len = 0; // a Submit before Hello takes nothing
+    m = s_submit (4, 0);
+    s_record (b, LITERAL, "no-hello", &m);
+    s_write (dir, "no-hello", b->data, b->len);
 
     b->len = 0; // producers with their own routing ids
     m = s_hello ("a");
@@ -532,6 +622,31 @@ s_backend (void)
     s_record (b, PEER (2), NULL, &m);
     s_write (dir, "odd-ready", b->data, b->len);
 
+    b->len = 0; // strings that are not text, settlements that are refused
+    static const char *nul_lanes[] = {"a\x01"
+                                      "b"};
+    m = (zl_msg_t){.kind = ZL_MSG_READY};
+    m.u.ready = (zl_ready_t){"w\xff", 2, s_lanes, 3, 7};
+    s_record (b, PEER (0), NULL, &m);
+    m.u.ready = (zl_ready_t){"w", 1, nul_lanes, 3, 7};
+    s_record_nul (b, PEER (0), &m);
+    m.u.ready = (zl_ready_t){"w", 2, s_lanes, 3, 7};
+    s_record (b, PEER (0), NULL, &m);
+    m.u.ready = (zl_ready_t){"w", 2, s_lanes, 3, 7}; // the same instance reconnects
+    s_record (b, PEER (1), NULL, &m);
+    static zl_nack_item_t odd_nacks[2] = {{1, 0, ZL_FAIL_TRANSIENT, "\xff binary", 0, 10},
+                                          {2, 0, (zl_fail_class_t)9, "odd class", 0, 10}};
+    m = (zl_msg_t){.kind = ZL_MSG_NACK};
+    m.u.nack = (zl_nack_t){2, odd_nacks};
+    s_record (b, PEER (1) | PATCH, NULL, &m);
+    static zl_extend_item_t odd_extends[2] = {{1, 0, 0}, {2, 0, 4000000000u}};
+    m = (zl_msg_t){.kind = ZL_MSG_EXTEND};
+    m.u.extend = (zl_extend_t){2, odd_extends};
+    s_record (b, PEER (1) | PATCH, NULL, &m);
+    m = s_ack (4); // from the old connection: not the holder
+    s_record (b, PEER (0) | PATCH, NULL, &m);
+    s_write (dir, "bad-text", b->data, b->len);
+
     b->len = 0; // retries until the DLQ
     m = s_ready (16, 2);
     s_record (b, PEER (0), NULL, &m);
@@ -585,6 +700,24 @@ s_admin_seqs (void)
     m = s_admin (ZL_ADMIN_DLQ_LIST, 1);
     s_record (b, LITERAL, "ops", &m);
     s_write (dir, "pause-resume", b->data, b->len);
+
+    b->len = 0; // names that are not text, and filters that name nothing
+    m = s_admin (ZL_ADMIN_DLQ_LIST, 0);
+    m.u.admin_request.filter.tenant = "acme\x01"
+                                      "evil";
+    s_record_nul (b, PEER (0), &m);
+    m = s_admin (ZL_ADMIN_PAUSE, 0);
+    m.u.admin_request.lane = "\xff";
+    s_record (b, PEER (0), NULL, &m);
+    m = s_admin (ZL_ADMIN_DLQ_PURGE, 0);
+    m.u.admin_request.filter.lane = "nolane";
+    s_record (b, PEER (1), NULL, &m);
+    static uint64_t unknown_ids[2] = {987654, 1};
+    m = s_admin (ZL_ADMIN_DLQ_REDRIVE, 0);
+    m.u.admin_request.filter.n_ids = 2;
+    m.u.admin_request.filter.ids = unknown_ids;
+    s_record (b, PEER (1), NULL, &m);
+    s_write (dir, "bad-text", b->data, b->len);
     free (b);
 }
 

@@ -3,9 +3,9 @@
     ports. Checked: a producer submits only for its tenants; unknown keys and
     plaintext clients get nothing and are counted; a worker takes jobs only
     from its lanes; a subscriber reads (stats, dlq list, tail over CURVE) but
-    may not purge, an admin may, and other roles may not tail; and the broker refuses a non-loopback bind
-    without CURVE unless --insecure. The one non-loopback bind (0.0.0.0 on
-    port 0) is never connected to and stopped at once. */
+    may not purge, an admin may, and other roles may not tail; and the broker refuses a non-loopback
+   bind without CURVE unless --insecure. The one non-loopback bind (0.0.0.0 on port 0) is never
+   connected to and stopped at once. */
 #define _GNU_SOURCE
 #include "curve.h"
 #include "wire.h"
@@ -648,6 +648,119 @@ test_worker_key_revoked (void **state)
     s_keys_free (&k);
 }
 
+/*  With CURVE, a lease is bound to the key as well as the connection: a
+    worker process that reconnects with its key and instance takes its
+    leases over; another key quoting the same instance and the real token
+    does not, and is refused NOT_HOLDER. */
+typedef struct {
+    zsock_t *sock;
+    zl_codec_t *codec;
+} raw_t;
+
+static raw_t
+s_raw_worker (const keys_t *k, zlt_broker_t *b, const char *cert)
+{
+    zl_curve_t curve;
+    char err[256];
+    if (zl_curve_load (&curve, k->broker_pub, cert, err, sizeof err) != 0)
+        fail_msg ("zl_curve_load: %s", err);
+    raw_t r = {zsock_new (ZMQ_DEALER), zl_codec_new ()};
+    zsock_set_linger (r.sock, 0);
+    zl_curve_apply (&curve, r.sock);
+    assert_int_equal (zsock_connect (r.sock, "%s", zlt_broker_endpoint (b, "backend")), 0);
+    return r;
+}
+
+static void
+s_raw_send (raw_t *r, const zl_msg_t *m)
+{
+    assert_int_equal (zl_wire_send (zsock_resolve (r->sock), r->codec, m, 0), 0);
+}
+
+// The next message of `kind` or an Error (Heartbeats skipped), decoded.
+static zl_msg_t
+s_raw_expect (raw_t *r, zl_msg_kind_t kind)
+{
+    int64_t deadline = zlt_now_ms () + WAIT_MS;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        zmq_pollitem_t item = {zsock_resolve (r->sock), 0, ZMQ_POLLIN, 0};
+        if (left <= 0 || zmq_poll (&item, 1, left) <= 0)
+            fail_msg ("no %s over CURVE within %d ms", zl_msg_kind_name (kind), WAIT_MS);
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        assert_true (zmq_msg_recv (&frame, zsock_resolve (r->sock), 0) >= 0);
+        zl_msg_t m;
+        zl_decode_rc_t rc =
+            zl_codec_decode (r->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &m);
+        zmq_msg_close (&frame);
+        assert_int_equal (rc, ZL_DECODE_OK);
+        if (m.kind == kind || m.kind == ZL_MSG_ERROR)
+            return m;
+    }
+}
+
+static void
+s_raw_destroy (raw_t *r)
+{
+    zsock_destroy (&r->sock);
+    zl_codec_destroy (&r->codec);
+}
+
+static void
+test_leases_bound_to_key (void **state)
+{
+    keys_t k;
+    s_keys (&k);
+    char *other;
+    s_keygen (&k, "worker-other", "worker", "--lanes", "a", true, &other);
+    zlt_broker_t *b = s_broker (&k);
+    admin_t *admin = s_admin_new (&k, b);
+    const char *lanes[] = {"a"};
+    zl_msg_t ready = {.kind = ZL_MSG_READY, .u.ready = {"w", 1, lanes, 1, 0x77}};
+    raw_t w1 = s_raw_worker (&k, b, k.worker);
+    s_raw_send (&w1, &ready);
+    assert_int_equal (s_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
+    char *out = zlt_path (k.dir, "out"), *err = zlt_path (k.dir, "err");
+    s_expect (s_submit (&k, b, k.producer, "t1", "a", "job", "10s", out, err), 0, "zlane-submit",
+              err);
+    zl_msg_t m = s_raw_expect (&w1, ZL_MSG_DISPATCH);
+    assert_int_equal (m.kind, ZL_MSG_DISPATCH);
+    zl_ack_item_t ack = {m.u.dispatch.jobs[0].job_id, m.u.dispatch.jobs[0].lease, 10};
+    zl_msg_t ack_msg = {.kind = ZL_MSG_ACK, .u.ack = {1, &ack}};
+
+    // another key, the same instance: no takeover, the token is not enough
+    raw_t w2 = s_raw_worker (&k, b, other);
+    ready.u.ready.capacity = 0;
+    s_raw_send (&w2, &ready);
+    assert_int_equal (s_wait_counter (admin, "workers_ready", 2, WAIT_MS), 0);
+    assert_int_equal (s_counter (admin, "workers_reconnected"), 0);
+    s_raw_send (&w2, &ack_msg);
+    m = s_raw_expect (&w2, ZL_MSG_SETTLED);
+    assert_int_equal (m.kind, ZL_MSG_ERROR);
+    assert_int_equal (m.u.error.code, ZL_ERR_NOT_HOLDER);
+    assert_int_equal (s_counter (admin, "err_not_holder"), 1);
+
+    // the same key on a new connection with the same instance: the lease follows
+    raw_t w1b = s_raw_worker (&k, b, k.worker);
+    s_raw_send (&w1b, &ready);
+    assert_int_equal (s_wait_counter (admin, "workers_reconnected", 1, WAIT_MS), 0);
+    s_raw_send (&w1b, &ack_msg);
+    m = s_raw_expect (&w1b, ZL_MSG_SETTLED);
+    if (m.kind == ZL_MSG_ERROR)
+        fail_msg ("the reconnected holder's ack was refused: %s", m.u.error.message);
+    assert_int_equal (m.u.settled.n, 1);
+    assert_int_equal (s_counter (admin, "jobs_acked"), 1);
+    s_raw_destroy (&w1);
+    s_raw_destroy (&w2);
+    s_raw_destroy (&w1b);
+    s_admin_destroy (&admin);
+    free (other);
+    free (out);
+    free (err);
+    s_keys_free (&k);
+}
+
 /*  Two files in the clients directory with one public key (the producer's,
     copied under another name): the broker starts and serves, and lets that
     key in from neither file, since which one holds the real bindings is
@@ -765,8 +878,7 @@ test_admin_and_subscriber (void **state)
               err);
     s_expect_said (err, "refused this key", "zlane-ctl tail with a producer key");
     assert_int_equal (s_wait_counter (admin, "err_auth_failed", failed + 1, WAIT_MS), 0);
-    s_expect (s_ctl (&k, b, k.worker, ptail, out, err), 3, "zlane-ctl tail with a worker key",
-              err);
+    s_expect (s_ctl (&k, b, k.worker, ptail, out, err), 3, "zlane-ctl tail with a worker key", err);
     assert_int_equal (s_wait_counter (admin, "err_auth_failed", failed + 2, WAIT_MS), 0);
 
     // the admin redrives one (it dies again: PERMANENT) and purges both
@@ -883,6 +995,7 @@ main (void)
         cmocka_unit_test_teardown (test_strangers_refused, zlt_teardown),
         cmocka_unit_test_teardown (test_worker_lanes, zlt_teardown),
         cmocka_unit_test_teardown (test_worker_key_revoked, zlt_teardown),
+        cmocka_unit_test_teardown (test_leases_bound_to_key, zlt_teardown),
         cmocka_unit_test_teardown (test_repeated_key, zlt_teardown),
         cmocka_unit_test_teardown (test_admin_and_subscriber, zlt_teardown),
         cmocka_unit_test_teardown (test_public_bind, zlt_teardown),
