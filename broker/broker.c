@@ -86,7 +86,7 @@ struct _zl_broker_t {
     zl_arena_t *frame; // records loaded for one Dispatch frame or event
     uint64_t stored_next_id;
     bool failed;             // the store failed: stop the loop
-    FILE *wire_dump;          // wire_dump: every frame sent, length-prefixed, or NULL
+    FILE *wire_dump;         // wire_dump: every frame sent, length-prefixed, or NULL
     zl_security_t *security; // CURVE (or the plaintext endpoint check)
     zl_http_t *http;         // the metrics page, or NULL
     uint64_t counters[ZL_CTR_COUNT];
@@ -377,9 +377,11 @@ s_spec_problem (zl_broker_t *self, const zl_job_spec_t *spec)
     return NULL;
 }
 
-// Validate one job spec; returns its lane, or NULL after rejecting it.
+// Validate one job spec; returns its lane, or NULL after rejecting it. The
+// declared lanes are listed in the first UNKNOWN_LANE reason of a Submit
+// only (`*listed`), so that the reply is not many times the request.
 static zl_lane_t *
-s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
+s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec, bool *listed)
 {
     const char *bad = s_spec_problem (self, spec);
     if (bad) {
@@ -400,10 +402,12 @@ s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec)
         self->counters[ZL_CTR_DEFAULT_LANE]++;
     }
     if (!lane) {
-        s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE,
-                      zl_arena_printf (self->turn, "lane '%s' is not declared (declared: %s)",
-                                       spec->lane, s_lane_list (self)),
-                      0);
+        const char *why =
+            *listed ? zl_arena_printf (self->turn, "lane '%s' is not declared", spec->lane)
+                    : zl_arena_printf (self->turn, "lane '%s' is not declared (declared: %s)",
+                                       spec->lane, s_lane_list (self));
+        *listed = true;
+        s_refuse_job (self, p, spec, ZL_CTR_UNKNOWN_LANE, ZL_REJECT_UNKNOWN_LANE, why, 0);
         return NULL;
     }
     return lane;
@@ -457,7 +461,7 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         zl_store_has_room (self->store, bytes) && zl_store_sub_begin (self->store) == ZL_STORE_OK;
     staged_t *staged = zl_arena_alloc (self->turn, (sub->n ? sub->n : 1) * sizeof (staged_t));
     size_t n_staged = 0;
-    bool failed = false;
+    bool failed = false, lanes_listed = false;
     uint64_t depth = s_total_depth (self);
     for (size_t i = 0; i < sub->n; i++) {
         const zl_job_spec_t *spec = &sub->jobs[i];
@@ -468,7 +472,7 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
                           "sent without credit", QUEUE_FULL_RETRY_MS);
             continue;
         }
-        zl_lane_t *lane = s_validate_spec (self, p, spec);
+        zl_lane_t *lane = s_validate_spec (self, p, spec, &lanes_listed);
         if (!lane)
             continue;
         if (!s_bound (ctx, "tenants", spec->tenant)) {
@@ -484,7 +488,18 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
                           "the broker's store is full", STORE_FULL_RETRY_MS);
             continue;
         }
-        zl_tenant_t *tenant = zl_lanes_tenant (self->lanes, spec->tenant);
+        zl_tenant_t *tenant = zl_lanes_tenant_find (self->lanes, spec->tenant);
+        if (!tenant && zl_lanes_tenant_count (self->lanes) >= self->cfg->max_tenants) {
+            s_refuse_job (self, p, spec, ZL_CTR_QUEUE_FULL, ZL_REJECT_QUEUE_FULL,
+                          zl_arena_printf (self->turn,
+                                           "the broker keeps max_tenants (%" PRIu64 ") tenants "
+                                           "already: a new tenant is refused",
+                                           self->cfg->max_tenants),
+                          QUEUE_FULL_RETRY_MS);
+            continue;
+        }
+        if (!tenant)
+            tenant = zl_lanes_tenant (self->lanes, spec->tenant);
         uint64_t orig = s_duplicate_of (self, spec, ctx->now);
         if (orig) {
             self->counters[ZL_CTR_DUPLICATES]++;
@@ -1538,8 +1553,8 @@ s_recover (zl_broker_t *self, char *err, size_t errlen)
 static void
 s_dump_frame (void *arg, const void *frame, size_t size)
 {
-    uint8_t len[4] = {(uint8_t) size, (uint8_t) (size >> 8), (uint8_t) (size >> 16),
-                      (uint8_t) (size >> 24)};
+    uint8_t len[4] = {(uint8_t)size, (uint8_t)(size >> 8), (uint8_t)(size >> 16),
+                      (uint8_t)(size >> 24)};
     fwrite (len, 1, sizeof len, arg);
     fwrite (frame, 1, size, arg);
 }
@@ -1551,7 +1566,7 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->cfg = cfg;
     zl_rng_seed (&self->rng, 0);
     self->codec = zl_codec_new ();
-    zl_codec_set_strict (self->codec, true);  // debug builds: all it sends is text
+    zl_codec_set_strict (self->codec, true); // debug builds: all it sends is text
     if (cfg->wire_dump && *cfg->wire_dump) {
         self->wire_dump = fopen (cfg->wire_dump, "ab");
         if (!self->wire_dump) {

@@ -32,17 +32,19 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->heartbeat_ms = 1000;
     cfg->liveness = 3;
     cfg->max_depth = 10 * 1000 * 1000;
+    cfg->max_tenants = 100 * 1000;
+    cfg->max_lanes = 1000;
     cfg->producer_window = 20000;
     cfg->producer_idle_ms = 5 * 60 * 1000;
     cfg->dlq_alert_ms = 10000;
     cfg->dedup_window_ms = 24ULL * 3600 * 1000;
-    cfg->lane_defaults = (zl_lane_config_t) {.weight = 1,
-                                             .lease_ms = 30000,
-                                             .max_attempts = 5,
-                                             .backoff_base_ms = 1000,
-                                             .backoff_cap_ms = 300000,
-                                             .jitter = true};
-    cfg->tenant_defaults = (zl_tenant_config_t) {.weight = 1};
+    cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
+                                            .lease_ms = 30000,
+                                            .max_attempts = 5,
+                                            .backoff_base_ms = 1000,
+                                            .backoff_cap_ms = 300000,
+                                            .jitter = true};
+    cfg->tenant_defaults = (zl_tenant_config_t){.weight = 1};
 }
 
 zl_lane_config_t *
@@ -72,10 +74,10 @@ zl_broker_config_tenant (zl_broker_config_t *cfg, const char *name)
     return t;
 }
 
-#define ERR(...) \
-    do { \
-        snprintf (err, errlen, __VA_ARGS__); \
-        return -1; \
+#define ERR(...)                                                                                   \
+    do {                                                                                           \
+        snprintf (err, errlen, __VA_ARGS__);                                                       \
+        return -1;                                                                                 \
     } while (0)
 
 static int
@@ -102,7 +104,7 @@ s_u32 (const char *key, const char *value, uint32_t *out, char *err, size_t errl
         return -1;
     if (v > UINT32_MAX)
         ERR ("%s: %s is too large", key, value);
-    *out = (uint32_t) v;
+    *out = (uint32_t)v;
     return 0;
 }
 
@@ -131,10 +133,9 @@ s_bool (const char *key, const char *value, bool *out, char *err, size_t errlen)
     return 0;
 }
 
-static const char *const s_lane_keys[] = {"weight",     "lease",         "max_attempts",
-                                           "backoff_base", "backoff_cap", "jitter",
-                                           "max_run",    "max_depth",     "max_in_flight",
-                                           "tenant_max_in_flight", "rate", "burst"};
+static const char *const s_lane_keys[] = {
+    "weight",  "lease",     "max_attempts",  "backoff_base",         "backoff_cap", "jitter",
+    "max_run", "max_depth", "max_in_flight", "tenant_max_in_flight", "rate",        "burst"};
 #define N_LANE_KEYS (sizeof s_lane_keys / sizeof s_lane_keys[0])
 
 static int
@@ -182,7 +183,7 @@ s_lane_key_index (const char *key)
 {
     for (size_t i = 0; i < N_LANE_KEYS; i++)
         if (!strcmp (key, s_lane_keys[i]))
-            return (int) i;
+            return (int)i;
     return -1;
 }
 
@@ -236,8 +237,7 @@ s_set_tenant (zl_tenant_config_t *t, const char *key, const char *value, char *e
 }
 
 static int
-s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
-              size_t errlen)
+s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
     if (!strcmp (key, "frontend"))
         s_set_str (&cfg->frontend, value);
@@ -262,24 +262,21 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
             cfg->durability = ZL_DURABILITY_NONE;
         else
             ERR ("durability: '%s' is not fsync or none", value);
-    }
-    else if (!strcmp (key, "scheduler")) {
+    } else if (!strcmp (key, "scheduler")) {
         if (!strcmp (value, "wfq"))
             cfg->scheduler = ZL_SCHED_WFQ;
         else if (!strcmp (value, "fifo"))
             cfg->scheduler = ZL_SCHED_FIFO;
         else
             ERR ("scheduler: '%s' is not wfq or fifo", value);
-    }
-    else if (!strcmp (key, "wfq_quantum_us"))
+    } else if (!strcmp (key, "wfq_quantum_us"))
         return s_num (key, value, &cfg->wfq_quantum_us, err, errlen);
     else if (!strcmp (key, "map_size")) {
         if (s_num (key, value, &cfg->map_size, err, errlen))
             return -1;
         if (cfg->map_size < (1u << 20))
             ERR ("map_size must be at least 1MiB");
-    }
-    else if (!strcmp (key, "max_payload"))
+    } else if (!strcmp (key, "max_payload"))
         return s_num (key, value, &cfg->max_payload, err, errlen);
     else if (!strcmp (key, "heartbeat"))
         return s_dur (key, value, &cfg->heartbeat_ms, err, errlen);
@@ -287,6 +284,10 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_u32 (key, value, &cfg->liveness, err, errlen);
     else if (!strcmp (key, "max_depth"))
         return s_num (key, value, &cfg->max_depth, err, errlen);
+    else if (!strcmp (key, "max_tenants"))
+        return s_num (key, value, &cfg->max_tenants, err, errlen);
+    else if (!strcmp (key, "max_lanes"))
+        return s_num (key, value, &cfg->max_lanes, err, errlen);
     else if (!strcmp (key, "producer_window"))
         return s_num (key, value, &cfg->producer_window, err, errlen);
     else if (!strcmp (key, "producer_idle"))
@@ -327,7 +328,7 @@ zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *valu
         return s_set_broker (cfg, buf, value, err, errlen);
     *first = '\0';
     char *name = first + 1;
-    if (!strcmp (buf, "broker") && !strchr (name, '/'))  // "broker/KEY", as in the file
+    if (!strcmp (buf, "broker") && !strchr (name, '/')) // "broker/KEY", as in the file
         return s_set_broker (cfg, name, value, err, errlen);
     char *second = strchr (name, '/');
     if (!second)
@@ -362,10 +363,9 @@ zl_broker_config_load (zl_broker_config_t *cfg, const char *path, char *err, siz
     for (int d = 0; d < 2 && rc == 0; d++) {
         sec = zconfig_locate (root, def_sections[d]);
         for (zconfig_t *k = sec ? zconfig_child (sec) : NULL; k && rc == 0; k = zconfig_next (k))
-            rc = d == 0 ? s_set_lane_default (cfg, zconfig_name (k), zconfig_value (k), err,
-                                              errlen)
-                        : s_set_tenant (&cfg->tenant_defaults, zconfig_name (k),
-                                        zconfig_value (k), err, errlen);
+            rc = d == 0 ? s_set_lane_default (cfg, zconfig_name (k), zconfig_value (k), err, errlen)
+                        : s_set_tenant (&cfg->tenant_defaults, zconfig_name (k), zconfig_value (k),
+                                        err, errlen);
     }
     const char *groups[] = {"lanes", "tenants"};
     for (int g = 0; g < 2 && rc == 0; g++) {

@@ -51,6 +51,8 @@ typedef struct {
     uint64_t heartbeat_ms;
     uint32_t liveness;
     uint64_t max_depth;        // all queued jobs
+    uint64_t max_tenants;      // distinct tenants the broker keeps (memory bound)
+    uint64_t max_lanes;        // with auto_lanes: lanes it may create
     uint64_t producer_window;  // credit a producer may hold at once
     uint64_t producer_idle_ms; // a producer silent this long is forgotten
     uint64_t dlq_alert_ms;

@@ -78,7 +78,8 @@ zl_lane_t *
 zl_lanes_lookup (zl_lanes_t *self, const char *name)
 {
     zl_lane_t *lane = zhashx_lookup (self->lane_by_name, name);
-    if (!lane && self->auto_lanes && name[0] && strlen (name) <= 128)
+    if (!lane && self->auto_lanes && name[0] && strlen (name) <= 128 &&
+        self->n_lanes < self->cfg->max_lanes)
         lane = s_add_lane (self, &self->lane_defaults, name);
     return lane;
 }
@@ -106,6 +107,12 @@ uint32_t
 zl_lanes_count (zl_lanes_t *self)
 {
     return self->n_lanes;
+}
+
+zl_tenant_t *
+zl_lanes_tenant_find (zl_lanes_t *self, const char *name)
+{
+    return zhashx_lookup (self->tenant_by_name, name);
 }
 
 zl_tenant_t *

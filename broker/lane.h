@@ -40,7 +40,7 @@ zl_lanes_t *zl_lanes_new (const zl_broker_config_t *cfg);
 /*  Destroy; nulls the caller's pointer. */
 void zl_lanes_destroy (zl_lanes_t **self_p);
 /*  Return the lane named `name`, or NULL if undeclared (or, with auto_lanes,
-    a new lane made from the defaults). */
+    a new lane made from the defaults, while there are fewer than max_lanes). */
 zl_lane_t *zl_lanes_lookup (zl_lanes_t *self, const char *name);
 /*  Return the lane named `name`, or NULL: never creates one (for requests
     that only name a lane, such as an operator's). */
@@ -52,6 +52,8 @@ zl_lane_t *zl_lanes_add (zl_lanes_t *self, const char *name);
 zl_lane_t *zl_lanes_at (zl_lanes_t *self, uint32_t index);
 /*  Number of lanes. */
 uint32_t zl_lanes_count (zl_lanes_t *self);
+/*  Return the tenant named `name`, or NULL if the broker has none. */
+zl_tenant_t *zl_lanes_tenant_find (zl_lanes_t *self, const char *name);
 /*  Return the tenant named `name`, creating it with the default settings. */
 zl_tenant_t *zl_lanes_tenant (zl_lanes_t *self, const char *name);
 /*  Return the tenant at `index`, or NULL. */

@@ -10,8 +10,12 @@
         with lease_ms 0);
       - a lease belongs to the worker connection (or worker instance) it was
         granted to;
-      - one bad message earns at most one reply.
+      - one bad message earns at most one reply;
+      - what an outside client makes the broker keep is bounded (tenants,
+        auto lanes), and records stored before these checks still load.
     Each refusal is counted; the broker keeps serving. */
+#include "job.h"
+#include "store.h"
 #include "zltest.h"
 
 #include <setjmp.h>
@@ -635,6 +639,134 @@ test_one_reply_per_message (void **state)
     free (lanes);
 }
 
+// ---------------------------------------------------------------- bounds
+/*  What an outside client can make the broker keep is bounded: distinct
+    tenants (max_tenants), auto-created lanes (max_lanes), and the declared
+    lanes are listed once per Submit, not in every rejection. */
+static void
+test_names_are_bounded (void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--lane",        "a",     "--auto-lanes", "--set",
+                                       "max_tenants=3", "--set", "max_lanes=2",  NULL};
+    fx_t fx;
+    s_start (&fx, args);
+    assert_true (zlt_client_hello (fx.producer, "bounds", WAIT_MS) > 0);
+    zl_job_spec_t specs[5] = {s_spec (1, "t1", ""), s_spec (2, "t2", ""), s_spec (3, "t3", ""),
+                              s_spec (4, "t4", ""), s_spec (5, "t1", "")};
+    s_send_specs (fx.producer, specs, 5);
+    size_t accepted = 0;
+    bool refused = false;
+    while (accepted < 4 || !refused) {
+        zl_msg_t m;
+        assert_int_equal (zlt_client_recv (fx.producer, &m, WAIT_MS), 0);
+        if (m.kind == ZL_MSG_ACCEPTED)
+            accepted += m.u.accepted.n;
+        else if (m.kind == ZL_MSG_REJECTED) {
+            assert_int_equal (m.u.rejected.n, 1);
+            assert_true (m.u.rejected.jobs[0].seq == 4);
+            assert_int_equal (m.u.rejected.jobs[0].code, ZL_REJECT_QUEUE_FULL);
+            assert_non_null (strstr (m.u.rejected.jobs[0].reason, "max_tenants (3)"));
+            refused = true;
+        }
+    }
+    assert_int_equal (accepted, 4);
+    // one auto lane more than the declared one, then no more
+    zl_job_spec_t lanes[3] = {s_spec (6, "t1", ""), s_spec (7, "t1", ""), s_spec (8, "t1", "")};
+    lanes[0].lane = "auto1";
+    lanes[1].lane = "auto2";
+    lanes[2].lane = "auto3";
+    s_send_specs (fx.producer, lanes, 3);
+    size_t listed = 0, rejected = 0;
+    accepted = 0;
+    while (accepted + rejected < 3) {
+        zl_msg_t m;
+        assert_int_equal (zlt_client_recv (fx.producer, &m, WAIT_MS), 0);
+        if (m.kind == ZL_MSG_ACCEPTED)
+            accepted += m.u.accepted.n;
+        else if (m.kind == ZL_MSG_REJECTED)
+            for (size_t i = 0; i < m.u.rejected.n; i++) {
+                assert_int_equal (m.u.rejected.jobs[i].code, ZL_REJECT_UNKNOWN_LANE);
+                listed += strstr (m.u.rejected.jobs[i].reason, "declared:") != NULL;
+                rejected++;
+            }
+    }
+    assert_int_equal (accepted, 1);
+    assert_int_equal (rejected, 2);
+    assert_int_equal (listed, 1); // the declared lanes, once per Submit
+}
+
+// ---------------------------------------------------------------- old records
+/*  Records stored before the broker checked its input may hold invalid
+    UTF-8: they still load, and what the broker sends of them is text. */
+static void
+test_old_records_still_load (void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start (&fx, NULL);
+    assert_int_equal (zlt_broker_stop (fx.broker, WAIT_MS), 0);
+    char *data = zlt_path (zlt_broker_dir (fx.broker), "data");
+    char err[512];
+    zl_store_t *store = zl_store_open (data, ZL_DURABILITY_FSYNC, 64 << 20, err, sizeof err);
+    if (!store)
+        fail_msg ("zl_store_open %s: %s", data, err);
+    zl_header_t h[1] = {{"h\xff", "v\xfe"}};
+    zl_job_rec_t ready = {.tenant = "old\xff",
+                          .lane = "a",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "k\xc0\xaf",
+                          .n_headers = 1,
+                          .headers = h,
+                          .max_attempts = 3,
+                          .lease_ms = 30000,
+                          .enqueued_at_ms = zlt_wall_ms ()};
+    zl_job_rec_t dead = ready;
+    dead.lane = "b";
+    zl_attempt_t history[1] = {{1, "worker\xe2\x82", 1, 2, ZL_OUTCOME_PERMANENT, "error \xff"}};
+    zl_state_rec_t dead_state = {.state = ZL_JOB_DEAD,
+                                 .attempt = 1,
+                                 .ready_seq = 1001,
+                                 .dead_at_ms = zlt_wall_ms (),
+                                 .n_history = 1,
+                                 .history = history,
+                                 .leased_to = ""};
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1000, &ready), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1001, &dead), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_state (store, 1001, &dead_state), ZL_STORE_OK);
+    assert_int_equal (zl_store_set_next_id (store, 1002), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+    free (data);
+    assert_int_equal (zlt_broker_restart (fx.broker, WAIT_MS), 0);
+
+    zlt_client_destroy (&fx.admin);
+    fx.admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (fx.broker, "admin"));
+    zlt_client_t *worker = s_worker_client (&fx);
+    s_ready (&fx, worker, "w", 0, 1);
+    zl_msg_t m;
+    assert_int_equal (zlt_client_expect (worker, ZL_MSG_DISPATCH, &m, WAIT_MS), 0);
+    assert_int_equal (m.kind, ZL_MSG_DISPATCH);
+    const zl_job_msg_t *j = &m.u.dispatch.jobs[0];
+    assert_true (j->job_id == 1000);
+    assert_string_equal (j->tenant, "old\xef\xbf\xbd");
+    assert_string_equal (j->idempotency_key, "k\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal (j->headers[0].key, "h\xef\xbf\xbd");
+    assert_string_equal (j->headers[0].value, "v\xef\xbf\xbd");
+    zl_msg_t show = {.kind = ZL_MSG_ADMIN_REQUEST};
+    show.u.admin_request = (zl_admin_request_t){
+        .request_id = 7, .op = ZL_ADMIN_DLQ_SHOW, .job_id = 1001, .filter = {"", ""}, .lane = ""};
+    assert_int_equal (zlt_client_send (fx.admin, &show), 0);
+    assert_int_equal (zlt_client_expect (fx.admin, ZL_MSG_ADMIN_REPLY, &m, WAIT_MS), 0);
+    assert_true (m.u.admin_reply.ok);
+    const zl_dead_letter_t *d = &m.u.admin_reply.dead_letter;
+    assert_string_equal (d->tenant, "old\xef\xbf\xbd");
+    assert_int_equal (d->n_attempts, 1);
+    assert_string_equal (d->attempts[0].worker, "worker\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal (d->attempts[0].error, "error \xef\xbf\xbd");
+}
+
 int
 main (void)
 {
@@ -645,6 +777,8 @@ main (void)
         cmocka_unit_test_teardown (test_promised_errors, zlt_teardown),
         cmocka_unit_test_teardown (test_leases_belong_to_their_holder, zlt_teardown),
         cmocka_unit_test_teardown (test_one_reply_per_message, zlt_teardown),
+        cmocka_unit_test_teardown (test_names_are_bounded, zlt_teardown),
+        cmocka_unit_test_teardown (test_old_records_still_load, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
