@@ -43,7 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define DRAIN_BATCH 256         // messages per socket per turn
 #define DISPATCH_FRAME_JOBS 256 // jobs per Dispatch frame
@@ -86,7 +89,7 @@ struct _zl_broker_t {
     zl_arena_t *frame; // records loaded for one Dispatch frame or event
     uint64_t stored_next_id;
     bool failed;             // the store failed: stop the loop
-    FILE *wire_dump;         // wire_dump: every frame sent, length-prefixed, or NULL
+    int wire_dump;           // wire_dump: every frame sent, length-prefixed; -1 = none
     zl_security_t *security; // CURVE (or the plaintext endpoint check)
     zl_http_t *http;         // the metrics page, or NULL
     uint64_t counters[ZL_CTR_COUNT];
@@ -1549,14 +1552,16 @@ s_recover (zl_broker_t *self, char *err, size_t errlen)
 }
 
 // wire_dump: each frame the broker sends, as a 4-byte little-endian length
-// and the frame (an Envelope), appended to the file.
+// and the frame (an Envelope), appended to the file in one write: a broker
+// killed at any moment leaves whole records behind it (or a last one cut).
 static void
 s_dump_frame (void *arg, const void *frame, size_t size)
 {
     uint8_t len[4] = {(uint8_t)size, (uint8_t)(size >> 8), (uint8_t)(size >> 16),
                       (uint8_t)(size >> 24)};
-    fwrite (len, 1, sizeof len, arg);
-    fwrite (frame, 1, size, arg);
+    struct iovec iov[2] = {{len, sizeof len}, {(void *)frame, size}};
+    if (writev (*(int *)arg, iov, 2) < 0)
+        zl_debug ("broker", "wire_dump: %s", strerror (errno));
 }
 
 zl_broker_t *
@@ -1564,18 +1569,19 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
 {
     zl_broker_t *self = ZL_NEW (zl_broker_t);
     self->cfg = cfg;
+    self->wire_dump = -1;
     zl_rng_seed (&self->rng, 0);
     self->codec = zl_codec_new ();
     zl_codec_set_strict (self->codec, true); // debug builds: all it sends is text
     if (cfg->wire_dump && *cfg->wire_dump) {
-        self->wire_dump = fopen (cfg->wire_dump, "ab");
-        if (!self->wire_dump) {
+        self->wire_dump = open (cfg->wire_dump, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+        if (self->wire_dump < 0) {
             snprintf (err, errlen, "cannot open wire_dump %s: %s", cfg->wire_dump,
                       strerror (errno));
             zl_broker_destroy (&self);
             return NULL;
         }
-        zl_codec_set_tap (self->codec, s_dump_frame, self->wire_dump);
+        zl_codec_set_tap (self->codec, s_dump_frame, &self->wire_dump);
         zl_warn ("broker", "wire_dump: every frame sent is appended to %s", cfg->wire_dump);
     }
     self->turn = zl_arena_new (256 * 1024);
@@ -1654,8 +1660,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_security_destroy (&self->security);
     zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
-    if (self->wire_dump)
-        fclose (self->wire_dump);
+    if (self->wire_dump >= 0)
+        close (self->wire_dump);
     zl_arena_destroy (&self->turn);
     free (self->dead_ids);
     free (self->later);
