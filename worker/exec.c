@@ -7,15 +7,16 @@
     (with a pipe fed by the worker, a SIGKILLed worker left an EOF where the
     rest of the payload should be, and the command ran on what it had).
 
-    The guard. Every job gets a guard process, forked by the handler thread:
-    it leads a new process group, starts /bin/sh -c COMMAND in that group and
-    then only waits, on two things: the command's exit (SIGCHLD) and its
-    lifeline, a pipe whose one write end the worker holds. The worker writes
-    'T' (SIGTERM the group) or 'K' (SIGKILL) on it to cancel the job; EOF on
-    it means the worker is gone (killed, crashed, or the handler returned),
-    and the guard then SIGKILLs its whole group, itself included, at once.
-    The guard reports the command's wait status on a second pipe and exits.
-    It is the only process that signals the group, and it leads the group
+    The guard. Every job gets a guard process (exec_guard.c): spawned by the
+    handler thread as the leader of a new process group, it starts /bin/sh
+    -c COMMAND in that group and then only waits, on two things: the
+    command's exit and its lifeline, a pipe whose one write end the worker
+    holds. The worker writes ZL_GUARD_TERM (SIGTERM the group) or
+    ZL_GUARD_KILL on it to cancel the job; end of file on it means the
+    worker is gone (killed, crashed, or the handler returned), and the
+    guard then SIGKILLs its whole group, itself included, at once. The
+    guard reports the command's wait status on a second pipe and exits. It
+    is the only process that signals the group, and it leads the group
     whenever it does, so the group id cannot have been reused by then.
 
     Why this and not PR_SET_PDEATHSIG: that signal reaches only the direct
@@ -23,53 +24,46 @@
     forking thread ends, not the worker process. A SIGKILLed process runs
     nothing, so the worker cannot clean up after itself either: the watcher
     has to be another process, and the kernel's closing of a dead process's
-    descriptors is the one event that always happens.
+    descriptors is the one event that always happens. (The shell does get
+    PR_SET_PDEATHSIG from the guard, for a guard killed from outside.)
 
-    A fork in a threaded process. Between the fork and the end, the guard
-    calls only async-signal-safe functions (system calls) on data prepared
-    before the fork (argv, the environment, the descriptors). First of all
-    it closes every descriptor marked close-on-exec but its own, as an exec
-    would: a guard forked by one handler thread must not keep another job's
-    lifeline or status pipe open, or that job would outlive its worker (two
-    guards could even keep each other's lifelines alive). Descriptors
-    without close-on-exec are still passed to the command, as posix_spawn
-    did. The guard starts the command with vfork: no atfork handlers (they
-    could wait on locks held by threads the guard does not have), and no
-    second copy of the worker's page tables. Should the guard itself be
-    killed from outside, the shell has PR_SET_PDEATHSIG on it.
-
-    The cost is that fork: the worker's page tables are copied and its pages
-    are copy-on-write while the guard lives. On a 2-core VM (bench_exec) it
-    adds 0.5-0.9 ms of CPU per job to the 1.1 ms of `sh -c true`, and grows
-    with the worker's size (+1.8 ms with 64 MiB resident). The cheaper ways
-    measured each give something up: a guard sharing the worker's memory
-    (clone with CLONE_VM, 15 us) is killed with the worker by the OOM
-    killer, which kills every process sharing the memory it frees; a helper
-    program exec'd per job costs an exec (0.15-0.5 ms here even for one
-    without libc) and has to be found and installed. */
+    Why a program, spawned. The guard is a small program whose bytes the
+    library carries (zl_exec_guard_elf) and writes once into a sealed
+    memfd; each job posix_spawns it from there. A spawn shares the
+    worker's memory until the exec (no copy of its page tables, nothing
+    made copy-on-write under its busy threads) and the exec closes every
+    close-on-exec descriptor, so a guard started by one handler thread never
+    holds another job's lifeline. On x86_64 the guard is freestanding (no
+    libc) because a libc program's start-up alone costs about a millisecond
+    on a VM that traps CPUID. Measured on a 2-core VM (bench_exec), the
+    guard adds 0.1-0.35 ms of CPU per job, whatever the worker's size.
+    Forking the worker instead (the guard then runs in the fork) cost
+    0.5-0.9 ms, +1.8 ms at 64 MiB resident, several times that under ASan;
+    a guard sharing the worker's memory (clone with CLONE_VM) would be
+    killed with the worker by the OOM killer, which kills every process
+    that shares the memory it frees. */
 #define _GNU_SOURCE
 #include "exec.h"
 
 #include "clock.h"
+#include "exec_guard.h"
 #include "log.h"
 #include "text.h"
 #include "wire.h"
 #include "zl_alloc.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,7 +72,6 @@
 #define S_LINE_MAX 256    // longest stderr line checked for retry-after=
 #define S_WAIT_STEP_MS 20 // check period where the job has no cancel fd (no eventfd)
 #define S_RETRY_PREFIX "retry-after="
-#define S_FD_SCAN_MAX 65536 // highest descriptor a guard checks where /proc is missing
 
 extern char **environ;
 
@@ -86,15 +79,83 @@ struct _zl_exec_t {
     char *command;
     char *worker_name;
     uint32_t kill_grace_ms;
+    int guard_fd;        // the guard program, in a sealed memfd
+    char guard_path[32]; // "/proc/self/fd/<guard_fd>", what each job spawns
 };
 
 // ------------------------------------------------------------------ lifecycle
+
+/*  Move *fd above stdio (a worker may run with 0, 1 or 2 closed, and the
+    spawn makes 0 and 2 the guard's stdin and stderr). Returns 0 or errno. */
+static int
+s_above_stdio (int *fd)
+{
+    if (*fd > STDERR_FILENO)
+        return 0;
+    int moved = fcntl (*fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    if (moved < 0)
+        return errno;
+    close (*fd);
+    *fd = moved;
+    return 0;
+}
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U // Linux 6.3: executable even where memfds default to noexec
+#endif
+
+/*  Write the guard program into a sealed memfd. Returns the descriptor
+    (close-on-exec), or -1 with errno set. */
+static int
+s_guard_file (void)
+{
+    int fd = memfd_create (ZL_GUARD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+    if (fd < 0 && errno == EINVAL) // a kernel older than MFD_EXEC
+        fd = memfd_create (ZL_GUARD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < zl_exec_guard_elf_len) {
+        ssize_t n = write (fd, zl_exec_guard_elf + done, zl_exec_guard_elf_len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : ENOSPC;
+            close (fd);
+            errno = e;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    // Nobody changes it now, not even through /proc/<pid>/fd.
+    if (fcntl (fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        int e = errno;
+        close (fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
 
 zl_exec_t *
 zl_exec_new (const zl_exec_opts_t *opts)
 {
     if (!opts->command || !*opts->command) {
         zl_error (S_COMPONENT, "a command is required");
+        return NULL;
+    }
+    // Above stdio: the spawn makes 0 and 2 the guard's stdin and stderr.
+    int guard_fd = s_guard_file ();
+    int e = guard_fd < 0 ? errno : s_above_stdio (&guard_fd);
+    char guard_path[32];
+    snprintf (guard_path, sizeof guard_path, "/proc/self/fd/%d", guard_fd);
+    if (!e && access (guard_path, X_OK) != 0)
+        e = errno; // no /proc, or a noexec memfd
+    if (e) {
+        zl_error (S_COMPONENT, "cannot make the guard program runnable (%s): %s", guard_path,
+                  strerror (e));
+        if (guard_fd >= 0)
+            close (guard_fd);
         return NULL;
     }
     // A guard that exits as we cancel its job must not kill us with SIGPIPE;
@@ -109,6 +170,10 @@ zl_exec_new (const zl_exec_opts_t *opts)
     self->command = zl_strdup (opts->command);
     self->worker_name = zl_strdup (opts->worker_name ? opts->worker_name : "");
     self->kill_grace_ms = opts->kill_grace_ms;
+    self->guard_fd = guard_fd;
+    // Spawned by this path: in the spawned child it names the child's copy
+    // of the memfd, which the exec opens before it closes close-on-exec ones.
+    memcpy (self->guard_path, guard_path, sizeof guard_path);
     return self;
 }
 
@@ -120,6 +185,7 @@ zl_exec_destroy (zl_exec_t **self_p)
     zl_exec_t *self = *self_p;
     free (self->command);
     free (self->worker_name);
+    close (self->guard_fd);
     free (self);
     *self_p = NULL;
 }
@@ -324,8 +390,8 @@ static const char *
 s_capture_tail (s_capture_t *cap, size_t budget, size_t *len)
 {
     size_t skip = 0;
-    while (cap->cut && skip < cap->n && ((unsigned char)cap->tail[skip] & 0xC0) == 0x80)
-        skip++; // its character began in the bytes dropped
+    while (cap->cut && skip < 3 && skip < cap->n && ((unsigned char)cap->tail[skip] & 0xC0) == 0x80)
+        skip++; // its character (at most 4 bytes) began in the bytes dropped
     size_t n = zl_text_sanitize (cap->tail + skip, cap->n - skip, cap->clean, sizeof cap->clean);
     const char *s = cap->clean, *end = cap->clean + n;
     while (end > s && s_is_space (end[-1]))
@@ -372,205 +438,6 @@ s_payload_file (const zl_worker_job_t *job)
     return fd;
 }
 
-// ------------------------------------------------------------------ the guard
-
-/*  What the guard tells the worker, one record per write (atomic: shorter
-    than PIPE_BUF). */
-typedef enum {
-    S_GUARD_EXITED = 1,      // value: the command's wait status
-    S_GUARD_START_FAILED = 2 // value: errno of the failed setpgid, fork or exec
-} s_guard_what_t;
-
-typedef struct {
-    int32_t what;
-    int32_t value;
-} s_guard_record_t;
-
-/*  Everything the guard needs, made before the fork: after it, the guard
-    may not allocate. The descriptors are the worker's, all close-on-exec. */
-typedef struct {
-    char *const *argv;
-    char *const *envp;
-    int payload_fd; // becomes the command's stdin
-    int err_fd;     // becomes the command's stderr
-    int life_fd;    // the lifeline's read end
-    int report_fd;  // the status pipe's write end
-    int fd_scan_max;
-    sigset_t all;     // every signal: the guard blocks them all...
-    sigset_t all_but; // ...but SIGCHLD while it waits in ppoll
-    sigset_t none;    // the command's mask
-} s_guard_t;
-
-// Signals the command gets back at their default, whatever the worker set.
-static const int s_reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
-                                      SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
-
-static void
-s_guard_record (int fd, s_guard_what_t what, int value)
-{
-    s_guard_record_t r = {(int32_t)what, (int32_t)value};
-    while (write (fd, &r, sizeof r) < 0 && errno == EINTR)
-        ;
-    // EPIPE: the worker is gone, and nobody is left to tell
-}
-
-static void
-s_guard_on_sigchld (int sig)
-{
-    (void)sig; // only interrupts ppoll
-}
-
-static bool
-s_guard_keeps (const s_guard_t *g, int fd)
-{
-    return fd == g->payload_fd || fd == g->err_fd || fd == g->life_fd || fd == g->report_fd;
-}
-
-static void
-s_guard_close_if_cloexec (const s_guard_t *g, int fd)
-{
-    int flags = fcntl (fd, F_GETFD);
-    if (flags >= 0 && (flags & FD_CLOEXEC) && !s_guard_keeps (g, fd))
-        close (fd);
-}
-
-/*  Close every close-on-exec descriptor but the guard's own, as an exec
-    would (stdio included: with the worker's stdin closed, fd 0 may be
-    another job's lifeline): those of /proc/self/fd, read with getdents64
-    (no allocation), or every number up to fd_scan_max where /proc is
-    missing. */
-static void
-s_guard_close_fds (const s_guard_t *g)
-{
-    int dir = open ("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) {
-        for (int fd = 0; fd <= g->fd_scan_max; fd++)
-            s_guard_close_if_cloexec (g, fd);
-        return;
-    }
-    char buf[2048] __attribute__ ((aligned (8)));
-    ssize_t n;
-    while ((n = getdents64 (dir, buf, sizeof buf)) > 0) {
-        for (ssize_t at = 0; at < n;) {
-            struct dirent64 *d = (struct dirent64 *)(buf + at);
-            at += d->d_reclen;
-            int fd = 0;
-            const char *c = d->d_name;
-            if (*c < '0' || *c > '9')
-                continue; // "." and ".."
-            for (; *c >= '0' && *c <= '9'; c++)
-                fd = fd * 10 + (*c - '0');
-            if (fd != dir)
-                s_guard_close_if_cloexec (g, fd);
-        }
-    }
-    close (dir);
-}
-
-/*  Make `from` descriptor `to`, without close-on-exec. Returns 0 or -1. */
-static int
-s_move_fd (int from, int to)
-{
-    if (from == to)
-        return fcntl (to, F_SETFD, 0);
-    return dup2 (from, to) < 0 ? -1 : 0;
-}
-
-/*  In the guard's vfork child: become the command. Never returns; calls
-    only system calls (it shares the guard's memory until the exec). */
-static void __attribute__ ((noreturn)) s_guard_exec (const s_guard_t *g, pid_t guard)
-{
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigemptyset (&dfl.sa_mask);
-    for (size_t i = 0; i < sizeof s_reset_signals / sizeof s_reset_signals[0]; i++)
-        sigaction (s_reset_signals[i], &dfl, NULL);
-    // Should the guard itself be killed from outside, the shell goes too
-    // (what the shell started is then out of reach: the guard is the one
-    // that kills the group).
-    prctl (PR_SET_PDEATHSIG, SIGKILL);
-    int err = getppid () == guard ? 0 : ESRCH;
-    int in = g->payload_fd, errfd = g->err_fd;
-    if (!err && errfd == STDIN_FILENO && (errfd = fcntl (errfd, F_DUPFD_CLOEXEC, 3)) < 0)
-        err = errno; // out of stdin's way first
-    if (!err && (s_move_fd (in, STDIN_FILENO) != 0 || s_move_fd (errfd, STDERR_FILENO) != 0))
-        err = errno;
-    if (!err) {
-        sigprocmask (SIG_SETMASK, &g->none, NULL);
-        execve ("/bin/sh", g->argv, g->envp);
-        err = errno;
-    }
-    s_guard_record (g->report_fd, S_GUARD_START_FAILED, err);
-    _exit (127);
-}
-
-/*  The guard: lead a new process group, start the command in it, then
-    wait for the command's exit or a word on the lifeline. Never returns. */
-static void __attribute__ ((noreturn)) s_guard_run (const s_guard_t *g)
-{
-    // Every signal stays blocked (the fork kept the mask): what cancellation
-    // sends the group is for the command, and SIGCHLD only wakes ppoll.
-    if (setpgid (0, 0) != 0) {
-        s_guard_record (g->report_fd, S_GUARD_START_FAILED, errno);
-        _exit (1); // never kill(0, ...) while still in the worker's group
-    }
-    s_guard_close_fds (g);
-    struct sigaction chld = {.sa_handler = s_guard_on_sigchld, .sa_flags = SA_NOCLDSTOP};
-    sigemptyset (&chld.sa_mask);
-    sigaction (SIGCHLD, &chld, NULL);
-
-    struct pollfd p = {g->life_fd, POLLIN, 0};
-    if (poll (&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)))
-        _exit (1); // the worker is gone already: start nothing
-    // vfork: the guard waits (suspended) until the command's exec, which
-    // then neither copies nor tears down the guard's copy of the worker's
-    // memory. The child runs s_guard_exec on the guard's stack and never
-    // returns from it.
-    pid_t guard = getpid ();
-    pid_t pid = vfork ();
-    if (pid == 0)
-        s_guard_exec (g, guard);
-    if (pid < 0) {
-        s_guard_record (g->report_fd, S_GUARD_START_FAILED, errno);
-        _exit (1);
-    }
-    close (g->payload_fd);
-    close (g->err_fd);
-
-    bool cancelled = false; // 'T' or 'K' came: leave nothing of the group behind
-    for (;;) {
-        int status;
-        pid_t r = waitpid (pid, &status, WNOHANG);
-        if (r == pid) {
-            s_guard_record (g->report_fd, S_GUARD_EXITED, status);
-            if (cancelled)
-                kill (0, SIGKILL); // what the command left running, and the guard
-            _exit (0);
-        }
-        if (r < 0 && errno != EINTR) {
-            kill (0, SIGKILL); // cannot happen (the command is our child)
-            _exit (1);
-        }
-        // SIGCHLD is unblocked only inside ppoll: an exit after the waitpid
-        // above interrupts it, so none is missed.
-        p = (struct pollfd){g->life_fd, POLLIN, 0};
-        if (ppoll (&p, 1, NULL, &g->all_but) <= 0)
-            continue; // EINTR: SIGCHLD
-        char words[16];
-        ssize_t n = read (g->life_fd, words, sizeof words);
-        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
-            kill (0, SIGKILL); // EOF: the worker is gone; so is the whole group
-            _exit (1);
-        }
-        for (ssize_t i = 0; i < n; i++) {
-            cancelled = true;
-            if (words[i] == 'T')
-                kill (0, SIGTERM); // the guard has it blocked
-            else
-                kill (pid, SIGKILL); // the group follows once its status is reported
-        }
-    }
-}
-
 // ------------------------------------------------------------------ the worker's side
 
 typedef struct {
@@ -578,7 +445,7 @@ typedef struct {
     int life_fd;   // the lifeline's write end; -1 once closed
     int report_fd; // the guard's records; -1 at EOF
     int err_fd;    // the command's stderr; -1 at EOF
-    char record[sizeof (s_guard_record_t)];
+    char record[sizeof (zl_guard_record_t)];
     size_t record_n; // bytes of a record read so far
     bool exited;     // the guard reported the command's exit...
     int status;      // ...with this wait status
@@ -593,73 +460,65 @@ s_close (int *fd)
     *fd = -1;
 }
 
-/*  Start the guard (which starts the command) for `job`, with `payload`
+// Signals the guard (and so the command) gets back at their default.
+static const int s_reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
+                                      SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2};
+
+/*  Spawn the guard (which starts the command) for `job`, with `payload`
     (taken: closed here) as the command's stdin. Returns 0, or an errno
     value. */
 static int
 s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, s_child_t *c)
 {
     // Every end is close-on-exec, so that no other child of the worker
-    // keeps one; the guard closes the others' ends itself.
-    int err[2], life[2], report[2];
-    if (pipe2 (err, O_CLOEXEC) != 0) {
-        int e = errno;
-        close (payload);
-        return e;
-    }
-    if (pipe2 (life, O_CLOEXEC) != 0) {
-        int e = errno;
-        close (payload);
-        close (err[0]);
-        close (err[1]);
-        return e;
-    }
-    if (pipe2 (report, O_CLOEXEC) != 0) {
-        int e = errno;
-        close (payload);
-        close (err[0]);
-        close (err[1]);
-        close (life[0]);
-        close (life[1]);
-        return e;
-    }
-    s_env_t env = {0};
-    s_env_build (&env, self, job);
-    char *argv[] = {"/bin/sh", "-c", self->command, NULL};
-    s_guard_t g = {.argv = argv,
-                   .envp = env.v,
-                   .payload_fd = payload,
-                   .err_fd = err[1],
-                   .life_fd = life[0],
-                   .report_fd = report[1]};
-    long open_max = sysconf (_SC_OPEN_MAX);
-    g.fd_scan_max = open_max > 0 && open_max < S_FD_SCAN_MAX ? (int)open_max - 1 : S_FD_SCAN_MAX;
-    sigfillset (&g.all);
-    g.all_but = g.all;
-    sigdelset (&g.all_but, SIGCHLD);
-    sigemptyset (&g.none);
+    // keeps one; the spawn gives the guard its own.
+    int err[2] = {-1, -1}, life[2] = {-1, -1}, report[2] = {-1, -1};
+    int e = 0;
+    if (pipe2 (err, O_CLOEXEC) != 0 || pipe2 (life, O_CLOEXEC) != 0 ||
+        pipe2 (report, O_CLOEXEC) != 0)
+        e = errno;
+    int *theirs[] = {&payload, &err[1], &life[0], &report[1]};
+    for (size_t i = 0; !e && i < sizeof theirs / sizeof theirs[0]; i++)
+        e = s_above_stdio (theirs[i]);
+    if (!e) {
+        s_env_t env = {0};
+        s_env_build (&env, self, job);
+        char life_text[16], report_text[16];
+        snprintf (life_text, sizeof life_text, "%d", life[0]);
+        snprintf (report_text, sizeof report_text, "%d", report[1]);
+        char *argv[] = {ZL_GUARD_NAME, life_text,     report_text, "/bin/sh",
+                        "-c",          self->command, NULL};
 
-    // The guard is born with every signal blocked: until it has left our
-    // process group, a signal for the worker must not run our handlers in it.
-    sigset_t mask;
-    pthread_sigmask (SIG_SETMASK, &g.all, &mask);
-    pid_t pid = fork ();
-    if (pid == 0)
-        s_guard_run (&g);
-    int e = pid < 0 ? errno : 0;
-    pthread_sigmask (SIG_SETMASK, &mask, NULL);
-    s_env_free (&env);
-    close (payload);
-    close (err[1]);
-    close (life[0]);
-    close (report[1]);
-    if (pid < 0) {
-        close (err[0]);
-        close (life[1]);
-        close (report[0]);
-        return e;
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init (&fa);
+        posix_spawn_file_actions_adddup2 (&fa, payload, STDIN_FILENO); // dup2 clears CLOEXEC
+        posix_spawn_file_actions_adddup2 (&fa, err[1], STDERR_FILENO);
+        posix_spawn_file_actions_adddup2 (&fa, life[0], life[0]); // the same: clears CLOEXEC
+        posix_spawn_file_actions_adddup2 (&fa, report[1], report[1]);
+        posix_spawnattr_t attr;
+        posix_spawnattr_init (&attr);
+        posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                             POSIX_SPAWN_SETSIGDEF);
+        posix_spawnattr_setpgroup (&attr, 0); // the guard leads a group of its own
+        sigset_t all, defaults;
+        sigfillset (&all);
+        posix_spawnattr_setsigmask (&attr, &all); // the guard blocks everything
+        sigemptyset (&defaults);
+        for (size_t i = 0; i < sizeof s_reset_signals / sizeof s_reset_signals[0]; i++)
+            sigaddset (&defaults, s_reset_signals[i]); // we may ignore some; the command must not
+        posix_spawnattr_setsigdefault (&attr, &defaults);
+        e = posix_spawn (&c->guard, self->guard_path, &fa, &attr, argv, env.v);
+        posix_spawnattr_destroy (&attr);
+        posix_spawn_file_actions_destroy (&fa);
+        s_env_free (&env);
     }
-    c->guard = pid;
+    // The guard's ends are the guard's now; on failure, ours go too.
+    int *ends[] = {&payload, &err[1], &life[0], &report[1], &err[0], &life[1], &report[0]};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        if (i < 4 || e)
+            s_close (ends[i]);
+    if (e)
+        return e;
     c->life_fd = life[1];
     c->report_fd = report[0];
     c->err_fd = err[0];
@@ -685,18 +544,18 @@ s_read_records (s_child_t *c)
         c->record_n += (size_t)n;
         if (c->record_n < sizeof c->record)
             continue;
-        s_guard_record_t r;
+        zl_guard_record_t r;
         memcpy (&r, c->record, sizeof r);
         c->record_n = 0;
-        if (r.what == S_GUARD_EXITED) {
+        if (r.what == ZL_GUARD_EXITED) {
             c->exited = true;
             c->status = r.value;
-        } else if (r.what == S_GUARD_START_FAILED)
+        } else if (r.what == ZL_GUARD_START_FAILED)
             c->start_errno = r.value ? r.value : EINVAL;
     }
 }
 
-/*  Tell the guard `word` ('T' or 'K'). */
+/*  Tell the guard `word` (ZL_GUARD_TERM or ZL_GUARD_KILL). */
 static void
 s_tell_guard (s_child_t *c, char word)
 {
@@ -748,7 +607,7 @@ s_supervise (const zl_exec_t *self, const zl_worker_job_t *job, s_child_t *c, s_
             zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s: sending %s to group %d",
                      job->job_id, job->attempt, zl_worker_cancel_text (*why),
                      term ? "SIGTERM" : "SIGKILL", (int)c->guard);
-            s_tell_guard (c, term ? 'T' : 'K');
+            s_tell_guard (c, term ? ZL_GUARD_TERM : ZL_GUARD_KILL);
             term_sent = true;
             kill_sent = !term;
             kill_at = zl_clock_mono_ms () + self->kill_grace_ms;
@@ -757,7 +616,7 @@ s_supervise (const zl_exec_t *self, const zl_worker_job_t *job, s_child_t *c, s_
             zl_warn (S_COMPONENT,
                      "job %" PRIu64 " attempt %u: group %d outlived the %u ms grace: SIGKILL",
                      job->job_id, job->attempt, (int)c->guard, self->kill_grace_ms);
-            s_tell_guard (c, 'K');
+            s_tell_guard (c, ZL_GUARD_KILL);
             kill_sent = true;
         }
     }

@@ -40,9 +40,10 @@ typedef struct {
 } zl_exec_opts_t;
 
 /*  Return a new exec handler for `opts` (copied), or NULL if no command was
-    given. Ignores SIGPIPE process-wide (unless a handler is set) so that a
-    word to a guard that has just exited cannot kill the worker (the write
-    fails with EPIPE instead). */
+    given or the guard program cannot be made runnable (it runs from a
+    memfd through /proc/self/fd; the reason is logged). Ignores SIGPIPE
+    process-wide (unless a handler is set) so that a word to a guard that
+    has just exited cannot kill the worker (the write fails with EPIPE). */
 zl_exec_t *zl_exec_new (const zl_exec_opts_t *opts);
 /*  Destroy the handler; nulls the caller's pointer. */
 void zl_exec_destroy (zl_exec_t **self_p);

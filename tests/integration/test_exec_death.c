@@ -2,8 +2,9 @@
     job's command and the command reading its payload (issue 11, item 10).
     A real broker, two real workers in turn and zlane-submit with a payload
     of a megabyte, far more than a pipe holds. The command tells the test
-    it started (a file), then waits on a FIFO the test opens only when it
-    wants, and only then reads stdin and records what it read. The test
+    it started (a file), then waits for a line on a FIFO that the test
+    writes only when it wants, and only then reads stdin and records what
+    it read. The test
     kills worker 1 while its command waits: the command (its shell, its
     group leader and a background process of its group) must die with the
     worker, bounded in time, and never record anything; the broker gives
