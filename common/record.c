@@ -93,7 +93,7 @@ zl_record_write (void *handle, uint8_t *out)
 static const char *
 s_text (zl_arena_t *arena, const char *s)
 {
-    return zl_text_sanitize (arena, s, strlen (s));
+    return zl_text_repair (arena, s, strlen (s));
 }
 
 int

@@ -1,17 +1,25 @@
 /*  exec: a worker handler that runs a shell command once per job.
-    The command runs as `/bin/sh -c COMMAND` in its own process group, with
-    the payload on stdin, the job in ZLANE_* environment variables and its
-    stdout shared with the worker's. Exit contract:
+    The command runs as `/bin/sh -c COMMAND`, with the job in ZLANE_*
+    environment variables, its stdout shared with the worker's, and the
+    payload on stdin as a regular file (a memfd) that holds the whole
+    payload before the command starts: it may be read, stat'ed or seeked
+    from the first instruction, and nothing arrives later. A guard process
+    per job leads the command's process group; when the worker dies (even
+    by SIGKILL) the guard SIGKILLs the whole group, so no command outlives
+    the worker that ran it. Exit contract:
         0                 -> Ack
         65 (EX_DATAERR)   -> PERMANENT Nack (bad input: straight to the DLQ)
         75 (EX_TEMPFAIL)  -> THROTTLED Nack; retry after the duration on the
                              last stderr line "retry-after=<duration>"
                              (e.g. "retry-after=5s"), 1 s if there is none
         anything else, death by a signal included -> TRANSIENT Nack
-    The error text is the tail of stderr plus "exit status N" or "killed by
-    signal S". When the job is cancelled (lease lost, max run time, shutdown)
-    the process group gets SIGTERM, then SIGKILL after the kill grace, and the
-    job is reported TRANSIENT with the reason. */
+    The error text is the tail of stderr (made valid UTF-8: bad bytes and
+    NULs become U+FFFD) plus "exit status N" or "killed by signal S". When
+    the job is cancelled (lease lost, max run time, shutdown) the process
+    group gets SIGTERM, then SIGKILL after the kill grace, and the job is
+    reported TRANSIENT with the reason. Processes the command leaves running
+    after a normal exit are not waited for nor killed, and processes that
+    leave the group (setsid) are out of reach. */
 #ifndef ZL_EXEC_H
 #define ZL_EXEC_H
 
@@ -32,8 +40,10 @@ typedef struct {
 } zl_exec_opts_t;
 
 /*  Return a new exec handler for `opts` (copied), or NULL if no command was
-    given. Ignores SIGPIPE process-wide so a child that closes its stdin
-    early cannot kill the worker (writes then fail with EPIPE). */
+    given or the guard program cannot be made runnable (it runs from a
+    memfd through /proc/self/fd; the reason is logged). Ignores SIGPIPE
+    process-wide (unless a handler is set) so that a word to a guard that
+    has just exited cannot kill the worker (the write fails with EPIPE). */
 zl_exec_t *zl_exec_new (const zl_exec_opts_t *opts);
 /*  Destroy the handler; nulls the caller's pointer. */
 void zl_exec_destroy (zl_exec_t **self_p);

@@ -48,7 +48,8 @@ static const char *s_usage =
     "Durations take a unit: 250ms, 2s, 1m (a bare number means milliseconds).\n"
     "\n"
     "The job reaches CMD as:\n"
-    "  stdin                 the payload\n"
+    "  stdin                 the payload: a regular file holding all of it before CMD\n"
+    "                        starts\n"
     "  ZLANE_JOB_ID, ZLANE_ATTEMPT (1 = first), ZLANE_TENANT, ZLANE_LANE,\n"
     "  ZLANE_IDEMPOTENCY_KEY (pass it downstream), ZLANE_LEASE_MS, ZLANE_MAX_RUN_MS,\n"
     "  ZLANE_MAX_ATTEMPTS, ZLANE_ENQUEUED_AT_MS, ZLANE_WORKER\n"
@@ -67,7 +68,8 @@ static const char *s_usage =
     "\n"
     "Leases are extended while CMD runs. If the lease is lost (or the job's max\n"
     "run time passes) CMD's process group gets SIGTERM, then SIGKILL after\n"
-    "--kill-grace, and the attempt is reported TRANSIENT.\n"
+    "--kill-grace, and the attempt is reported TRANSIENT. If the worker dies, even\n"
+    "by SIGKILL, CMD's process group is SIGKILLed by the job's guard process.\n"
     "\n"
     "SIGINT/SIGTERM: stop taking work (unstarted jobs are handed back), let running\n"
     "jobs finish for up to --kill-grace, then cancel them as above, and exit once\n"
@@ -92,7 +94,7 @@ s_config_argv (int argc, char **argv, int *argc_out)
         else if (!strncmp (argv[i], "--config=", 9))
             path = argv[i] + 9;
     }
-    char **out = zl_calloc ((size_t) argc + 64, sizeof (char *));
+    char **out = zl_calloc ((size_t)argc + 64, sizeof (char *));
     int n = 0;
     out[n++] = argv[0];
     if (path) {

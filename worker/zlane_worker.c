@@ -30,6 +30,7 @@
 #include "held_timers.h"
 #include "log.h"
 #include "rng.h"
+#include "text.h"
 #include "u64map.h"
 #include "wire.h"
 #include "worker_job.h"
@@ -137,6 +138,7 @@ struct _zl_worker_t {
     s_index_t pending_ids;                      // job id -> settlements (one per lease)
     size_t n_pending;
     zl_rng_t rng;
+    uint64_t instance;       // random, nonzero, in every Ready: the same across reconnects
     bool need_ready;         // send Ready at the next flush
     int64_t last_heard_ms;   // last message from the broker
     int64_t last_sent_ms;    // last message to the broker
@@ -235,6 +237,13 @@ zl_worker_new (const zl_worker_opts_t *opts)
     atomic_init (&self->stop_requests, 0);
     self->wake_fd = wake_fd;
     zl_rng_seed (&self->rng, 0);
+    // Chosen once per worker: a Ready with the same instance after a
+    // reconnect lets the broker hand this worker's leases to the new
+    // connection. From its own draw of OS entropy, not the jitter's stream.
+    zl_rng_t instance_rng;
+    zl_rng_seed (&instance_rng, 0);
+    while (!self->instance)
+        self->instance = zl_rng_next (&instance_rng);
     self->backoff_ms = opts->reconnect_min_ms;
     self->held_ids.map = zl_u64map_new ();
     self->pending_ids.map = zl_u64map_new ();
@@ -526,35 +535,6 @@ s_pending_mark_unsent (zl_worker_t *self)
     sent->prev = sent->next = sent;
 }
 
-/*  Replace, in place, each byte that does not belong to a well-formed UTF-8
-    sequence (RFC 3629) with '?': protobuf strings must be UTF-8 for other
-    languages' decoders, and handlers may print anything. */
-static void
-s_utf8_scrub (char *text)
-{
-    unsigned char *p = (unsigned char *)text;
-    while (*p) {
-        unsigned char c = *p;
-        int extra = c < 0x80                 ? 0
-                    : c >= 0xC2 && c <= 0xDF ? 1
-                    : c >= 0xE0 && c <= 0xEF ? 2
-                    : c >= 0xF0 && c <= 0xF4 ? 3
-                                             : -1;
-        // The second byte's range narrows for E0, ED, F0 and F4 (no overlong
-        // forms, surrogates or code points past U+10FFFF).
-        unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-        unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-        bool ok = extra >= 0 && (extra == 0 || (p[1] >= lo && p[1] <= hi));
-        for (int i = 2; ok && i <= extra; i++)
-            ok = (p[i] & 0xC0) == 0x80; // stops at the NUL: never reads past it
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += extra + 1;
-    }
-}
-
 /*  Queue an Ack (ack) or a Nack of class `cls` for the next flush. */
 static void
 s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t cls,
@@ -566,11 +546,17 @@ s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t c
                       .attempt = h->pub.attempt,
                       .ack = ack,
                       .cls = cls,
-                      .error = ack ? NULL : zl_strdup (error ? error : ""),
                       .retry_after_ms = retry_after_ms,
                       .run_us = run_us};
-    if (p->error)
-        s_utf8_scrub (p->error);
+    if (!ack) {
+        // The broker refuses a Nack whose text is not valid UTF-8 or holds a
+        // NUL, and handlers may print anything: repair it (U+FFFD), cut
+        // between characters to ZL_WORKER_ERROR_MAX - 1 bytes.
+        const char *text = error ? error : "";
+        char clean[ZL_WORKER_ERROR_MAX];
+        zl_text_sanitize (text, strlen (text), clean, sizeof clean);
+        p->error = zl_strdup (clean);
+    }
     s_list_push (&self->unsent, &p->link);
     s_settle_t *first = s_index_get (&self->pending_ids, p->job_id);
     if (!first)
@@ -729,10 +715,71 @@ s_on_settled (zl_worker_t *self, const zl_settled_t *s)
     }
 }
 
+/*  One refused item of an Ack, Nack or Extend: (job_id, lease) with `code`.
+    STALE_LEASE, UNKNOWN_JOB and NOT_HOLDER (the lease is another
+    connection's) fence it: a pending settlement of that lease is dropped
+    (refused), a held job with it is cancelled (lease lost). MAX_RUN answers
+    an Extend only: the lease was extended, but only up to the job's max run
+    deadline, so the job is not extended again (nor cancelled: its own
+    max-run timer does that); a settlement of that lease still stands. */
+static void
+s_on_item_error (zl_worker_t *self, zl_error_code_t code, uint64_t job_id, uint64_t lease)
+{
+    const char *name = zl_error_code_name (code);
+    bool fenced =
+        code == ZL_ERR_STALE_LEASE || code == ZL_ERR_UNKNOWN_JOB || code == ZL_ERR_NOT_HOLDER;
+    if (!fenced && code != ZL_ERR_MAX_RUN) {
+        zl_warn (S_COMPONENT, "job %" PRIu64 ": broker error %s, ignored", job_id, name);
+        return;
+    }
+    s_settle_t *p = fenced ? s_pending_find (self, job_id, lease) : NULL;
+    if (p) {
+        zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s refused by broker (%s)", p->job_id,
+                 p->attempt, p->ack ? "ack" : "nack", name);
+        S_COUNT (self, refused, 1);
+        s_pending_remove (self, p);
+        return;
+    }
+    zl_held_job_t *h = s_held_find (self, job_id, lease);
+    if (!h || zl_worker_job_cancelled (&h->pub)) {
+        zl_debug (S_COMPONENT, "job %" PRIu64 ": %s for a job we no longer hold or run", job_id,
+                  name);
+        return;
+    }
+    if (code == ZL_ERR_MAX_RUN) {
+        if (!h->next_extend_ms)
+            return; // told before
+        h->next_extend_ms = 0;
+        // Our max-run timer cancels the job; a broker that sent us no max
+        // run time gets one lease more, as far as it was extended.
+        if (!h->max_run_at_ms)
+            h->max_run_at_ms = zl_clock_mono_ms () + h->pub.lease_ms;
+        zl_held_timers_update (self->timers, h);
+        zl_info (S_COMPONENT,
+                 "job %" PRIu64 " attempt %u: lease extended up to its max run time; "
+                 "no more extensions",
+                 h->pub.job_id, h->pub.attempt);
+        return;
+    }
+    zl_held_job_cancel (h, ZL_WORKER_LEASE_LOST);
+    zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: extend refused (%s): %s", h->pub.job_id,
+             h->pub.attempt, name, zl_worker_cancel_text (ZL_WORKER_LEASE_LOST));
+    S_COUNT (self, lease_lost, 1);
+    h->next_extend_ms = 0;
+    zl_held_timers_remove (self->timers, h); // cancelled jobs have no timers
+}
+
+/*  An Error: NOT_READY asks for Ready again; an Error listing items refuses
+    each of them with its own code (its code, job_id and lease repeat the
+    first item); one without items about a lease names that one item. */
 static void
 s_on_error (zl_worker_t *self, const zl_error_t *e)
 {
-    const char *code = zl_error_code_name (e->code);
+    if (e->n_items) {
+        for (size_t i = 0; i < e->n_items; i++)
+            s_on_item_error (self, e->items[i].code, e->items[i].job_id, e->items[i].lease);
+        return;
+    }
     switch (e->code) {
     case ZL_ERR_NOT_READY:
         // The broker does not know us (it restarted): introduce ourselves again
@@ -742,30 +789,11 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
         return;
     case ZL_ERR_STALE_LEASE:
     case ZL_ERR_UNKNOWN_JOB:
-    case ZL_ERR_MAX_RUN: {
-        s_settle_t *p = s_pending_find (self, e->job_id, e->lease);
-        if (p) {
-            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s refused by broker (%s)",
-                     p->job_id, p->attempt, p->ack ? "ack" : "nack", code);
-            S_COUNT (self, refused, 1);
-            s_pending_remove (self, p);
-            return;
-        }
-        zl_held_job_t *h = s_held_find (self, e->job_id, e->lease);
-        zl_worker_cancel_t why =
-            e->code == ZL_ERR_MAX_RUN ? ZL_WORKER_MAX_RUN : ZL_WORKER_LEASE_LOST;
-        if (h && zl_held_job_cancel (h, why)) {
-            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: extend refused (%s): %s",
-                     h->pub.job_id, h->pub.attempt, code, zl_worker_cancel_text (why));
-            S_COUNT (self, lease_lost, 1);
-            h->next_extend_ms = 0;
-            zl_held_timers_remove (self->timers, h); // cancelled jobs have no timers
-        } else if (!h)
-            zl_debug (S_COMPONENT, "job %" PRIu64 ": %s for a job we no longer hold", e->job_id,
-                      code);
-        return;
-    }
-    default: zl_warn (S_COMPONENT, "broker error %s: %s", code, e->message ? e->message : "");
+    case ZL_ERR_NOT_HOLDER:
+    case ZL_ERR_MAX_RUN: s_on_item_error (self, e->code, e->job_id, e->lease); return;
+    default:
+        zl_warn (S_COMPONENT, "broker error %s: %s", zl_error_code_name (e->code),
+                 e->message ? e->message : "");
     }
 }
 
@@ -1023,8 +1051,13 @@ s_tick (zl_worker_t *self, int64_t now_ms)
         if (h->max_run_at_ms && now_ms >= h->max_run_at_ms) {
             zl_held_job_cancel (h, ZL_WORKER_MAX_RUN);
             zl_held_timers_remove (self->timers, h);
-            zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: max run time of %u ms exceeded",
-                     h->pub.job_id, h->pub.attempt, h->pub.max_run_ms);
+            if (h->pub.max_run_ms)
+                zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: max run time of %u ms exceeded",
+                         h->pub.job_id, h->pub.attempt, h->pub.max_run_ms);
+            else // the broker's (Error MAX_RUN): its last extension ran out
+                zl_warn (S_COMPONENT,
+                         "job %" PRIu64 " attempt %u: the broker's max run time was reached",
+                         h->pub.job_id, h->pub.attempt);
             continue;
         }
         // The extension is due. Without a connection every held job has
@@ -1133,7 +1166,8 @@ s_send_ready (zl_worker_t *self, int64_t now_ms)
                   .u.ready = {.name = self->name,
                               .n_lanes = self->opts.n_lanes,
                               .lanes = (const char **)self->lanes,
-                              .capacity = capacity}};
+                              .capacity = capacity,
+                              .instance = self->instance}};
     return s_send (self, &m, now_ms);
 }
 
@@ -1284,8 +1318,9 @@ zl_worker_run (zl_worker_t *self)
     if (rc == 0)
         rc = s_start_threads (self);
     if (rc == 0)
-        zl_info (S_COMPONENT, "%s serving %zu lanes with %u handlers, capacity %u", self->name,
-                 self->opts.n_lanes, self->opts.concurrency,
+        zl_info (S_COMPONENT,
+                 "%s (instance %016" PRIx64 ") serving %zu lanes with %u handlers, capacity %u",
+                 self->name, self->instance, self->opts.n_lanes, self->opts.concurrency,
                  self->opts.concurrency + self->opts.prefetch);
 
     // One turn: fire due timers, start jobs on free handlers, send what the

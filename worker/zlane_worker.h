@@ -5,7 +5,12 @@
     frames; leases are extended at half-life; heartbeats flow both ways and a
     silent broker is reconnected to with jittered backoff (Paranoid Pirate).
     Settlements stay pending until the broker answers Settled and are resent
-    after a reconnect with the same lease token. */
+    after a reconnect with the same lease token. Every Ready carries the
+    worker's instance, a random nonzero number chosen by zl_worker_new and
+    kept across reconnects, so the broker can give a reconnected worker the
+    leases of its old connection. A Nack's error text is sent as valid UTF-8
+    (invalid bytes become U+FFFD; at most ZL_WORKER_ERROR_MAX - 1 bytes, cut
+    between characters). */
 #ifndef ZLANE_WORKER_H
 #define ZLANE_WORKER_H
 
@@ -41,9 +46,9 @@ typedef struct {
 /*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */
 typedef enum {
     ZL_WORKER_LIVE = 0,
-    ZL_WORKER_LEASE_LOST,   // the broker refused an Extend (stale lease, unknown job)
+    ZL_WORKER_LEASE_LOST,   // the broker refused an Extend (stale lease, unknown job, not holder)
     ZL_WORKER_DISCONNECTED, // the broker connection was lost; the lease is presumed lost
-    ZL_WORKER_MAX_RUN,      // max_run_ms elapsed (locally, or the broker refused an Extend)
+    ZL_WORKER_MAX_RUN,      // max_run_ms elapsed (the worker's own timer, counted from receipt)
     ZL_WORKER_SHUTDOWN      // the worker is stopping and the drain grace ran out
 } zl_worker_cancel_t;
 
@@ -136,8 +141,10 @@ typedef struct {
 void zl_worker_opts_defaults (zl_worker_opts_t *opts);
 
 /*  Counters, for tests and logs. Settlements count the first time they are
-    sent; `refused` counts Acks/Nacks the broker fenced (STALE_LEASE or
-    UNKNOWN_JOB). */
+    sent; `refused` counts Acks/Nacks the broker fenced (STALE_LEASE,
+    UNKNOWN_JOB or NOT_HOLDER). An Extend answered MAX_RUN (the lease
+    reaches the job's max run time, no further) ends that job's extensions;
+    the job runs on until its own max run time. */
 typedef struct {
     uint64_t received;     // jobs dispatched to us
     uint64_t acked;        // Ack items sent

@@ -6,7 +6,6 @@
 #include "codec.h"
 #include "hist.h"
 #include "rng.h"
-#include "text.h"
 #include "wire.h"
 #include "zl_alloc.h"
 
@@ -23,92 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
-
-// ---------------------------------------------------------------- text
-static void
-test_text_valid (void **state)
-{
-    (void)state;
-    static const struct {
-        const char *s;
-        size_t len;
-        bool valid;
-    } cases[] = {
-        {"", 0, true},
-        {"acme", 4, true},
-        {"caf\xc3\xa9", 5, true},       // U+00E9
-        {"\xe2\x82\xac", 3, true},      // U+20AC
-        {"\xf0\x9f\x98\x80", 4, true},  // U+1F600
-        {"\xf4\x8f\xbf\xbf", 4, true},  // U+10FFFF, the last
-        {"\xed\x9f\xbf", 3, true},      // U+D7FF, below the surrogates
-        {"\xee\x80\x80", 3, true},      // U+E000, above them
-        {"acme\0evil", 9, false},       // NUL
-        {"\xff", 1, false},             // never in UTF-8
-        {"\x80", 1, false},             // a lone continuation byte
-        {"\xc3", 1, false},             // cut short
-        {"\xe2\x82", 2, false},         // cut short
-        {"\xc0\xaf", 2, false},         // overlong '/'
-        {"\xc1\xbf", 2, false},         // overlong
-        {"\xe0\x80\xaf", 3, false},     // overlong
-        {"\xf0\x80\x80\xaf", 4, false}, // overlong
-        {"\xed\xa0\x80", 3, false},     // U+D800, a surrogate
-        {"\xed\xbf\xbf", 3, false},     // U+DFFF
-        {"\xf4\x90\x80\x80", 4, false}, // U+110000
-        {"\xf5\x80\x80\x80", 4, false}, // past the range
-        {"\xc3\x28", 2, false},         // a lead byte then ASCII
-        {"ok\xe2\x82\xacok\xe2\x28\xa1", 11, false},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (zl_text_valid (cases[i].s, cases[i].len) != cases[i].valid)
-            fail_msg ("case %zu: zl_text_valid should be %d", i, cases[i].valid);
-}
-
-static void
-test_text_names_cut_sanitize (void **state)
-{
-    (void)state;
-    zl_arena_t *a = zl_arena_new (1024);
-    assert_null (zl_text_name_problem (a, "acme", 128, false));
-    assert_null (zl_text_name_problem (a, "", 128, true));
-    assert_string_equal (zl_text_name_problem (a, "", 128, false), "is empty");
-    assert_string_equal (zl_text_name_problem (a, "a\nb", 128, false),
-                         "contains a control character");
-    assert_string_equal (zl_text_name_problem (a, "a\x7f", 128, false),
-                         "contains a control character");
-    assert_string_equal (zl_text_name_problem (a, "abcde", 4, false), "is longer than 4 bytes");
-    assert_null (zl_text_name_problem (a, "caf\xc3\xa9", 5, false)); // bytes, not characters
-
-    // a cut never splits a character
-    const char *e = "a\xe2\x82\xac"
-                    "b"; // a, U+20AC, b
-    assert_int_equal (zl_text_cut (e, 5, 10), 5);
-    assert_int_equal (zl_text_cut (e, 5, 4), 4);
-    assert_int_equal (zl_text_cut (e, 5, 3), 1);
-    assert_int_equal (zl_text_cut (e, 5, 2), 1);
-    assert_int_equal (zl_text_cut (e, 5, 1), 1);
-    assert_int_equal (zl_text_cut (e, 5, 0), 0);
-    // and zl_arena_printf cuts the same way
-    char big[ZL_ARENA_PRINTF_MAX + 8];
-    memset (big, 'x', ZL_ARENA_PRINTF_MAX - 1);
-    memcpy (big + ZL_ARENA_PRINTF_MAX - 1, "\xe2\x82\xac", 4);
-    char *cut = zl_arena_printf (a, "%s", big);
-    assert_int_equal (strlen (cut), ZL_ARENA_PRINTF_MAX - 1);
-    assert_true (zl_text_valid (cut, strlen (cut)));
-
-    // sanitize: valid text is returned as is, the rest made valid
-    const char *ok = "fine \xc3\xa9";
-    assert_ptr_equal (zl_text_sanitize (a, ok, strlen (ok)), ok);
-    const char *bad = "a\xff"
-                      "b\xed\xa0\x80"
-                      "c";
-    const char *fixed = zl_text_sanitize (a, bad, strlen (bad));
-    assert_string_equal (fixed, "a\xef\xbf\xbd"
-                                "b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
-                                "c");
-    assert_true (zl_text_valid (fixed, strlen (fixed)));
-    assert_string_equal (zl_text_sanitize (a, "x\0y", 3), "x\xef\xbf\xbdy");
-    zl_arena_destroy (&a);
-}
 
 // ---------------------------------------------------------------- arena
 static void
@@ -803,8 +716,6 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_text_valid),
-        cmocka_unit_test (test_text_names_cut_sanitize),
         cmocka_unit_test (test_arena_alignment_and_disjoint),
         cmocka_unit_test (test_arena_large),
         cmocka_unit_test (test_arena_printf),

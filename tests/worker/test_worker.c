@@ -6,6 +6,7 @@
     thread's exit (an eventfd). */
 #include "clock.h"
 #include "codec.h"
+#include "text.h"
 #include "wire.h"
 #include "zlane_worker.h"
 
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 #include <czmq.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -162,6 +164,16 @@ s_broker_error (s_broker_t *b, zl_error_code_t code, uint64_t job_id, uint64_t l
     s_broker_send (b, &m);
 }
 
+/*  Send one Error listing `n` refused items, as the broker answers one
+    Ack, Nack or Extend frame: code, job_id and lease repeat the first. */
+static void
+s_broker_error_items (s_broker_t *b, zl_item_error_t *items, size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_ERROR,
+                  .u.error = {items[0].code, "test", items[0].job_id, items[0].lease, n, items}};
+    s_broker_send (b, &m);
+}
+
 /*  A job with sensible defaults; the payload selects the test handler's
     behaviour. */
 static zl_job_msg_t
@@ -252,7 +264,11 @@ s_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
                               "a\xff"
                               "b\xc3\xa9"
                               "c\xed\xa0\x80");
-    else if (strcmp (payload, "wait-cancel") == 0) {
+    else if (strcmp (payload, "long-bad") == 0) { // every byte invalid, the text full
+        memset (result->error, 0xFF, ZL_WORKER_ERROR_MAX - 1);
+        result->error[ZL_WORKER_ERROR_MAX - 1] = '\0';
+        result->outcome = ZL_WORKER_TRANSIENT;
+    } else if (strcmp (payload, "wait-cancel") == 0) {
         bool cancelled = zl_worker_job_wait_cancelled (job, 2000);
         pthread_mutex_lock (&ctx->lock);
         ctx->saw_cancel = cancelled;
@@ -423,7 +439,7 @@ s_teardown (void **state)
 
 // ---------------------------------------------------------------- tests
 
-/*  (a) Ready first, with the worker's name, lanes and capacity. */
+/*  (a) Ready first, with the worker's name, lanes, capacity and instance. */
 static void
 test_ready (void **state)
 {
@@ -440,6 +456,7 @@ test_ready (void **state)
     assert_string_equal (r->lanes[0], "emails");
     assert_string_equal (r->lanes[1], "reports");
     assert_int_equal (r->capacity, 5);
+    assert_true (r->instance != 0);
     assert_int_equal (s_finish (f, false), 0);
 }
 
@@ -497,8 +514,9 @@ test_dispatch_ack (void **state)
     assert_int_equal (stats.settled, 1);
 }
 
-/*  (c) Failures become Nacks with the handler's class, text (made valid
-    UTF-8) and retry-after. */
+/*  (c) Failures become Nacks with the handler's class, text and
+    retry-after; the text is made valid UTF-8 (U+FFFD for what is not) and
+    stays within ZL_WORKER_ERROR_MAX - 1 bytes. */
 static void
 test_nack_classes (void **state)
 {
@@ -506,22 +524,25 @@ test_nack_classes (void **state)
     f->opts.concurrency = 4;
     s_start (f);
     assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
-    zl_job_msg_t jobs[4] = {s_job (1, "transient"), s_job (2, "permanent"), s_job (3, "throttled"),
-                            s_job (4, "bad-utf8")};
-    s_broker_dispatch (&f->broker, jobs, 4);
+    zl_job_msg_t jobs[5] = {s_job (1, "transient"), s_job (2, "permanent"), s_job (3, "throttled"),
+                            s_job (4, "bad-utf8"), s_job (5, "long-bad")};
+    s_broker_dispatch (&f->broker, jobs, 5);
 
-    bool seen[5] = {false};
+    bool seen[6] = {false};
     int n_seen = 0;
     int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
-    while (n_seen < 4) {
+    while (n_seen < 5) {
         zl_msg_kind_t k =
             s_broker_expect (&f->broker, ZL_MSG_NACK, (int)(deadline - zl_clock_mono_ms ()));
         assert_int_equal (k, ZL_MSG_NACK);
         const zl_nack_t *nack = &f->broker.msg.u.nack;
         for (size_t i = 0; i < nack->n; i++) {
             const zl_nack_item_t *it = &nack->items[i];
-            assert_true (it->job_id >= 1 && it->job_id <= 4);
+            assert_true (it->job_id >= 1 && it->job_id <= 5);
             assert_false (seen[it->job_id]);
+            // Always valid text, never longer than a handler's.
+            assert_true (zl_text_valid (it->error, strlen (it->error)));
+            assert_true (strlen (it->error) <= ZL_WORKER_ERROR_MAX - 1);
             seen[it->job_id] = true;
             n_seen++;
             assert_true (it->lease == (0xABCD000000000000ULL | it->job_id));
@@ -540,10 +561,15 @@ test_nack_classes (void **state)
                 assert_string_equal (it->error, "slow down");
                 assert_int_equal (it->retry_after_ms, 2500);
                 break;
-            case 4:
+            case 4: // each maximal bad subsequence is one U+FFFD
                 assert_int_equal (it->cls, ZL_FAIL_TRANSIENT);
-                assert_string_equal (it->error, "a?b\xc3\xa9"
-                                                "c???");
+                assert_string_equal (
+                    it->error, "a" ZL_TEXT_REPLACEMENT "b\xc3\xa9"
+                               "c" ZL_TEXT_REPLACEMENT ZL_TEXT_REPLACEMENT ZL_TEXT_REPLACEMENT);
+                break;
+            case 5: // 1023 bad bytes: as many U+FFFD as fit in 1023 bytes
+                assert_int_equal (strlen (it->error), (ZL_WORKER_ERROR_MAX - 1) / 3 * 3);
+                assert_memory_equal (it->error, ZL_TEXT_REPLACEMENT ZL_TEXT_REPLACEMENT, 6);
                 break;
             }
             s_broker_settle (&f->broker, it->job_id, it->lease);
@@ -552,7 +578,7 @@ test_nack_classes (void **state)
     assert_int_equal (s_finish (f, false), 0);
     zl_worker_stats_t stats;
     zl_worker_stats (f->worker, &stats);
-    assert_int_equal (stats.nacked, 4);
+    assert_int_equal (stats.nacked, 5);
     assert_int_equal (stats.acked, 0);
 }
 
@@ -636,7 +662,8 @@ test_max_run (void **state)
 }
 
 /*  (e) Heartbeats flow; when the broker goes silent (and comes back on the
-    same port) the worker reconnects and sends Ready again. */
+    same port) the worker reconnects and sends Ready again, with the same
+    instance. */
 static void
 test_heartbeat_reconnect (void **state)
 {
@@ -645,6 +672,8 @@ test_heartbeat_reconnect (void **state)
     f->opts.liveness = 3;
     s_start (f);
     assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    uint64_t instance = f->broker.msg.u.ready.instance;
+    assert_true (instance != 0);
     // A live broker: answer each Heartbeat. No reconnect may happen.
     for (int i = 0; i < 4; i++) {
         assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_HEARTBEAT, S_WAIT_MS),
@@ -664,6 +693,7 @@ test_heartbeat_reconnect (void **state)
     assert_string_equal (f->broker.endpoint, endpoint);
     assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
     assert_string_equal (f->broker.msg.u.ready.name, "test-worker");
+    assert_true (f->broker.msg.u.ready.instance == instance); // the same worker, reconnected
     zl_worker_stats (f->worker, &stats);
     assert_true (stats.reconnects >= 1);
     assert_int_equal (s_finish (f, false), 0);
@@ -1076,6 +1106,185 @@ test_many_jobs (void **state)
     assert_int_equal (stats.settled, N);
 }
 
+/*  Each worker has its own instance: a second worker on the same broker
+    announces a different one. */
+static void
+test_instance_per_worker (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    uint64_t first = f->broker.msg.u.ready.instance;
+    zl_worker_opts_t o = f->opts;
+    o.name = "other-worker";
+    zl_worker_t *other = zl_worker_new (&o);
+    assert_non_null (other);
+    s_fixture_t g = *f; // the same broker, another worker thread
+    g.worker = other;
+    g.exit_fd = eventfd (0, EFD_CLOEXEC);
+    assert_int_equal (pthread_create (&g.thread, NULL, s_worker_thread, &g), 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_string_equal (f->broker.msg.u.ready.name, "other-worker");
+    uint64_t second = f->broker.msg.u.ready.instance;
+    assert_true (second != 0 && second != first);
+    zl_worker_stop (other);
+    struct pollfd p = {g.exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1);
+    pthread_join (g.thread, NULL);
+    close (g.exit_fd);
+    zl_worker_destroy (&other);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
+/*  One Error refusing several items, each with its own code: pending
+    settlements named STALE_LEASE or NOT_HOLDER are dropped as refused,
+    running jobs named UNKNOWN_JOB or NOT_HOLDER are cancelled (lease lost),
+    and an item for a lease the worker does not hold changes nothing. An
+    Error with no items still names its one item: NOT_HOLDER cancels like
+    STALE_LEASE. */
+static void
+test_error_items (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 5;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t jobs[5] = {s_job (101, "ack"), s_job (102, "ack"), s_job (103, "wait-cancel"),
+                            s_job (104, "wait-cancel"), s_job (105, "wait-cancel")};
+    s_broker_dispatch (&f->broker, jobs, 5);
+    int acks = 0;
+    int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (acks < 2) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_ACK, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_ACK);
+        acks += (int)f->broker.msg.u.ack.n; // 101 and 102, not settled
+    }
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 5, S_WAIT_MS));
+
+    zl_item_error_t items[5] = {{101, jobs[0].lease, ZL_ERR_STALE_LEASE},
+                                {102, jobs[1].lease, ZL_ERR_NOT_HOLDER},
+                                {103, jobs[2].lease, ZL_ERR_UNKNOWN_JOB},
+                                {104, jobs[3].lease, ZL_ERR_NOT_HOLDER},
+                                {105, jobs[4].lease + 1, ZL_ERR_STALE_LEASE}}; // not ours
+    s_broker_error_items (&f->broker, items, 5);
+    int nacks = 0;
+    bool nacked[6] = {false};
+    deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (nacks < 2) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_NACK, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_NACK);
+        for (size_t i = 0; i < f->broker.msg.u.nack.n; i++) {
+            const zl_nack_item_t *it = &f->broker.msg.u.nack.items[i];
+            assert_true (it->job_id == 103 || it->job_id == 104);
+            assert_string_equal (it->error, "gave up: lease lost");
+            nacked[it->job_id - 100] = true;
+            nacks++;
+        }
+        s_broker_settle_batch (&f->broker);
+    }
+    assert_true (nacked[3] && nacked[4]);
+    assert_int_equal (f->ctx.finished, 4); // 105 still runs
+
+    // No items: the Error's own job and lease; NOT_HOLDER fences it.
+    s_broker_error (&f->broker, ZL_ERR_NOT_HOLDER, 105, jobs[4].lease);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_NACK, S_WAIT_MS), ZL_MSG_NACK);
+    assert_int_equal (f->broker.msg.u.nack.items[0].job_id, 105);
+    assert_string_equal (f->broker.msg.u.nack.items[0].error, "gave up: lease lost");
+    s_broker_settle_batch (&f->broker);
+
+    // Nothing is left pending (101 and 102 were dropped): a stop returns at
+    // once, without lingering for their Settled.
+    zl_worker_stop (f->worker);
+    struct pollfd p = {f->exit_fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, S_WAIT_MS), 1);
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.refused, 2);
+    assert_int_equal (stats.lease_lost, 3);
+    assert_int_equal (stats.settled, 3);
+}
+
+/*  An Extend answered MAX_RUN (the lease now ends at the job's max run
+    deadline, and goes no further) stops that job's extensions but does not
+    cancel it: it runs until its own max run time, then it is cancelled
+    (max run). The same whether the Error names the job itself (91) or
+    lists it among its items (92). A job that came without a max run time
+    (93) is cancelled one lease after the answer, when the lease extended
+    last runs out. */
+static void
+test_max_run_stops_extending (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 3;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    enum { LEASE_MS = 600, MAX_RUN_MS = 1500 };
+    zl_job_msg_t jobs[3] = {s_job (91, "wait-cancel"), s_job (92, "wait-cancel"),
+                            s_job (93, "wait-cancel")};
+    for (int i = 0; i < 3; i++) {
+        jobs[i].lease_ms = LEASE_MS;
+        jobs[i].max_run_ms = i < 2 ? MAX_RUN_MS : 0;
+    }
+    int64_t sent = zl_clock_mono_ms ();
+    s_broker_dispatch (&f->broker, jobs, 3);
+
+    // The first Extend of each is answered MAX_RUN.
+    int64_t told[3] = {0, 0, 0};
+    int64_t deadline = sent + S_WAIT_MS;
+    while (!told[0] || !told[1] || !told[2]) {
+        assert_int_equal (
+            s_broker_expect (&f->broker, ZL_MSG_EXTEND, (int)(deadline - zl_clock_mono_ms ())),
+            ZL_MSG_EXTEND);
+        const zl_extend_t *ext = &f->broker.msg.u.extend;
+        zl_extend_item_t got[4];
+        size_t n = ext->n < 4 ? ext->n : 4;
+        memcpy (got, ext->items, n * sizeof *got);
+        for (size_t i = 0; i < n; i++) {
+            int k = (int)(got[i].job_id - 91);
+            assert_true (k >= 0 && k <= 2);
+            assert_false (told[k]); // no Extend after MAX_RUN
+            told[k] = zl_clock_mono_ms ();
+            if (k == 1) {
+                zl_item_error_t item = {92, jobs[1].lease, ZL_ERR_MAX_RUN};
+                s_broker_error_items (&f->broker, &item, 1);
+            } else
+                s_broker_error (&f->broker, ZL_ERR_MAX_RUN, got[i].job_id, jobs[k].lease);
+        }
+    }
+
+    // None is cancelled now: the Nacks come at the max run times, with no
+    // Extend in between.
+    int nacks = 0;
+    deadline = sent + MAX_RUN_MS + S_WAIT_MS;
+    while (nacks < 3) {
+        zl_msg_kind_t k = s_broker_next (&f->broker, (int)(deadline - zl_clock_mono_ms ()));
+        if (k == ZL_MSG_EXTEND)
+            fail_msg ("job %" PRIu64 " extended after MAX_RUN",
+                      f->broker.msg.u.extend.items[0].job_id);
+        assert_int_equal (k, ZL_MSG_NACK);
+        int64_t now = zl_clock_mono_ms ();
+        for (size_t i = 0; i < f->broker.msg.u.nack.n; i++) {
+            const zl_nack_item_t *it = &f->broker.msg.u.nack.items[i];
+            assert_true (it->job_id >= 91 && it->job_id <= 93);
+            int64_t early = it->job_id == 93 ? told[2] + LEASE_MS : sent + MAX_RUN_MS;
+            if (now < early)
+                fail_msg ("job %" PRIu64 " cancelled %" PRId64 " ms too early", it->job_id,
+                          early - now);
+            assert_string_equal (it->error, "gave up: max run time exceeded");
+        }
+        nacks += (int)f->broker.msg.u.nack.n;
+        s_broker_settle_batch (&f->broker);
+    }
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.lease_lost, 0);
+    assert_int_equal (stats.extends_sent, 3);
+}
+
 /*  Invalid options are refused. */
 static void
 test_bad_opts (void **state)
@@ -1113,6 +1322,9 @@ main (void)
         cmocka_unit_test_setup_teardown (test_same_job_two_leases, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_extend_many, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_many_jobs, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_instance_per_worker, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_error_items, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_max_run_stops_extending, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_opts, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
