@@ -59,7 +59,12 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"store_file_bytes", ss.file_bytes},
                             {"store_jobs", ss.jobs},
                             {"store_states", ss.states},
+                            {"store_free_bytes", ss.free_bytes},
                             {"store_idem_keys", ss.idem_keys},
+                            {"store_idem_resend_log", ss.idem_resend_log},
+                            {"store_idem_user_log", ss.idem_user_log},
+                            {"dedup_expired", ss.dedup_expired},
+                            {"dedup_evicted", ss.dedup_evicted},
                             {"store_commits", ss.commits},
                             {"store_commit_avg_us", ss.commits ? ss.commit_us / ss.commits : 0},
                             {"store_commit_max_us", ss.commit_max_us}};

@@ -8,10 +8,11 @@
 #include "arena.h"
 #include "msg.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZL_STORE_FORMAT "zlane-store-2"
+#define ZL_STORE_FORMAT "zlane-store-3"
 
 typedef struct {
     const char *tenant;
@@ -40,7 +41,8 @@ typedef struct {
 
 typedef struct {
     uint64_t job_id;
-    int64_t seen_at_ms;
+    int64_t seen_at_ms; // wall clock
+    bool generated;     // a client library made the key: kept for resend_window only
 } zl_idem_rec_t;
 
 /*  Encoding is two steps so that the caller can reserve exactly the space:
