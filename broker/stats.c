@@ -65,6 +65,8 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"store_idem_user_log", ss.idem_user_log},
                             {"dedup_expired", ss.dedup_expired},
                             {"dedup_evicted", ss.dedup_evicted},
+                            {"store_room_walks", ss.room_walks},
+                            {"store_room_walk_max_us", ss.room_walk_max_us},
                             {"store_commits", ss.commits},
                             {"store_commit_avg_us", ss.commits ? ss.commit_us / ss.commits : 0},
                             {"store_commit_max_us", ss.commit_max_us}};

@@ -27,6 +27,10 @@
 #define GROW_RETRY_MS 1000        // after the disk refused more, ask again this much later
 #define EVICT_LOG_MS 60000        // early forgetting of keys is logged at most this often
 #define DIGEST_LEN 16             // SipHash-2-4-128 of the tenant and the key's prefix
+#define ITEM_LEN 25               // a dedup item: number (be64), job id, seen ms (le64), flags
+#define ITEM_GENERATED 1          // flags: a client library made the key
+#define ROOM_WALK_MS 100          // the free list is walked at most this often while room is short
+#define ROOM_IDLE_MS 1000         //   and this often while it is plentiful
 #define IDEM_KEY_LEN 24           // the dedup index's key: that digest, the key's number
 #define IDEM_SEP '\0'             // formats 1 and 2 kept tenant and key in one string
 #define FORMAT_V1 "zlane-store-1" // idem keys were tenant IDEM_SEP key
@@ -55,6 +59,11 @@ struct _zl_store_t {
     uint64_t commits, commit_us, commit_max_us;
     // room, measured from the trees' page counts once per commit
     bool room_stale;     // a commit happened since the last measure
+    int64_t room_walk_ms; // the last walk of the free list
+    uint64_t runs_pages;  // the dedup index's runs' pages, as of that walk
+    uint64_t runs_items;  // its items then
+    size_t noted_txnid;   // the transaction s_note_freed looked at last
+    uint64_t room_walks, room_walk_us, room_walk_max_us;
     uint64_t room_bytes; // free in the map at the last measure, less what was let in since
     uint64_t room_free, room_tail,
         room_used;                  // the last measure: free list, unused map, used (bytes)
@@ -138,6 +147,115 @@ s_idem_key (const zl_store_t *self, const char *tenant, size_t tl, const char *k
     zl_siphash_final (&h, out);
     for (int i = 0; i < 8; i++)
         out[DIGEST_LEN + i] = (uint8_t)(n >> (56 - 8 * i));
+}
+
+// The dedup index is MDB_DUPSORT | MDB_DUPFIXED: under each digest its
+// keys, as fixed 25-byte items sorted by number (big-endian first), so the
+// keys of one prefix (one producer) fill pages of their own, each put at
+// the end of its run and pruned from its front: full pages however many
+// producers interleave, and no node header per key. An item, explicitly:
+// the number (8 bytes, big-endian), the job id and the wall-clock ms it was
+// seen (8 bytes each, little-endian), flags (1 byte: ITEM_GENERATED).
+static void
+s_le64_put (uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t
+s_le64_get (const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void
+s_item_encode (const uint8_t ik[IDEM_KEY_LEN], const zl_idem_rec_t *rec, uint8_t out[ITEM_LEN])
+{
+    memcpy (out, ik + DIGEST_LEN, 8);
+    s_le64_put (out + 8, rec->job_id);
+    s_le64_put (out + 16, (uint64_t)rec->seen_at_ms);
+    out[24] = rec->generated ? ITEM_GENERATED : 0;
+}
+
+static void
+s_item_decode (const uint8_t *in, zl_idem_rec_t *rec)
+{
+    rec->job_id = s_le64_get (in + 8);
+    rec->seen_at_ms = (int64_t)s_le64_get (in + 16);
+    rec->generated = (in[24] & ITEM_GENERATED) != 0;
+}
+
+// Put cursor `c` on the item of `ik` and decode it into *rec (may be NULL).
+// Returns 0, MDB_NOTFOUND or an LMDB error.
+static int
+s_item_find (MDB_cursor *c, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
+{
+    uint8_t probe[ITEM_LEN] = {0};
+    memcpy (probe, ik + DIGEST_LEN, 8);
+    MDB_val k = {DIGEST_LEN, (void *)ik}, v = {ITEM_LEN, probe};
+    int rc = mdb_cursor_get (c, &k, &v, MDB_GET_BOTH_RANGE);
+    if (rc)
+        return rc;
+    if (v.mv_size != ITEM_LEN || memcmp (v.mv_data, ik + DIGEST_LEN, 8) != 0)
+        return MDB_NOTFOUND;
+    if (rec)
+        s_item_decode (v.mv_data, rec);
+    return 0;
+}
+
+// Record `rec` for `ik`, replacing the item of an earlier job.
+static int
+s_item_put (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN],
+            const zl_idem_rec_t *rec)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open (txn, self->dedup, &c);
+    if (rc)
+        return rc;
+    rc = s_item_find (c, ik, NULL);
+    rc = rc == 0 ? mdb_cursor_del (c, 0) : rc == MDB_NOTFOUND ? 0 : rc;
+    uint8_t item[ITEM_LEN];
+    s_item_encode (ik, rec, item);
+    MDB_val k = {DIGEST_LEN, (void *)ik}, v = {ITEM_LEN, item};
+    if (!rc)
+        rc = mdb_cursor_put (c, &k, &v, MDB_APPENDDUP); // the next of its run, mostly
+    if (rc == MDB_KEYEXIST)
+        rc = mdb_cursor_put (c, &k, &v, 0);
+    mdb_cursor_close (c);
+    return rc;
+}
+
+// Look up the item of `ik`: 0 with *rec (may be NULL), MDB_NOTFOUND or an
+// LMDB error.
+static int
+s_item_get (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open (txn, self->dedup, &c);
+    if (rc)
+        return rc;
+    rc = s_item_find (c, ik, rec);
+    mdb_cursor_close (c);
+    return rc;
+}
+
+// Remove the item of `ik` (absent: nothing to do).
+static int
+s_item_del (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN])
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open (txn, self->dedup, &c);
+    if (rc)
+        return rc;
+    rc = s_item_find (c, ik, NULL);
+    if (rc == 0)
+        rc = mdb_cursor_del (c, 0);
+    mdb_cursor_close (c);
+    return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 // ---------------------------------------------------------------- open
@@ -228,12 +346,11 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
         const char *tenant, *key;
         size_t tl, kl;
         s_old_key (&v, v1, &tenant, &tl, &key, &kl);
-        uint8_t d[IDEM_KEY_LEN], out[32];
+        uint8_t d[IDEM_KEY_LEN];
         s_idem_key (self, tenant, tl, key, kl, d);
         rec.generated = false;
-        MDB_val dk = {IDEM_KEY_LEN, d}, dv = {zl_record_idem_encode (&rec, out), out};
         MDB_val lk = {sizeof id, &id}, lv = {IDEM_KEY_LEN, d};
-        rc = mdb_put (txn, self->dedup, &dk, &dv, 0);
+        rc = s_item_put (self, txn, d, &rec);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, MDB_APPEND);
         if (rc == MDB_KEYEXIST)
@@ -257,15 +374,13 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
         const char *tenant, *key;
         size_t tl, kl;
         s_old_key (&k, v1, &tenant, &tl, &key, &kl);
-        uint8_t d[IDEM_KEY_LEN], out[32];
+        uint8_t d[IDEM_KEY_LEN];
         s_idem_key (self, tenant, tl, key, kl, d);
-        MDB_val dk = {IDEM_KEY_LEN, d}, dv;
-        if (mdb_get (txn, self->dedup, &dk, &dv) == 0)
+        if (s_item_get (self, txn, d, NULL) == 0)
             continue; // moved in step 1
         rec.generated = false;
-        dv = (MDB_val){zl_record_idem_encode (&rec, out), out};
         MDB_val lk = {sizeof rec.job_id, &rec.job_id}, lv = {IDEM_KEY_LEN, d};
-        rc = mdb_put (txn, self->dedup, &dk, &dv, 0);
+        rc = s_item_put (self, txn, d, &rec);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, 0);
         if (rc)
@@ -291,7 +406,7 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
 static int
 s_open_dedup (zl_store_t *self, MDB_txn *txn, unsigned create)
 {
-    int rc = mdb_dbi_open (txn, "dedup", create, &self->dedup);
+    int rc = mdb_dbi_open (txn, "dedup", MDB_DUPSORT | MDB_DUPFIXED | create, &self->dedup);
     if (!rc)
         rc = mdb_dbi_open (txn, "dedup_resend", MDB_INTEGERKEY | create, &self->dlog[LOG_RESEND]);
     if (!rc)
@@ -446,6 +561,9 @@ s_note_freed (zl_store_t *self)
     MDB_val k, v;
     uint64_t freed = 0;
     mdb_env_info (self->env, &info);
+    if (info.me_last_txnid == self->noted_txnid)
+        return; // a commit that wrote nothing (LMDB made no new transaction)
+    self->noted_txnid = info.me_last_txnid;
     if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) != 0)
         return;
     if (mdb_cursor_open (txn, 0 /* FREE_DBI */, &c) == 0) {
@@ -477,33 +595,95 @@ s_disk_free (const zl_store_t *self)
     return statvfs (self->dir, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
 }
 
-// Measure the room from the last committed state: every page below the last
-// used one is a meta page, a page of some tree (the free list's own and the
-// catalogue of databases included) or a free page, so the free pages are
-// the difference, from a few O(1) mdb_stat calls -- no walk of the free
-// list. The unused rest of the map is free too: with preallocation it lies
-// inside the allocated file.
+// Count the pages on LMDB's free list, walking it in a read transaction of
+// its own (also while the turn's batch is open: the environment is
+// MDB_NOTLS). It reads one record per commit whose pages are still free.
+static uint64_t
+s_walk_free (zl_store_t *self)
+{
+    int64_t t0 = zl_clock_mono_us ();
+    uint64_t n = 0;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) != 0)
+        return 0;
+    if (mdb_cursor_open (txn, 0 /* FREE_DBI */, &c) == 0) {
+        while (mdb_cursor_get (c, &k, &v, MDB_NEXT) == 0) {
+            size_t count;
+            if (v.mv_size >= sizeof count) {
+                memcpy (&count, v.mv_data, sizeof count);
+                n += count;
+            }
+        }
+        mdb_cursor_close (c);
+    }
+    mdb_txn_abort (txn);
+    uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
+    self->room_walks++;
+    self->room_walk_us += us;
+    if (us > self->room_walk_max_us)
+        self->room_walk_max_us = us;
+    return n;
+}
+
+// The pages of every tree's own totals (the free list's, the catalogue's,
+// each database's; two meta pages), and the dedup index's items, from O(1)
+// mdb_stat calls on the last committed state.
+static uint64_t
+s_tree_pages (zl_store_t *self, uint64_t *items)
+{
+    uint64_t n = 2;
+    MDB_txn *txn;
+    *items = 0;
+    if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) != 0)
+        return n;
+    MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, self->meta,    self->jobs,
+                      self->state,      self->dedup,      self->dlog[0], self->dlog[1]};
+    for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
+        MDB_stat st;
+        if (mdb_stat (txn, dbis[i], &st) == 0) {
+            n += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+            if (dbis[i] == self->dedup)
+                *items = st.ms_entries;
+        }
+    }
+    mdb_txn_abort (txn);
+    return n;
+}
+
+// Measure the room from the last committed state. Every page below the
+// last used one is a meta page, a page of a tree, one of the dedup index's
+// runs (a DUPSORT database's runs have their pages in their own records,
+// not in its totals) or free. With `walk` the free list is walked: the
+// free pages are exact and the runs' pages what is left. Without, the runs
+// are taken as at the last walk plus a page per 64 items more (they hold
+// 163 to a page), and the free pages are what is left: exact for jobs,
+// states and logs, erring on the side of less room for the keys. The pages
+// the last commit freed are not room until the next one; the unused rest
+// of the map is (with preallocation it lies inside the allocated file).
 static void
-s_measure (zl_store_t *self)
+s_measure (zl_store_t *self, bool walk)
 {
     MDB_envinfo info;
     mdb_env_info (self->env, &info);
-    uint64_t pages = (uint64_t)info.me_last_pgno + 1, in_trees = 2; // the two meta pages
-    MDB_txn *txn;
-    if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) == 0) {
-        MDB_dbi dbis[] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, self->meta,    self->jobs,
-                          self->state,      self->dedup,      self->dlog[0], self->dlog[1]};
-        for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
-            MDB_stat st;
-            if (mdb_stat (txn, dbis[i], &st) == 0)
-                in_trees += st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
-        }
-        mdb_txn_abort (txn);
+    uint64_t pages = (uint64_t)info.me_last_pgno + 1, items;
+    uint64_t trees = s_tree_pages (self, &items), free_pages;
+    if (walk) {
+        free_pages = s_walk_free (self);
+        if (free_pages > pages)
+            free_pages = pages;
+        uint64_t rest = pages - free_pages;
+        self->runs_pages = rest > trees ? rest - trees : 0;
+        self->runs_items = items;
+        self->room_walk_ms = zl_clock_mono_ms ();
+    } else {
+        uint64_t more = items > self->runs_items ? items - self->runs_items : 0;
+        uint64_t taken = trees + self->runs_pages + (more + 63) / 64;
+        free_pages = pages > taken ? pages - taken : 0;
     }
-    uint64_t free_pages = pages > in_trees ? pages - in_trees : 0;
     uint64_t ps = self->page_size;
     self->room_used = (pages - free_pages) * ps;
-    // what the last commit freed becomes room only after the next one
     uint64_t usable = free_pages > self->freed_last ? free_pages - self->freed_last : 0;
     self->room_free = usable * ps;
     uint64_t end = pages * ps;
@@ -521,6 +701,22 @@ s_measure (zl_store_t *self)
         self->room_bytes = self->room_free + in_file + (disk < beyond ? disk : beyond);
     }
     self->room_stale = false;
+}
+
+// Measure again after a commit (nothing changed before): from the trees'
+// totals every time, with a walk of the free list at most every
+// ROOM_WALK_MS while `need` bytes are short (the estimate of the keys' runs
+// may be what is short), and at least every ROOM_IDLE_MS.
+static void
+s_refresh (zl_store_t *self, uint64_t need)
+{
+    if (!self->room_stale)
+        return;
+    int64_t since = zl_clock_mono_ms () - self->room_walk_ms;
+    bool walk = self->room_walks == 0 || since >= ROOM_IDLE_MS;
+    s_measure (self, walk);
+    if (!walk && self->room_bytes < need && since >= ROOM_WALK_MS)
+        s_measure (self, true);
 }
 
 // What more the file could grow by: the disk's free space, up to map_size.
@@ -663,9 +859,8 @@ s_grow (zl_store_t *self)
 bool
 zl_store_has_room (zl_store_t *self, size_t bytes)
 {
-    if (self->room_stale)
-        s_measure (self);
     uint64_t need = (uint64_t)bytes + s_margin (self);
+    s_refresh (self, need);
     bool ok = self->room_bytes >= need;
     if (ok)
         self->room_bytes -= bytes;
@@ -916,6 +1111,14 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
     zl_record_write (handle, v.mv_data);
     if (id > self->last_append_id)
         self->last_append_id = id;
+    // a record of more than about half a page takes whole overflow pages:
+    // what zl_store_has_room was told (its bytes and a little) may be short
+    uint64_t ps = self->page_size;
+    if (size > ps / 2 - 64) {
+        uint64_t taken = (size + 16 + ps - 1) / ps * ps, told = size + 256;
+        uint64_t more = taken > told ? taken - told : 0;
+        self->room_bytes -= more < self->room_bytes ? more : self->room_bytes;
+    }
     return ZL_STORE_OK;
 }
 
@@ -949,7 +1152,7 @@ zl_store_rc_t
 zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
                    const zl_idem_rec_t *rec)
 {
-    uint8_t d[IDEM_KEY_LEN], out[32];
+    uint8_t d[IDEM_KEY_LEN];
     s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
     // a key far from the last one (another prefix) may cost a page of its
     // own: inside a Submit while room is short it is charged so, and refused
@@ -959,8 +1162,7 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
     self->has_last_key = true;
     uint64_t margin = s_margin (self);
     if (self->sub && !near) {
-        if (self->room_stale)
-            s_measure (self);
+        s_refresh (self, 4 * margin);
         if (self->room_bytes < 4 * margin) {
             if (self->room_bytes < margin + self->page_size) {
                 s_room_lost (self, "put idem: the rest is kept for acks and deletes");
@@ -969,8 +1171,7 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
             self->room_bytes -= self->page_size;
         }
     }
-    MDB_val k = {IDEM_KEY_LEN, d}, v = {zl_record_idem_encode (rec, out), out};
-    int rc = mdb_put (s_txn (self), self->dedup, &k, &v, 0);
+    int rc = s_item_put (self, s_txn (self), d, rec);
     if (rc)
         return s_rc (self, rc, "put idem");
     // the expiry log of its class, in id (= time) order
@@ -1066,11 +1267,7 @@ zl_store_get_idem (zl_store_t *self, const char *tenant, const char *key, zl_ide
         return s_rc (self, rc, "read");
     uint8_t d[IDEM_KEY_LEN];
     s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
-    MDB_val k = {IDEM_KEY_LEN, d}, v;
-    rc = mdb_get (r.txn, self->dedup, &k, &v);
-    zl_store_rc_t out_rc = s_rc (self, rc, "get idem");
-    if (out_rc == ZL_STORE_OK && zl_record_idem_decode (v.mv_data, v.mv_size, out) != 0)
-        out_rc = ZL_STORE_ERROR;
+    zl_store_rc_t out_rc = s_rc (self, s_item_get (self, r.txn, d, out), "get idem");
     s_reader_done (&r);
     return out_rc;
 }
@@ -1091,7 +1288,7 @@ static int
 s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, size_t budget)
 {
     while (*work < budget) {
-        MDB_val k, v, iv;
+        MDB_val k, v;
         int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST);
         if (rc)
             return rc;
@@ -1099,10 +1296,7 @@ s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, 
         if (ok) {
             memcpy (&h->id, k.mv_data, sizeof h->id);
             memcpy (h->digest, v.mv_data, IDEM_KEY_LEN);
-            MDB_val dk = {IDEM_KEY_LEN, h->digest};
-            ok = mdb_get (txn, self->dedup, &dk, &iv) == 0 &&
-                 zl_record_idem_decode (iv.mv_data, iv.mv_size, &h->rec) == 0 &&
-                 h->rec.job_id == h->id;
+            ok = s_item_get (self, txn, h->digest, &h->rec) == 0 && h->rec.job_id == h->id;
         }
         if (ok)
             return 0;
@@ -1118,9 +1312,8 @@ s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, 
 static int
 s_forget (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h)
 {
-    MDB_val dk = {IDEM_KEY_LEN, h->digest};
-    int rc = mdb_del (txn, self->dedup, &dk, NULL);
-    if (rc && rc != MDB_NOTFOUND)
+    int rc = s_item_del (self, txn, h->digest);
+    if (rc)
         return rc;
     MDB_val k, v;
     rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); // the cursor is on the head again
@@ -1147,14 +1340,13 @@ s_prune_due (zl_store_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t wind
         return true;
     for (int w = 0; w < 2; w++) {
         MDB_cursor *c;
-        MDB_val k, v, iv;
+        MDB_val k, v;
         zl_idem_rec_t rec;
         if (mdb_cursor_open (txn, self->dlog[w], &c) != 0)
             continue;
         int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST);
         bool due = rc == 0 && (k.mv_size != sizeof (uint64_t) || v.mv_size != IDEM_KEY_LEN ||
-                               mdb_get (txn, self->dedup, &v, &iv) != 0 ||
-                               zl_record_idem_decode (iv.mv_data, iv.mv_size, &rec) != 0 ||
+                               s_item_get (self, txn, v.mv_data, &rec) != 0 ||
                                memcmp (&rec.job_id, k.mv_data, sizeof rec.job_id) != 0 ||
                                now_ms - rec.seen_at_ms >= (int64_t)window[w]);
         mdb_cursor_close (c);
@@ -1337,6 +1529,8 @@ zl_store_stats (zl_store_t *self, zl_store_stats_t *out)
     out->commit_max_us = self->commit_max_us;
     out->dedup_expired = self->dedup_expired;
     out->dedup_evicted = self->dedup_evicted;
+    out->room_walks = self->room_walks;
+    out->room_walk_max_us = self->room_walk_max_us;
     reader_t r;
     if (s_reader (self, &r) != 0)
         return;
@@ -1354,7 +1548,7 @@ zl_store_stats (zl_store_t *self, zl_store_stats_t *out)
     s_reader_done (&r);
     // the committed state's room (what the open batch let in is not counted)
     uint64_t left = self->room_bytes;
-    s_measure (self);
+    s_measure (self, true);
     out->used_bytes = self->room_used;
     out->free_bytes = self->room_bytes + s_growable (self);
     if (self->txn && left < self->room_bytes)

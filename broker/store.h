@@ -48,6 +48,8 @@ typedef struct {
     uint64_t idem_resend_log, idem_user_log; // expiry log entries per class
     uint64_t dedup_expired; // keys forgotten at the end of their window (since open)
     uint64_t dedup_evicted; // keys forgotten early, at dedup_max_keys (since open)
+    uint64_t room_walks;    // walks of LMDB's free list to measure the room (since open)
+    uint64_t room_walk_max_us; // the longest of them
     uint64_t commits;
     uint64_t commit_us;    // total time spent committing (sync included)
     uint64_t commit_max_us;
@@ -120,11 +122,14 @@ size_t zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_poli
                             size_t max);
 /*  True if `bytes` more can be written now and still leave the margin that
     acks and deletes may need (4 MiB; a quarter of a map under 16 MiB). Free
-    pages inside the file count (its free list and its preallocated tail),
-    as of the last commit -- counted from the trees' page totals, O(number of
-    databases), never by walking the free list -- less what was let in since.
-    When the answer changes the log says so and why (map full, disk full). A
-    refusal that more file would cure makes the next commit grow the file. */
+    pages inside the file count (its free list and its preallocated tail):
+    as of the last walk of the free list, less what was let in since. The
+    walk runs at most once per commit: a second after the last one, or
+    while room is short and the pages commits freed since could make it up
+    (then at most every 100 ms, unless they alone could) -- never per Submit
+    while nothing frees pages. When the answer changes the log says so and
+    why (map full, disk full). A refusal that more file would cure makes the
+    next commit grow the file. */
 bool zl_store_has_room (zl_store_t *self, size_t bytes);
 
 /*  Read every job in id order into `fn`; sets *next_id. Returns 0 or -1 with

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE // nftw, mkdtemp
 #include "arena.h"
 #include "config.h"
+#include "clock.h"
 #include "dlq.h"
 #include "job.h"
 #include "jobs.h"
@@ -1207,7 +1208,7 @@ test_idempotency_prune_many (void **state)
 // whatever its length, none of it the key's text; another store (another
 // secret) gives the same key another digest; the secret outlives a restart.
 static void
-s_raw_keys (const char *dir, uint8_t (*out)[24], size_t cap, size_t *n, bool *has_text)
+s_raw_keys (const char *dir, uint8_t (*out)[16], size_t cap, size_t *n, bool *has_text)
 {
     MDB_env *env;
     MDB_txn *txn;
@@ -1224,9 +1225,10 @@ s_raw_keys (const char *dir, uint8_t (*out)[24], size_t cap, size_t *n, bool *ha
     *has_text = false;
     for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
-        assert_int_equal (k.mv_size, 24);
+        assert_int_equal (k.mv_size, 16); // the digest
+        assert_int_equal (v.mv_size, 25); // an item: number, job id, time, flags
         assert_true (*n < cap);
-        memcpy (out[(*n)++], k.mv_data, 24);
+        memcpy (out[(*n)++], k.mv_data, 16);
         if (memmem (k.mv_data, k.mv_size, "order", 5) || memmem (v.mv_data, v.mv_size, "order", 5))
             *has_text = true;
     }
@@ -1240,7 +1242,7 @@ test_idempotency_index_is_keyed_digests (void **state)
 {
     fx_t *fx = *state;
     char dirs[2][1100];
-    uint8_t raw[2][8][24];
+    uint8_t raw[2][8][16];
     size_t n[2];
     char long_key[257];
     memset (long_key, 'o', 256);
@@ -1502,6 +1504,24 @@ test_room_counts_the_free_list (void **state)
     }
 }
 
+// Ask for room a turn at a time, as Submits that keep coming would, until
+// there is (returns true) or `ms` have passed: the store measures the room
+// at most once per commit, while short at most every 100 ms.
+static bool
+s_room_within (zl_store_t *store, size_t bytes, int ms, int64_t *took)
+{
+    int64_t t0 = zl_clock_mono_ms ();
+    bool room = false;
+    while (!room && zl_clock_mono_ms () - t0 <= ms) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        room = zl_store_has_room (store, bytes);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    if (took)
+        *took = zl_clock_mono_ms () - t0;
+    return room;
+}
+
 // Put jobs from `id` on in one nested batch until the map is full; count
 // them and undo the batch.
 static uint64_t
@@ -1560,16 +1580,93 @@ test_room_freed_by_the_last_commit (void **state)
     assert_false (zl_store_has_room (store, half));
     uint64_t before = s_fill_until_full (store, &job, id + 1);
     assert_true (before < id / 2);
-    // the refusal made this commit write: now it is room
+    // the refusal made this commit write: now it is room (seen at the next
+    // measure)
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_true (s_room_within (store, half, 1000, NULL));
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_true (zl_store_has_room (store, half));
     uint64_t after = s_fill_until_full (store, &job, id + 1);
     print_message ("%llu jobs deleted in one commit: %llu fit before the next writing commit, "
                    "%llu after\n",
                    (unsigned long long)id, (unsigned long long)before, (unsigned long long)after);
     assert_true (after >= before + id / 2);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+}
+
+// While room is short the free list is not walked for every Submit, nor for
+// every commit: at most every 100 ms, with nothing freed or with acks
+// trickling; a drain is seen within that.
+static void
+test_room_walks_are_bounded (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[3000];
+    memset (payload, 'w', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0;
+    int64_t refused_since = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - refused_since < 300) { // fill: refused for 300 ms
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        if (zl_store_has_room (store, sizeof payload + 256)) {
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+            refused_since = zl_clock_mono_ms ();
+        }
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    uint64_t w0 = ss.room_walks;
+    // 1. short, nothing freed: Submits in a tight loop, a commit per turn
+    uint64_t asks = 0, let_in = 0;
+    int64_t t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 400) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int i = 0; i < 100; i++, asks++)
+            let_in += zl_store_has_room (store, sizeof payload + 256);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_stats (store, &ss);
+    uint64_t w1 = ss.room_walks - 1; // the stats walk
+    print_message ("short, nothing freed: %llu Submits in 400 ms, %llu let in, %llu walks\n",
+                   (unsigned long long)asks, (unsigned long long)let_in,
+                   (unsigned long long)(w1 - w0));
+    assert_int_equal (let_in, 0);
+    assert_true (w1 - w0 <= 400 / 100 + 1);
+    // 2. short, each turn an ack frees a job and a job comes in (it stays
+    // short), Submits asking for more keep coming
+    uint64_t next = 1, turns = 0;
+    t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 400) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int i = 0; i < 10; i++)
+            (void)zl_store_has_room (store, 20 * (sizeof payload + 256));
+        assert_int_equal (zl_store_del_job (store, next++), ZL_STORE_OK);
+        assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        turns++;
+    }
+    int64_t took = zl_clock_mono_ms () - t0;
+    zl_store_stats (store, &ss);
+    uint64_t w2 = ss.room_walks - 1;
+    print_message (
+        "short, acks trickling: %llu turns in %lld ms, %llu walks, the longest %llu us\n",
+        (unsigned long long)turns, (long long)took, (unsigned long long)(w2 - w1 - 1),
+        (unsigned long long)ss.room_walk_max_us);
+    assert_true (w2 - w1 - 1 <= (uint64_t)took / 100 + 2);
+    // 3. a drain: Submits see the room within about 100 ms
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = next; i <= id; i++)
+        assert_int_equal (zl_store_del_job (store, i), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    int64_t waited;
+    assert_true (s_room_within (store, 50 * (sizeof payload + 256), 1000, &waited));
+    print_message ("drained: room seen after %lld ms\n", (long long)waited);
+    assert_true (waited <= 300);
     zl_store_close (&store);
 }
 
@@ -1659,16 +1756,21 @@ typedef struct {
 } fill_t;
 
 // Submits as the broker makes them (room asked, a nested batch each, one
-// commit per turn) until 50 in a row are refused. Every commit must work.
+// commit per turn) until they have been refused for 300 ms (the store
+// measures its room at most every 100 ms while short). Every commit must
+// work.
 static void
 s_fill (zl_store_t *store, fill_t *f, zl_rng_t *rng)
 {
     static uint8_t payload[70000];
     memset (payload, 'd', sizeof payload);
     int refused_in_a_row = 0;
-    while (refused_in_a_row < 50) {
+    int64_t refused_since = 0;
+    while (refused_in_a_row < 50 || zl_clock_mono_ms () - refused_since < 300) {
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-        for (int s = 0; s < 8 && refused_in_a_row < 50; s++) {
+        for (int s = 0; s < 8; s++) {
+            if (refused_in_a_row == 0)
+                refused_since = zl_clock_mono_ms ();
             size_t len = zl_rng_range (rng, 4) == 0 ? 65536 : 3000 + zl_rng_range (rng, 2000);
             int n = 1 + (int)zl_rng_range (rng, 4);
             if (!zl_store_has_room (store, (size_t)n * (len + 256))) {
@@ -1756,7 +1858,7 @@ test_full_disk_refuses_then_room_comes_back (void **state)
         assert_true (f.accepted - before >= 400); // ~8 MiB of 4-64 KiB jobs
         assert_true (ss.file_bytes > (12u << 20));
         // full (the last pages of the disk may still join the file: not a page
-        // more than the margin, so no Submit of 1 MiB)
+        // more than the margin, so no Submit of 1 MiB), refused for 300 ms
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         if (zl_store_has_room (store, 1u << 20))
             fail_msg ("1 MiB fits after 50 refusals: %.2f MiB free", ss.free_bytes / 1048576.0);
@@ -1765,9 +1867,7 @@ test_full_disk_refuses_then_room_comes_back (void **state)
         // the disk is still full, the store has room
         assert_int_equal (statvfs (mnt, &vfs), 0);
         assert_true ((uint64_t)vfs.f_bavail * vfs.f_frsize < (4u << 20));
-        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-        assert_true (zl_store_has_room (store, 65536 * 4));
-        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        assert_true (s_room_within (store, 65536 * 4, 1000, NULL));
         if (round == 1) { // a clean restart: still room
             zl_store_close (&store);
             store = s_open_mode (dir, ZL_DURABILITY_FSYNC, 4ull << 30);
@@ -2005,6 +2105,7 @@ test_map_full_is_reported_not_fatal (void **state)
         }
         // room again: the freed pages count, also inside a batch (where the
         // broker asks, at every Submit)
+        assert_true (s_room_within (store, sizeof payload, 1000, NULL));
         assert_true (zl_store_has_room (store, sizeof payload));
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         assert_true (zl_store_has_room (store, sizeof payload));
@@ -2326,6 +2427,7 @@ main (void)
         T (test_idempotency_bound_evicts_most_used_up),
         T (test_room_counts_the_free_list),
         T (test_room_freed_by_the_last_commit),
+        T (test_room_walks_are_bounded),
         T (test_file_is_preallocated_ahead),
         T (test_big_submit_grows_the_file),
         T (test_full_disk_refuses_then_room_comes_back),
