@@ -125,7 +125,7 @@ s_producer (void *arg)
 typedef struct {
     double t;
     int64_t accepted, acked, depth, used, file, keys, evicted, expired, full, dups;
-    uint64_t rss;
+    uint64_t rss, anon;
 } sample_t;
 
 static int64_t
@@ -150,7 +150,7 @@ s_sample (zl_benchbroker_t *b, double t)
     s.dups = s_counter (st, "jobs_duplicate");
     for (size_t i = 0; st && i < st->n_lanes; i++)
         s.depth += (int64_t)(st->lanes[i].ready + st->lanes[i].in_flight + st->lanes[i].delayed);
-    s.rss = zl_benchproc_rss (zl_benchbroker_pid (b), NULL, NULL);
+    s.rss = zl_benchproc_rss (zl_benchbroker_pid (b), &s.anon, NULL);
     return s;
 }
 
@@ -162,10 +162,10 @@ s_print (const sample_t *s, const sample_t *prev)
     printf (
         "t=%6.0fs accepted %10" PRId64 " (%7.0f/s) acked %10" PRId64 " depth %7" PRId64
         " | store used %8.2f MiB file %8.2f MiB keys %9" PRId64 " (%5.1f B/key) expired %10" PRId64
-        " evicted %9" PRId64 " store_full %" PRId64 " | rss %.1f MiB\n",
+        " evicted %9" PRId64 " store_full %" PRId64 " | rss %.1f MiB (anon %.1f)\n",
         s->t, s->accepted, rate, s->acked, s->depth, (double)s->used / 1048576.0,
         (double)s->file / 1048576.0, s->keys, s->keys > 0 ? (double)s->used / (double)s->keys : 0.0,
-        s->expired, s->evicted, s->full, (double)s->rss / 1048576.0);
+        s->expired, s->evicted, s->full, (double)s->rss / 1048576.0, (double)s->anon / 1048576.0);
     fflush (stdout);
 }
 

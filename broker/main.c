@@ -61,7 +61,7 @@ s_usage (FILE *out)
                   "      --resend-window DUR  window of keys a client library made for its\n"
                   "                           own resends (longer than job deadlines) [10m]\n"
                   "      --dedup-max-keys N   most idempotency keys kept, 0 = a quarter of\n"
-                  "                           map_size at 120 bytes a key [0]\n"
+                  "                           map_size at 140 bytes a key [0]\n"
                   "      --curve              CURVE encryption + authentication on every socket\n"
                   "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
                   "      --clients DIR        public certificates of the clients allowed in; each\n"

@@ -26,12 +26,14 @@
 #define GROW_STEP (1ull << 20)    // the file is grown in whole MiB
 #define GROW_RETRY_MS 1000        // after the disk refused more, ask again this much later
 #define EVICT_LOG_MS 60000        // early forgetting of keys is logged at most this often
-#define DIGEST_LEN 16             // SipHash-2-4-128 of the tenant and the key's prefix
-#define ITEM_LEN 25               // a dedup item: number (be64), job id, seen ms (le64), flags
+#define DIGEST_LEN 16             // SipHash-2-4-128 of the key's prefix
+#define TAG_LEN 8                 // SipHash-2-4-64 of the tenant
+#define ITEM_LEN 33               // a dedup item: number (be64), tag, job id, seen ms (le64), flags
 #define ITEM_GENERATED 1          // flags: a client library made the key
 #define ROOM_WALK_MS 100          // the free list is walked at most this often while room is short
 #define ROOM_IDLE_MS 1000         //   and this often while it is plentiful
-#define IDEM_KEY_LEN 24           // the dedup index's key: that digest, the key's number
+#define IDEM_KEY_LEN 32           // where a key is: the prefix's digest, number, tenant's tag
+#define LOG_VAL_LEN 24            // an expiry log's entry: the prefix's digest and number
 #define IDEM_SEP '\0'             // formats 1 and 2 kept tenant and key in one string
 #define FORMAT_V1 "zlane-store-1" // idem keys were tenant IDEM_SEP key
 #define FORMAT_V2 "zlane-store-2" // idem keys were key IDEM_SEP tenant
@@ -111,18 +113,20 @@ s_rc (zl_store_t *self, int rc, const char *what)
 }
 
 // ---------------------------------------------------------------- digests
-// The dedup index's key (24 bytes): SipHash-2-4-128, under the store's
-// secret, of the tenant's length (4 bytes, little-endian), the tenant and
-// the key's prefix; then the key's trailing number, big-endian. The key
-// splits into prefix and number one way only: the number is the longest
-// run of at most 19 decimal digits that ends the key and does not start
-// with '0' (a lone "0" does), UINT64_MAX (which no 19 digits reach) when the
-// key ends in none. So keys made in sequence ("<producer>-<seq>", the
-// producer library's, or "order-1041") sit next to each other: a turn's
-// inserts and the pruning of the oldest dirty few pages, as they did when
-// the index held the keys themselves. Without the secret nobody can make
-// two (tenant, prefix) pairs collide, so no tenant can make another's job
-// be answered "duplicate".
+// Where an idempotency key is in the dedup index (32 bytes): SipHash-2-4-128,
+// under the store's secret, of 'P' and the key's prefix; the key's trailing
+// number, big-endian; SipHash-2-4-64, same secret, of 'T' and the tenant
+// (its tag). The key splits into prefix and number one way only: the number
+// is the longest run of at most 19 decimal digits that ends the key and
+// does not start with '0' (a lone "0" does), UINT64_MAX (which no 19 digits
+// reach) when the key ends in none. The index is sorted by prefix, number,
+// tenant, so the keys one producer makes in sequence ("<instance>-<seq>",
+// the producer library's, or "order-1041"), for however many tenants, sit
+// in one run in the order they come: a turn's inserts, and the pruning of
+// the oldest, dirty few pages. Two (tenant, key) pairs share a place only
+// if their prefixes' digests, numbers and tenants' tags are all equal;
+// without the secret nobody can aim at that, so no tenant can make
+// another's job be answered "duplicate".
 static void
 s_idem_key (const zl_store_t *self, const char *tenant, size_t tl, const char *key, size_t kl,
             uint8_t out[IDEM_KEY_LEN])
@@ -138,24 +142,27 @@ s_idem_key (const zl_store_t *self, const char *tenant, size_t tl, const char *k
         for (size_t i = d; i < kl; i++)
             n = n * 10 + (uint64_t)(key[i] - '0');
     }
-    uint8_t len[4] = {(uint8_t)tl, (uint8_t)(tl >> 8), (uint8_t)(tl >> 16), (uint8_t)(tl >> 24)};
     zl_siphash_t h;
     zl_siphash_init (&h, self->secret, DIGEST_LEN);
-    zl_siphash_update (&h, len, sizeof len);
-    zl_siphash_update (&h, tenant, tl);
+    zl_siphash_update (&h, "P", 1);
     zl_siphash_update (&h, key, d);
     zl_siphash_final (&h, out);
     for (int i = 0; i < 8; i++)
         out[DIGEST_LEN + i] = (uint8_t)(n >> (56 - 8 * i));
+    zl_siphash_init (&h, self->secret, TAG_LEN);
+    zl_siphash_update (&h, "T", 1);
+    zl_siphash_update (&h, tenant, tl);
+    zl_siphash_final (&h, out + DIGEST_LEN + 8);
 }
 
-// The dedup index is MDB_DUPSORT | MDB_DUPFIXED: under each digest its
-// keys, as fixed 25-byte items sorted by number (big-endian first), so the
-// keys of one prefix (one producer) fill pages of their own, each put at
-// the end of its run and pruned from its front: full pages however many
+// The dedup index is MDB_DUPSORT | MDB_DUPFIXED: under each prefix's digest
+// its keys, as fixed 33-byte items sorted by number then tenant's tag, so
+// the keys of one prefix (one producer) fill pages of their own, each put
+// at the end of its run and pruned from its front: full pages however many
 // producers interleave, and no node header per key. An item, explicitly:
-// the number (8 bytes, big-endian), the job id and the wall-clock ms it was
-// seen (8 bytes each, little-endian), flags (1 byte: ITEM_GENERATED).
+// the number (8 bytes, big-endian), the tenant's tag (8), the job id and
+// the wall-clock ms it was seen (8 bytes each, little-endian), flags (1
+// byte: ITEM_GENERATED).
 static void
 s_le64_put (uint8_t *p, uint64_t v)
 {
@@ -175,18 +182,18 @@ s_le64_get (const uint8_t *p)
 static void
 s_item_encode (const uint8_t ik[IDEM_KEY_LEN], const zl_idem_rec_t *rec, uint8_t out[ITEM_LEN])
 {
-    memcpy (out, ik + DIGEST_LEN, 8);
-    s_le64_put (out + 8, rec->job_id);
-    s_le64_put (out + 16, (uint64_t)rec->seen_at_ms);
-    out[24] = rec->generated ? ITEM_GENERATED : 0;
+    memcpy (out, ik + DIGEST_LEN, 8 + TAG_LEN);
+    s_le64_put (out + 16, rec->job_id);
+    s_le64_put (out + 24, (uint64_t)rec->seen_at_ms);
+    out[32] = rec->generated ? ITEM_GENERATED : 0;
 }
 
 static void
 s_item_decode (const uint8_t *in, zl_idem_rec_t *rec)
 {
-    rec->job_id = s_le64_get (in + 8);
-    rec->seen_at_ms = (int64_t)s_le64_get (in + 16);
-    rec->generated = (in[24] & ITEM_GENERATED) != 0;
+    rec->job_id = s_le64_get (in + 16);
+    rec->seen_at_ms = (int64_t)s_le64_get (in + 24);
+    rec->generated = (in[32] & ITEM_GENERATED) != 0;
 }
 
 // Put cursor `c` on the item of `ik` and decode it into *rec (may be NULL).
@@ -195,12 +202,12 @@ static int
 s_item_find (MDB_cursor *c, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
 {
     uint8_t probe[ITEM_LEN] = {0};
-    memcpy (probe, ik + DIGEST_LEN, 8);
+    memcpy (probe, ik + DIGEST_LEN, 8 + TAG_LEN);
     MDB_val k = {DIGEST_LEN, (void *)ik}, v = {ITEM_LEN, probe};
     int rc = mdb_cursor_get (c, &k, &v, MDB_GET_BOTH_RANGE);
     if (rc)
         return rc;
-    if (v.mv_size != ITEM_LEN || memcmp (v.mv_data, ik + DIGEST_LEN, 8) != 0)
+    if (v.mv_size != ITEM_LEN || memcmp (v.mv_data, ik + DIGEST_LEN, 8 + TAG_LEN) != 0)
         return MDB_NOTFOUND;
     if (rec)
         s_item_decode (v.mv_data, rec);
@@ -243,19 +250,47 @@ s_item_get (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], zl_i
     return rc;
 }
 
-// Remove the item of `ik` (absent: nothing to do).
+// Put cursor `c` on the item of job `job_id` among the items at a log
+// entry's place `lv` (the prefix's digest and number: the tenants who used
+// that very key are told apart by the job id), and decode it into *rec (may
+// be NULL). Returns 0, MDB_NOTFOUND or an LMDB error.
 static int
-s_item_del (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN])
+s_item_find_job (MDB_cursor *c, const uint8_t lv[LOG_VAL_LEN], uint64_t job_id, zl_idem_rec_t *rec)
+{
+    uint8_t probe[ITEM_LEN] = {0};
+    memcpy (probe, lv + DIGEST_LEN, 8);
+    MDB_val k = {DIGEST_LEN, (void *)lv}, v = {ITEM_LEN, probe};
+    int rc = mdb_cursor_get (c, &k, &v, MDB_GET_BOTH_RANGE);
+    while (rc == 0) {
+        if (v.mv_size != ITEM_LEN || memcmp (v.mv_data, lv + DIGEST_LEN, 8) != 0)
+            return MDB_NOTFOUND;
+        zl_idem_rec_t r;
+        s_item_decode (v.mv_data, &r);
+        if (r.job_id == job_id) {
+            if (rec)
+                *rec = r;
+            return 0;
+        }
+        rc = mdb_cursor_get (c, &k, &v, MDB_NEXT_DUP);
+    }
+    return rc;
+}
+
+// The item of the job a log entry names: 0 with *rec, MDB_NOTFOUND (the key
+// went, or a later job has it) or an LMDB error; with `del` it is removed.
+static int
+s_item_of_job (zl_store_t *self, MDB_txn *txn, const uint8_t lv[LOG_VAL_LEN], uint64_t job_id,
+               zl_idem_rec_t *rec, bool del)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open (txn, self->dedup, &c);
     if (rc)
         return rc;
-    rc = s_item_find (c, ik, NULL);
-    if (rc == 0)
+    rc = s_item_find_job (c, lv, job_id, rec);
+    if (rc == 0 && del)
         rc = mdb_cursor_del (c, 0);
     mdb_cursor_close (c);
-    return rc == MDB_NOTFOUND ? 0 : rc;
+    return rc;
 }
 
 // ---------------------------------------------------------------- open
@@ -349,7 +384,7 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
         uint8_t d[IDEM_KEY_LEN];
         s_idem_key (self, tenant, tl, key, kl, d);
         rec.generated = false;
-        MDB_val lk = {sizeof id, &id}, lv = {IDEM_KEY_LEN, d};
+        MDB_val lk = {sizeof id, &id}, lv = {LOG_VAL_LEN, d};
         rc = s_item_put (self, txn, d, &rec);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, MDB_APPEND);
@@ -379,7 +414,7 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
         if (s_item_get (self, txn, d, NULL) == 0)
             continue; // moved in step 1
         rec.generated = false;
-        MDB_val lk = {sizeof rec.job_id, &rec.job_id}, lv = {IDEM_KEY_LEN, d};
+        MDB_val lk = {sizeof rec.job_id, &rec.job_id}, lv = {LOG_VAL_LEN, d};
         rc = s_item_put (self, txn, d, &rec);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, 0);
@@ -1177,7 +1212,7 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
     // the expiry log of its class, in id (= time) order
     uint64_t id = rec->job_id;
     MDB_dbi log = self->dlog[rec->generated ? LOG_RESEND : LOG_USER];
-    MDB_val lk = s_id (&id), lv = {IDEM_KEY_LEN, d};
+    MDB_val lk = s_id (&id), lv = {LOG_VAL_LEN, d};
     rc = mdb_put (s_txn (self), log, &lk, &lv, MDB_APPEND);
     if (rc == MDB_KEYEXIST) // not the largest id: put it in its place
         rc = mdb_put (s_txn (self), log, &lk, &lv, 0);
@@ -1280,7 +1315,7 @@ zl_store_get_idem (zl_store_t *self, const char *tenant, const char *key, zl_ide
 // or an LMDB error.
 typedef struct {
     uint64_t id;
-    uint8_t digest[IDEM_KEY_LEN];
+    uint8_t digest[LOG_VAL_LEN];
     zl_idem_rec_t rec;
 } head_t;
 
@@ -1292,11 +1327,11 @@ s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, 
         int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST);
         if (rc)
             return rc;
-        bool ok = k.mv_size == sizeof h->id && v.mv_size == IDEM_KEY_LEN;
+        bool ok = k.mv_size == sizeof h->id && v.mv_size == LOG_VAL_LEN;
         if (ok) {
             memcpy (&h->id, k.mv_data, sizeof h->id);
-            memcpy (h->digest, v.mv_data, IDEM_KEY_LEN);
-            ok = s_item_get (self, txn, h->digest, &h->rec) == 0 && h->rec.job_id == h->id;
+            memcpy (h->digest, v.mv_data, LOG_VAL_LEN);
+            ok = s_item_of_job (self, txn, h->digest, h->id, &h->rec, false) == 0;
         }
         if (ok)
             return 0;
@@ -1312,8 +1347,8 @@ s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, 
 static int
 s_forget (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h)
 {
-    int rc = s_item_del (self, txn, h->digest);
-    if (rc)
+    int rc = s_item_of_job (self, txn, h->digest, h->id, NULL, true);
+    if (rc && rc != MDB_NOTFOUND)
         return rc;
     MDB_val k, v;
     rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); // the cursor is on the head again
@@ -1345,9 +1380,11 @@ s_prune_due (zl_store_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t wind
         if (mdb_cursor_open (txn, self->dlog[w], &c) != 0)
             continue;
         int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST);
-        bool due = rc == 0 && (k.mv_size != sizeof (uint64_t) || v.mv_size != IDEM_KEY_LEN ||
-                               s_item_get (self, txn, v.mv_data, &rec) != 0 ||
-                               memcmp (&rec.job_id, k.mv_data, sizeof rec.job_id) != 0 ||
+        uint64_t id = 0;
+        if (rc == 0 && k.mv_size == sizeof id)
+            memcpy (&id, k.mv_data, sizeof id);
+        bool due = rc == 0 && (k.mv_size != sizeof id || v.mv_size != LOG_VAL_LEN ||
+                               s_item_of_job (self, txn, v.mv_data, id, &rec, false) != 0 ||
                                now_ms - rec.seen_at_ms >= (int64_t)window[w]);
         mdb_cursor_close (c);
         if (due)

@@ -8,10 +8,12 @@
 
     Databases (format zlane-store-3): meta (format, next id, the secret key
     of the idempotency digests), jobs (id -> immutable job record), state
-    (id -> mutable state, absent = never attempted), dedup (the 16-byte
-    digest of tenant and key -> job id, time, whose key), and two expiry
-    logs in id (= time) order, dedup_resend for the keys a client library
-    made for its own resends and dedup_user for users' keys (id -> digest).
+    (id -> mutable state, absent = never attempted), dedup (the idempotency
+    keys: under the 16-byte digest of a key's prefix, a run of fixed items --
+    the key's number, its tenant's tag, job id, time, whose key -- in
+    number order), and two expiry logs in id (= time) order, dedup_resend
+    for the keys a client library made for its own resends and dedup_user
+    for users' keys (id -> where the key is).
 
     Room: data.mdb is preallocated (posix_fallocate) ahead of its use and
     LMDB's map ends where the allocated file does, so a write finds the map

@@ -1225,8 +1225,8 @@ s_raw_keys (const char *dir, uint8_t (*out)[16], size_t cap, size_t *n, bool *ha
     *has_text = false;
     for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
-        assert_int_equal (k.mv_size, 16); // the digest
-        assert_int_equal (v.mv_size, 25); // an item: number, job id, time, flags
+        assert_int_equal (k.mv_size, 16); // the digest of the key's prefix
+        assert_int_equal (v.mv_size, 33); // an item: number, tenant's tag, job id, time, flags
         assert_true (*n < cap);
         memcpy (out[(*n)++], k.mv_data, 16);
         if (memmem (k.mv_data, k.mv_size, "order", 5) || memmem (v.mv_data, v.mv_size, "order", 5))
@@ -1273,6 +1273,74 @@ test_idempotency_index_is_keyed_digests (void **state)
     assert_true (s_has_key (store, "acme", "order-1", &id));
     assert_int_equal (id, 1);
     zl_store_close (&store);
+}
+
+// The keys one producer makes in sequence, for however many tenants, sit in
+// one run of the index, in the order they were made; the same key of two
+// tenants is two keys.
+static void
+test_idempotency_keys_of_a_producer_share_a_run (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    enum { N = 1000, TENANTS = 100 };
+    char key[48], tenant[16];
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = 1; i <= N; i++) {
+        snprintf (key, sizeof key, "0123456789abcdef-%llu", (unsigned long long)i);
+        snprintf (tenant, sizeof tenant, "t%llu", (unsigned long long)(i % TENANTS));
+        s_put_key_of (store, i, tenant, key, 1000, true);
+    }
+    s_put_keyed (store, N + 1, "acme", "order-7", 1000);
+    s_put_keyed (store, N + 2, "globex", "order-7", 1000);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    uint64_t id;
+    assert_true (s_has_key (store, "acme", "order-7", &id));
+    assert_int_equal (id, N + 1);
+    assert_true (s_has_key (store, "globex", "order-7", &id));
+    assert_int_equal (id, N + 2);
+    assert_false (s_has_key (store, "initech", "order-7", NULL));
+    assert_true (s_has_key (store, "t7", "0123456789abcdef-107", &id));
+    assert_int_equal (id, 107);
+    assert_false (s_has_key (store, "t8", "0123456789abcdef-107", NULL));
+    zl_store_close (&store);
+    // two runs: the producer's, and "order-"'s; the producer's in order
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 16), 0);
+    assert_int_equal (mdb_env_open (env, fx->dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "dedup", 0, &dbi), 0);
+    assert_int_equal (mdb_cursor_open (txn, dbi, &c), 0);
+    size_t runs = 0, longest = 0;
+    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT_NODUP)) {
+        size_t count;
+        assert_int_equal (mdb_cursor_count (c, &count), 0);
+        runs++;
+        if (count > longest)
+            longest = count;
+        if (count < N)
+            continue;
+        uint64_t last = 0;
+        for (int r = 0; r == 0; r = mdb_cursor_get (c, &k, &v, MDB_NEXT_DUP)) {
+            uint64_t n = 0;
+            for (int i = 0; i < 8; i++)
+                n = n << 8 | ((const uint8_t *)v.mv_data)[i];
+            assert_true (n == last + 1);
+            last = n;
+        }
+        assert_int_equal (last, N);
+    }
+    assert_int_equal (runs, 2);
+    assert_int_equal (longest, N);
+    mdb_cursor_close (c);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
 }
 
 // A client library's own keys go after the resend window, users' keys after
@@ -2423,6 +2491,7 @@ main (void)
         T (test_idempotency_key_reused_after_expiry),
         T (test_idempotency_prune_many),
         T (test_idempotency_index_is_keyed_digests),
+        T (test_idempotency_keys_of_a_producer_share_a_run),
         T (test_idempotency_windows_by_class),
         T (test_idempotency_bound_evicts_most_used_up),
         T (test_room_counts_the_free_list),

@@ -461,8 +461,8 @@ test_keys_bounded_with_default_windows (void **state)
              t.used_at[2] / 1048576.0, t.used_at[3] / 1048576.0, t.used_max / 1048576.0, t.keys_max,
              keys, evicted, full);
     assert_int_equal (full, 0);
-    // the bound: a quarter of the map at 120 bytes a key
-    uint64_t bound = (8u << 20) / 4 / 120;
+    // the bound: a quarter of the map at 140 bytes a key
+    uint64_t bound = (8u << 20) / 4 / 140;
     assert_true (keys <= bound);
     assert_true (evicted >= KEYS_JOBS - bound - 1000);
     assert_true (s_log_has (broker, "forgotten before their window ended"));
