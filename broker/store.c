@@ -32,6 +32,8 @@
 #define ITEM_GENERATED 1          // flags: a client library made the key
 #define ROOM_WALK_MS 100          // the free list is walked at most this often while room is short
 #define ROOM_IDLE_MS 1000         //   and this often while it is plentiful
+#define ROOM_LOG_MS 10000         // a refusal of new jobs is logged at most this often
+#define ROOM_BACK_MS 1000         // room is back in the log when it has held this long
 #define IDEM_KEY_LEN 32           // where a key is: the prefix's digest, number, tenant's tag
 #define LOG_VAL_LEN 24            // an expiry log's entry: the prefix's digest and number
 #define IDEM_SEP '\0'             // formats 1 and 2 kept tenant and key in one string
@@ -40,6 +42,9 @@
 #define MIB(x) ((double)(x) / 1048576.0)
 
 enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it is
+// why new jobs are refused: this turn took the room, the file must grow, the
+// disk is full, the map is full, a write found it full
+enum { WHY_TURN, WHY_GROW, WHY_DISK, WHY_MAP, WHY_WRITE, WHY_KINDS };
 
 struct _zl_store_t {
     int lock_fd;       // flock on DIR/zlane.lock: one broker per data directory
@@ -59,23 +64,28 @@ struct _zl_store_t {
     bool batch_full;          // a write of the turn's batch ran out of room
     zl_arena_t *scratch;
     uint64_t commits, commit_us, commit_max_us;
-    // room, measured from the trees' page counts once per commit
-    bool room_stale;     // a commit happened since the last measure
+    // room, measured after a commit when asked (s_refresh)
+    bool room_stale;      // a commit happened since the last measure
     int64_t room_walk_ms; // the last walk of the free list
     uint64_t runs_pages;  // the dedup index's runs' pages, as of that walk
     uint64_t runs_items;  // its items then
     size_t noted_txnid;   // the transaction s_note_freed looked at last
     uint64_t room_walks, room_walk_us, room_walk_max_us;
     uint64_t room_bytes; // free in the map at the last measure, less what was let in since
-    uint64_t room_free, room_tail,
-        room_used;                  // the last measure: free list, unused map, used (bytes)
-    uint64_t freed_last;            // pages the last commit freed: the next one cannot reuse them
-    bool tick;                      // make the next commit write, so that they become room
+    uint64_t room_free;  // the last measure: free pages that can be used (bytes)
+    uint64_t room_tail;  //   the map's unused rest
+    uint64_t room_used;  //   the pages in use
+    uint64_t freed_last; // pages the last commit freed: the next one cannot reuse them
+    bool tick;           // make the next commit write, so that they become room
     uint8_t last_key[IDEM_KEY_LEN]; // the last idempotency key this batch put
     bool has_last_key;
     bool room; // the last answer of zl_store_has_room
     int64_t refused_since_ms;
-    uint64_t refused;      // Submits refused since then
+    uint64_t refused;                     // Submits refused since then
+    int64_t refusal_logged_ms[WHY_KINDS]; // the last refusal the log said, by kind of reason
+    uint64_t refusals_unlogged;           // refusals since that it did not
+    bool refusal_said;                    // the current refusal is in the log
+    int64_t room_back_ms;                 // room since (after a refusal), 0 = refusing
     uint64_t grow_wanted;  // a refused Submit needed this much free: grow for it
     int64_t grow_retry_ms; // the disk refused more: no attempt before this
     // the dedup index
@@ -83,6 +93,8 @@ struct _zl_store_t {
     uint64_t dedup_expired, dedup_evicted;
     uint64_t evicted_unlogged;
     double evicted_min_used; // the least used-up window among them (fraction)
+    int64_t evicted_min_age_ms;  // that key's age
+    uint64_t evicted_min_window; // and window
     int64_t evict_logged_ms;
 };
 
@@ -764,57 +776,133 @@ s_growable (const zl_store_t *self)
     return disk < beyond ? disk : beyond;
 }
 
-// Why there is no room, in words, for the log.
-static void
+// Why there is no room, in words, for the log; returns the kind of reason.
+
+static int
 s_why (zl_store_t *self, size_t bytes, char *out, size_t size)
 {
     uint64_t margin = s_margin (self), growable = s_growable (self), disk = s_disk_free (self);
     uint64_t free_in = self->room_free + self->room_tail;
     char later[96] = "";
-    if (self->freed_last)
+    if (self->freed_last * self->page_size >= (64u << 10))
         snprintf (later, sizeof later, " (%.1f MiB more after the next commit)",
                   MIB (self->freed_last * self->page_size));
-    if (self->prealloc && growable + free_in >= bytes + margin)
+    if (free_in >= bytes + margin) {
+        snprintf (out, size,
+                  "this turn's Submits took the room: %.1f MiB left of the %.1f MiB free at the "
+                  "last commit, a Submit of %zu bytes, %.1f MiB kept for acks and deletes",
+                  MIB (self->room_bytes), MIB (free_in), bytes, MIB (margin));
+        return WHY_TURN;
+    }
+    if (self->prealloc && growable + free_in >= bytes + margin) {
         snprintf (out, size,
                   "a Submit of %zu bytes needs more than the %.1f MiB free in the store's "
                   "preallocated file (%.1f MiB); the file grows at the next commit",
                   bytes, MIB (free_in), MIB (self->map_now));
-    else if ((self->prealloc ? self->map_now : s_file_bytes (self)) + disk < self->map_size)
+        return WHY_GROW;
+    }
+    if ((self->prealloc ? self->map_now : s_file_bytes (self)) + disk < self->map_size) {
         snprintf (out, size,
                   "the disk is full: %s has %.1f MiB free; the store's file holds %.1f MiB, "
                   "%.1f MiB of it free%s (the free pages of acked jobs count), and %.1f MiB is "
                   "kept for acks and deletes",
                   self->dir, MIB (disk), MIB (self->map_now), MIB (free_in), later, MIB (margin));
+        return WHY_DISK;
+    }
+    snprintf (out, size,
+              "the store is full: map_size (%.1f MiB) is reached, %.1f MiB of it free%s (the "
+              "free pages of acked jobs count), and %.1f MiB is kept for acks and deletes",
+              MIB (self->map_size), MIB (free_in), later, MIB (margin));
+    return WHY_MAP;
+}
+
+// Say in the log that new jobs are refused, and why.
+static void
+s_say_refusal (zl_store_t *self, int kind, const char *why, int64_t now)
+{
+    char more[96] = "";
+    if (self->refusals_unlogged)
+        snprintf (more, sizeof more, " (and %" PRIu64 " brief refusals since the last line)",
+                  self->refusals_unlogged);
+    zl_warn ("store", "%s: refusing new jobs (STORE_FULL) until room comes back%s: %s", self->dir,
+             more, why);
+    self->refusal_logged_ms[kind] = now;
+    self->refusals_unlogged = 0;
+    self->refusal_said = true;
+    self->refused_since_ms = now;
+}
+
+// A change between refusing and accepting new jobs, for the log. A refusal
+// is said with its reason, each kind of reason at most every ROOM_LOG_MS
+// (one that lasts is said once that much has passed); the return of room,
+// once room has held for ROOM_BACK_MS (s_say_room_back), so that a store at
+// its margin, refusing and accepting turn by turn, makes one refusal of it
+// and not a line a turn. The refusals not said are counted and told in the
+// next line. A refusal because this turn's Submits took the room is only
+// counted: the next commit measures again.
+static void
+s_room_change (zl_store_t *self, bool ok, int kind, const char *why)
+{
+    int64_t now = zl_clock_mono_ms ();
+    self->room = ok;
+    if (ok) {
+        self->room_back_ms = now;
+        return;
+    }
+    self->room_back_ms = 0;
+    self->refused++;
+    if (self->refusal_said)
+        return; // the refusal said goes on
+    self->refused = 1;
+    if (kind == WHY_TURN ||
+        (self->refusal_logged_ms[kind] && now - self->refusal_logged_ms[kind] < ROOM_LOG_MS))
+        self->refusals_unlogged++;
     else
-        snprintf (out, size,
-                  "the store is full: map_size (%.1f MiB) is reached, %.1f MiB of it free%s (the "
-                  "free pages of acked jobs count), and %.1f MiB is kept for acks and deletes",
-                  MIB (self->map_size), MIB (free_in), later, MIB (margin));
+        s_say_refusal (self, kind, why, now);
+}
+
+// Say that room is back, once it has held for ROOM_BACK_MS after a refusal
+// that was said. Called at every commit.
+static void
+s_say_room_back (zl_store_t *self)
+{
+    if (!self->refusal_said || !self->room || !self->room_back_ms)
+        return;
+    int64_t now = zl_clock_mono_ms ();
+    if (now - self->room_back_ms < ROOM_BACK_MS)
+        return;
+    zl_info ("store",
+             "%s: accepting new jobs again after %.1f s (%" PRIu64 " Submits refused): %.1f MiB "
+             "free in the store, %.1f MiB used",
+             self->dir, (double)(self->room_back_ms - self->refused_since_ms) / 1000.0,
+             self->refused, MIB (self->room_bytes), MIB (self->room_used));
+    self->refusal_said = false;
 }
 
 // Note the answer of zl_store_has_room; say in the log when it changes.
 static void
 s_note_room (zl_store_t *self, bool ok, size_t bytes)
 {
-    int64_t now = zl_clock_mono_ms ();
+    char why[512] = "";
+    int kind = WHY_TURN;
     if (ok == self->room) {
         self->refused += !ok;
+        if (ok || self->refusal_said)
+            return;
+        // refusing, unsaid: say it if its reason is new, or once it lasted
+        int64_t now = zl_clock_mono_ms ();
+        kind = s_why (self, bytes, why, sizeof why);
+        if (kind != WHY_TURN && (!self->refusal_logged_ms[kind] ||
+                                 now - self->refusal_logged_ms[kind] >= ROOM_LOG_MS)) {
+            if (self->refusals_unlogged)
+                self->refusals_unlogged--; // this one is said now
+            s_say_refusal (self, kind, why, now);
+        }
         return;
     }
-    if (!ok) {
-        char why[512];
-        s_why (self, bytes, why, sizeof why);
-        zl_warn ("store", "%s: refusing new jobs (STORE_FULL) until room comes back: %s", self->dir,
-                 why);
-        self->refused_since_ms = now;
-        self->refused = 1;
-    } else
-        zl_info ("store",
-                 "%s: accepting new jobs again after %.1f s (%" PRIu64 " Submits refused): %.1f "
-                 "MiB free in the store, %.1f MiB used",
-                 self->dir, (double)(now - self->refused_since_ms) / 1000.0, self->refused,
-                 MIB (self->room_bytes), MIB (self->room_used));
-    self->room = ok;
+    if (!ok)
+        kind = s_why (self, bytes, why, sizeof why);
+    s_room_change (self, ok, kind, why);
 }
 
 // A write found the map full although zl_store_has_room said yes (large
@@ -825,11 +913,10 @@ s_room_lost (zl_store_t *self, const char *what)
     self->room_bytes = 0;
     self->room_stale = true;
     if (self->room) {
-        zl_warn ("store", "%s: refusing new jobs (STORE_FULL): a write (%s) found the store full",
-                 self->dir, what);
-        self->refused_since_ms = zl_clock_mono_ms ();
+        char why[256];
+        snprintf (why, sizeof why, "a write (%s) found the store full", what);
+        s_room_change (self, false, WHY_WRITE, why);
         self->refused = 0;
-        self->room = false;
     }
 }
 
@@ -1101,6 +1188,7 @@ zl_store_commit (zl_store_t *self)
     }
     s_note_freed (self);
     s_grow (self);
+    s_say_room_back (self);
     return ZL_STORE_OK;
 }
 
@@ -1417,6 +1505,8 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
     size_t work = 0;
     uint64_t expired = 0, evicted = 0;
     double evicted_min_used = INFINITY;
+    int64_t evicted_min_age_ms = 0;
+    uint64_t evicted_min_window = 0;
     head_t h[2];
     // 1. each log in time order, while its head's window has passed (the
     // same rule as a lookup's: expired once now - seen >= window)
@@ -1451,8 +1541,11 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
             double used = s_used_up (&h[w], now_ms, window[w]);
             if ((rc = s_forget (self, txn, c[w], &h[w])) != 0)
                 break;
-            if (used < evicted_min_used)
+            if (used < evicted_min_used) {
                 evicted_min_used = used;
+                evicted_min_age_ms = now_ms - h[w].rec.seen_at_ms;
+                evicted_min_window = window[w];
+            }
             evicted++;
             kept--;
             work++;
@@ -1472,8 +1565,11 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
     self->dedup_expired += expired;
     self->dedup_evicted += evicted;
     if (evicted) {
-        if (self->evicted_unlogged == 0 || evicted_min_used < self->evicted_min_used)
+        if (self->evicted_unlogged == 0 || evicted_min_used < self->evicted_min_used) {
             self->evicted_min_used = evicted_min_used;
+            self->evicted_min_age_ms = evicted_min_age_ms;
+            self->evicted_min_window = evicted_min_window;
+        }
         self->evicted_unlogged += evicted;
     }
     int64_t mono = zl_clock_mono_ms ();
@@ -1481,10 +1577,11 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
         (self->evict_logged_ms == 0 || mono - self->evict_logged_ms >= EVICT_LOG_MS)) {
         zl_warn ("store",
                  "%s: %" PRIu64 " idempotency key(s) forgotten before their window ended: the "
-                 "index holds dedup_max_keys (%" PRIu64 ") keys; the youngest of them had used "
-                 "%.0f%% of its window (counted in dedup_evicted)",
+                 "index holds dedup_max_keys (%" PRIu64 ") keys; the one that had used least of "
+                 "its window was %.1f s old, of %.0f s (counted in dedup_evicted)",
                  self->dir, self->evicted_unlogged, policy->max_keys,
-                 100.0 * self->evicted_min_used);
+                 (double)self->evicted_min_age_ms / 1000.0,
+                 (double)self->evicted_min_window / 1000.0);
         self->evicted_unlogged = 0;
         self->evict_logged_ms = mono;
     }

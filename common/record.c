@@ -146,7 +146,6 @@ zl_record_idem_encode (const zl_idem_rec_t *rec, uint8_t *out)
     Zlane__Store__V1__IdemRec m = ZLANE__STORE__V1__IDEM_REC__INIT;
     m.job_id = rec->job_id;
     m.seen_at_ms = rec->seen_at_ms;
-    m.generated = rec->generated;
     return zlane__store__v1__idem_rec__pack (&m, out);
 }
 
@@ -159,7 +158,7 @@ zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out)
         return -1;
     out->job_id = m->job_id;
     out->seen_at_ms = m->seen_at_ms;
-    out->generated = m->generated;
+    out->generated = false; // formats 1 and 2 did not tell
     zlane__store__v1__idem_rec__free_unpacked (m, NULL);
     return 0;
 }

@@ -1738,6 +1738,90 @@ test_room_walks_are_bounded (void **state)
     zl_store_close (&store);
 }
 
+// The log says when new jobs start being refused and why, and when they
+// are taken again (once room has held a second); a store at its margin,
+// refusing and accepting turn by turn, does not flood it: one refusal and
+// one return of room for a second of it.
+static void
+test_room_changes_are_logged_and_bounded (void **state)
+{
+    fx_t *fx = *state;
+    char path[1200];
+    s_path (path, sizeof path, fx->dir, "log");
+    fflush (stderr);
+    int saved = dup (2);
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    assert_true (saved >= 0 && fd >= 0);
+    dup2 (fd, 2);
+    close (fd);
+    zl_log_set_level (ZL_LOG_INFO);
+    char dir[1100];
+    snprintf (dir, sizeof dir, "%s/s", fx->dir);
+    zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[3000];
+    memset (payload, 'l', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0, first = 1, refused = 0, let_in = 0;
+    int64_t t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 1000) { // fill, then ack one a turn: at the margin
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        if (zl_store_has_room (store, sizeof payload + 256)) {
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+            let_in++;
+        } else {
+            refused++;
+            if (first < id)
+                assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+        }
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    // drained: room again
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    while (first <= id)
+        assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_true (s_room_within (store, 10 * (sizeof payload + 256), 1000, NULL));
+    // room is back in the log once it has held a second
+    t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 1100) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_true (zl_store_has_room (store, sizeof payload + 256));
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_close (&store);
+    fflush (stderr);
+    dup2 (saved, 2);
+    close (saved);
+    zl_log_set_level (ZL_LOG_ERROR);
+    char *text = NULL;
+    size_t n_refusing = 0, n_again = 0;
+    FILE *f = fopen (path, "r");
+    assert_non_null (f);
+    char line[2048];
+    while (fgets (line, sizeof line, f)) {
+        if (strstr (line, "refusing new jobs (STORE_FULL)")) {
+            n_refusing++;
+            if (!text)
+                text = strdup (line);
+        }
+        n_again += strstr (line, "accepting new jobs again") != NULL;
+    }
+    fclose (f);
+    print_message ("%llu Submits let in, %llu refused; the log: %zu refusal line(s), %zu "
+                   "'again': %s",
+                   (unsigned long long)let_in, (unsigned long long)refused, n_refusing, n_again,
+                   text ? text : "(none)\n");
+    assert_true (refused > 10 && let_in > 10);
+    assert_int_equal (n_refusing, 1);
+    assert_int_equal (n_again, 1);
+    assert_non_null (strstr (text, "the store is full: map_size (2.0 MiB) is reached"));
+    assert_non_null (strstr (text, "kept for acks and deletes"));
+    free (text);
+}
+
 // data.mdb is allocated ahead of its use (a full disk then stops a write,
 // never a commit): at least 32 MiB of headroom, a quarter of the used size
 // past 128 MiB, and never more than map_size.
@@ -2497,6 +2581,7 @@ main (void)
         T (test_room_counts_the_free_list),
         T (test_room_freed_by_the_last_commit),
         T (test_room_walks_are_bounded),
+        T (test_room_changes_are_logged_and_bounded),
         T (test_file_is_preallocated_ahead),
         T (test_big_submit_grows_the_file),
         T (test_full_disk_refuses_then_room_comes_back),
