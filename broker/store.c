@@ -86,13 +86,13 @@ struct _zl_store_t {
     uint64_t refusals_unlogged;           // refusals since that it did not
     bool refusal_said;                    // the current refusal is in the log
     int64_t room_back_ms;                 // room since (after a refusal), 0 = refusing
-    uint64_t grow_wanted;  // a refused Submit needed this much free: grow for it
-    int64_t grow_retry_ms; // the disk refused more: no attempt before this
+    uint64_t grow_wanted;                 // a refused Submit needed this much free: grow for it
+    int64_t grow_retry_ms;                // the disk refused more: no attempt before this
     // the dedup index
     uint64_t idem_put; // keys put since the last prune
     uint64_t dedup_expired, dedup_evicted;
     uint64_t evicted_unlogged;
-    double evicted_min_used; // the least used-up window among them (fraction)
+    double evicted_min_used;     // the least used-up window among them (fraction)
     int64_t evicted_min_age_ms;  // that key's age
     uint64_t evicted_min_window; // and window
     int64_t evict_logged_ms;

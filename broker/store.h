@@ -48,9 +48,9 @@ typedef struct {
     uint64_t jobs, states;
     uint64_t idem_keys;                      // keys in the dedup index
     uint64_t idem_resend_log, idem_user_log; // expiry log entries per class
-    uint64_t dedup_expired; // keys forgotten at the end of their window (since open)
-    uint64_t dedup_evicted; // keys forgotten early, at dedup_max_keys (since open)
-    uint64_t room_walks;    // walks of LMDB's free list to measure the room (since open)
+    uint64_t dedup_expired;    // keys forgotten at the end of their window (since open)
+    uint64_t dedup_evicted;    // keys forgotten early, at dedup_max_keys (since open)
+    uint64_t room_walks;       // walks of LMDB's free list to measure the room (since open)
     uint64_t room_walk_max_us; // the longest of them
     uint64_t commits;
     uint64_t commit_us;    // total time spent committing (sync included)
