@@ -430,8 +430,11 @@ s_duplicate_of (zl_broker_t *self, const zl_job_spec_t *spec, zl_now_t now)
     if (!spec->idempotency_key[0] ||
         zl_store_get_idem (self->store, spec->tenant, spec->idempotency_key, &rec) != ZL_STORE_OK)
         return 0;
-    if (now.wall_ms - rec.seen_at_ms >= (int64_t)self->cfg->dedup_window_ms)
-        return 0; // expired: the key may be used again
+    // the window of the key's class: a client library's own key only has to
+    // outlive that library's resends
+    uint64_t window = rec.generated ? self->cfg->resend_window_ms : self->cfg->dedup_window_ms;
+    if (now.wall_ms - rec.seen_at_ms >= (int64_t)window)
+        return 0;  // expired: the key may be used again
     return rec.job_id;
 }
 
@@ -994,9 +997,13 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         s_dlq_alert (self, now);
         self->next_alert_ms = now.mono_ms + (int64_t)self->cfg->dlq_alert_ms;
     }
-    if (now.mono_ms >= self->next_prune_ms) { // inside the turn's store batch
+    // expired idempotency keys, every turn (inside the turn's store batch):
+    // bounded work that keeps up with the keys the turn added
+    zl_idem_policy_t idem = {self->cfg->resend_window_ms, self->cfg->dedup_window_ms,
+                             zl_broker_config_dedup_max_keys (self->cfg)};
+    zl_store_prune_idem (self->store, now.wall_ms, &idem, 1024);
+    if (now.mono_ms >= self->next_prune_ms) {  // inside the turn's store batch
         s_forget_producers (self, now);
-        zl_store_prune_idem (self->store, now.wall_ms - (int64_t)self->cfg->dedup_window_ms, 10000);
         s_expire_dead (self, now);
         self->next_prune_ms = now.mono_ms + 1000;
     }

@@ -38,12 +38,16 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->producer_idle_ms = 5 * 60 * 1000;
     cfg->dlq_alert_ms = 10000;
     cfg->dedup_window_ms = 24ULL * 3600 * 1000;
+    // longer than any deadline producers give their jobs (the library's
+    // default is 30 s): the library never resends a job after its deadline
+    cfg->resend_window_ms = 10ULL * 60 * 1000;
+    cfg->dedup_max_keys = 0; // auto: zl_broker_config_dedup_max_keys
     cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
-                                            .lease_ms = 30000,
-                                            .max_attempts = 5,
-                                            .backoff_base_ms = 1000,
-                                            .backoff_cap_ms = 300000,
-                                            .jitter = true};
+                                             .lease_ms = 30000,
+                                             .max_attempts = 5,
+                                             .backoff_base_ms = 1000,
+                                             .backoff_cap_ms = 300000,
+                                             .jitter = true};
     cfg->tenant_defaults = (zl_tenant_config_t){.weight = 1};
 }
 
@@ -298,6 +302,10 @@ s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char 
         return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
     else if (!strcmp (key, "dedup_window"))
         return s_dur (key, value, &cfg->dedup_window_ms, err, errlen);
+    else if (!strcmp (key, "resend_window"))
+        return s_dur (key, value, &cfg->resend_window_ms, err, errlen);
+    else if (!strcmp (key, "dedup_max_keys"))
+        return s_num (key, value, &cfg->dedup_max_keys, err, errlen);
     else if (!strcmp (key, "curve"))
         return s_bool (key, value, &cfg->curve, err, errlen);
     else if (!strcmp (key, "insecure"))
@@ -414,4 +422,13 @@ zl_broker_config_free (zl_broker_config_t *cfg)
         free (cfg->tenants[i].name);
     free (cfg->tenants);
     memset (cfg, 0, sizeof *cfg);
+}
+
+uint64_t
+zl_broker_config_dedup_max_keys (const zl_broker_config_t *cfg)
+{
+    if (cfg->dedup_max_keys)
+        return cfg->dedup_max_keys;
+    uint64_t n = cfg->map_size / 4 / ZL_DEDUP_KEY_COST;
+    return n ? n : 1;
 }

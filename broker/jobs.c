@@ -378,7 +378,7 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                         .enqueued_at_ms = now.wall_ms};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
-        zl_idem_rec_t idem = {id, now.wall_ms};
+        zl_idem_rec_t idem = {id, now.wall_ms, spec->generated_key};
         rc = zl_store_put_idem (self->store, spec->tenant, spec->idempotency_key, &idem);
     }
     if (rc == ZL_STORE_OK && spec->delay_ms) {

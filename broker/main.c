@@ -58,6 +58,10 @@ s_usage (FILE *out)
                   "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
                   "      --dlq-retention DUR  purge dead letters older than this, 0 = keep [0]\n"
                   "      --dedup-window DUR   idempotency key window   [24h]\n"
+                  "      --resend-window DUR  window of keys a client library made for its\n"
+                  "                           own resends (longer than job deadlines) [10m]\n"
+                  "      --dedup-max-keys N   most idempotency keys kept, 0 = a quarter of\n"
+                  "                           map_size at 140 bytes a key [0]\n"
                   "      --curve              CURVE encryption + authentication on every socket\n"
                   "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
                   "      --clients DIR        public certificates of the clients allowed in; each\n"
@@ -106,6 +110,8 @@ main (int argc, char **argv)
         O_MAXRUN,
         O_ALERT,
         O_DEDUP,
+        O_RESEND,
+        O_MAXKEYS,
         O_DLQ_RETENTION,
         O_SET,
         O_CURVE,
@@ -141,6 +147,8 @@ main (int argc, char **argv)
                                          {"max-run", required_argument, 0, O_MAXRUN},
                                          {"dlq-alert", required_argument, 0, O_ALERT},
                                          {"dedup-window", required_argument, 0, O_DEDUP},
+                                         {"resend-window", required_argument, 0, O_RESEND},
+                                         {"dedup-max-keys", required_argument, 0, O_MAXKEYS},
                                          {"dlq-retention", required_argument, 0, O_DLQ_RETENTION},
                                          {"set", required_argument, 0, O_SET},
                                          {"curve", no_argument, 0, O_CURVE},
@@ -200,6 +208,8 @@ main (int argc, char **argv)
         case O_LIVE: key = "liveness"; break;
         case O_ALERT: key = "dlq_alert_interval"; break;
         case O_DEDUP: key = "dedup_window"; break;
+        case O_RESEND: key = "resend_window"; break;
+        case O_MAXKEYS: key = "dedup_max_keys"; break;
         case O_DLQ_RETENTION: key = "dlq_retention"; break;
         case O_CURVE:
             key = "curve";

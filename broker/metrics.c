@@ -11,8 +11,9 @@
 
 // The store's figures that are levels, not counts of events.
 static const char *const s_gauges[] = {
-    "store_map_bytes", "store_used_bytes", "store_file_bytes",    "store_jobs",
-    "store_states",    "store_idem_keys",  "store_commit_avg_us", "store_commit_max_us"};
+    "store_map_bytes",     "store_used_bytes",    "store_file_bytes",    "store_free_bytes",
+    "store_jobs",          "store_states",        "store_idem_keys",     "store_idem_resend_log",
+    "store_idem_user_log", "store_commit_avg_us", "store_commit_max_us", "store_room_walk_max_us"};
 
 static bool
 s_is_gauge (const char *name)

@@ -6,10 +6,20 @@
     A Submit's new jobs go in a nested transaction (zl_store_sub_*) so that
     a full map rejects just that Submit and keeps the rest of the turn.
 
-    Databases: meta (format, next id), jobs (id -> immutable job record),
-    state (id -> mutable state, absent = never attempted), idem (key+tenant ->
-    job id and time; format 2, key first), idem_log (id -> key+tenant, in
-    expiry order). */
+    Databases (format zlane-store-3): meta (format, next id, the secret key
+    of the idempotency digests), jobs (id -> immutable job record), state
+    (id -> mutable state, absent = never attempted), dedup (the idempotency
+    keys: under the 16-byte digest of a key's prefix, a run of fixed items --
+    the key's number, its tenant's tag, job id, time, whose key -- in
+    number order), and two expiry logs in id (= time) order, dedup_resend
+    for the keys a client library made for its own resends and dedup_user
+    for users' keys (id -> where the key is).
+
+    Room: data.mdb is preallocated (posix_fallocate) ahead of its use and
+    LMDB's map ends where the allocated file does, so a write finds the map
+    full before any commit could find the disk full; new jobs are let in
+    while the free pages inside the file keep a margin for acks and deletes
+    (see zl_store_has_room). */
 #ifndef ZL_STORE_H
 #define ZL_STORE_H
 
@@ -31,14 +41,28 @@ typedef enum {
 } zl_store_rc_t;
 
 typedef struct {
-    uint64_t map_size;
-    uint64_t used_bytes;   // pages in use
-    uint64_t file_bytes;   // size of data.mdb on disk
-    uint64_t jobs, states, idem_keys;
+    uint64_t map_size;   // the configured limit
+    uint64_t used_bytes; // pages in use (the file's pages less its free list)
+    uint64_t file_bytes; // size of data.mdb on disk (preallocated ahead of use)
+    uint64_t free_bytes; // room: free pages in the file + what the disk and map let it grow
+    uint64_t jobs, states;
+    uint64_t idem_keys;                      // keys in the dedup index
+    uint64_t idem_resend_log, idem_user_log; // expiry log entries per class
+    uint64_t dedup_expired;    // keys forgotten at the end of their window (since open)
+    uint64_t dedup_evicted;    // keys forgotten early, at dedup_max_keys (since open)
+    uint64_t room_walks;       // walks of LMDB's free list to measure the room (since open)
+    uint64_t room_walk_max_us; // the longest of them
     uint64_t commits;
     uint64_t commit_us;    // total time spent committing (sync included)
     uint64_t commit_max_us;
 } zl_store_stats_t;
+
+/*  How long idempotency keys are kept, and how many at most. */
+typedef struct {
+    uint64_t resend_window_ms; // keys a client library made for its own resends
+    uint64_t user_window_ms;   // keys the users gave (dedup_window)
+    uint64_t max_keys;         // the bound; 0 = none
+} zl_idem_policy_t;
 
 /*  Callbacks for zl_store_recover, in job id order. Records are borrowed
     until the callback returns; `state` is NULL for never-attempted jobs. */
@@ -46,7 +70,8 @@ typedef void (zl_store_job_fn) (void *ctx, uint64_t id, const zl_job_rec_t *job,
                                 const zl_state_rec_t *state);
 
 /*  Open (creating if needed) the store in `dir`. Refuses a directory that
-    holds something other than a zlane store. Returns NULL with a reason. */
+    holds something other than a zlane store; upgrades a zlane-store-1 or -2
+    store in place (one transaction, logged). Returns NULL with a reason. */
 zl_store_t *zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *err,
                            size_t errlen);
 /*  Close; an open batch is aborted. Nulls the caller's pointer. */
@@ -59,8 +84,9 @@ zl_store_rc_t zl_store_begin (zl_store_t *self);
 zl_store_rc_t zl_store_sub_begin (zl_store_t *self);
 zl_store_rc_t zl_store_sub_commit (zl_store_t *self);
 void zl_store_sub_abort (zl_store_t *self);
-/*  Commit the turn's batch (fsync per the durability mode). On failure the
-    batch is aborted and ZL_STORE_ERROR or ZL_STORE_FULL returned. */
+/*  Commit the turn's batch (fsync per the durability mode), then grow the
+    preallocated file if it runs short. On failure the batch is aborted and
+    ZL_STORE_ERROR or ZL_STORE_FULL returned. */
 zl_store_rc_t zl_store_commit (zl_store_t *self);
 /*  True while a batch is open. */
 bool zl_store_in_batch (zl_store_t *self);
@@ -70,6 +96,8 @@ zl_store_rc_t zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_
 zl_store_rc_t zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec);
 /*  Delete a job and its state. */
 zl_store_rc_t zl_store_del_job (zl_store_t *self, uint64_t id);
+/*  Record idempotency key `key` of `tenant` for job rec->job_id (replacing
+    an earlier job's), in the expiry log of its class (rec->generated). */
 zl_store_rc_t zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
                                  const zl_idem_rec_t *rec);
 zl_store_rc_t zl_store_set_next_id (zl_store_t *self, uint64_t next_id);
@@ -80,20 +108,37 @@ zl_store_rc_t zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena
                                 zl_job_rec_t *out);
 zl_store_rc_t zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena,
                                   zl_state_rec_t *out);
+/*  The record of `key` of `tenant`, expired or not (the caller compares
+    seen_at_ms with the window of its class), or ZL_STORE_NOT_FOUND. */
 zl_store_rc_t zl_store_get_idem (zl_store_t *self, const char *tenant, const char *key,
                                  zl_idem_rec_t *out);
 
-/*  Delete up to `max` idempotency keys first seen before `before_ms`.
-    Returns how many went. Call inside a batch. */
-size_t zl_store_prune_idem (zl_store_t *self, int64_t before_ms, size_t max);
-/*  True if roughly `bytes` more can be written without filling the map. */
+/*  Forget the idempotency keys whose window (per `policy`, by class) ended
+    before `now_ms` (wall clock), oldest first; then, while more than
+    policy->max_keys are kept, the keys whose window is most used up (counted
+    in dedup_evicted, logged). Removes at most `max` keys plus twice the keys
+    put since the last call, so that it keeps up with any rate while its
+    work stays in proportion to the turn's. Returns how many log entries
+    went. Call inside a batch (outside one it does nothing). */
+size_t zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *policy,
+                            size_t max);
+/*  True if `bytes` more can be written now and still leave the margin that
+    acks and deletes may need (4 MiB; a quarter of a map under 16 MiB). Free
+    pages inside the file count (its free list and its preallocated tail):
+    as of the last walk of the free list, less what was let in since. The
+    walk runs at most once per commit: a second after the last one, or
+    while room is short and the pages commits freed since could make it up
+    (then at most every 100 ms, unless they alone could) -- never per Submit
+    while nothing frees pages. When the answer changes the log says so and
+    why (map full, disk full). A refusal that more file would cure makes the
+    next commit grow the file. */
 bool zl_store_has_room (zl_store_t *self, size_t bytes);
 
 /*  Read every job in id order into `fn`; sets *next_id. Returns 0 or -1 with
     a reason (a record that does not decode is corruption). */
 int zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id,
                       char *err, size_t errlen);
-/*  Fill `st`. */
+/*  Fill `st` (walks the free list once). */
 void zl_store_stats (zl_store_t *self, zl_store_stats_t *st);
 
 #endif

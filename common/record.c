@@ -169,6 +169,7 @@ zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out)
         return -1;
     out->job_id = m->job_id;
     out->seen_at_ms = m->seen_at_ms;
+    out->generated = false; // formats 1 and 2 did not tell
     zlane__store__v1__idem_rec__free_unpacked (m, NULL);
     return 0;
 }

@@ -8,10 +8,11 @@
 #include "arena.h"
 #include "msg.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZL_STORE_FORMAT "zlane-store-2"
+#define ZL_STORE_FORMAT "zlane-store-3"
 
 typedef struct {
     const char *tenant;
@@ -40,7 +41,8 @@ typedef struct {
 
 typedef struct {
     uint64_t job_id;
-    int64_t seen_at_ms;
+    int64_t seen_at_ms; // wall clock
+    bool generated;     // a client library made the key: kept for resend_window only
 } zl_idem_rec_t;
 
 /*  Encoding is two steps so that the caller can reserve exactly the space:
@@ -55,9 +57,11 @@ size_t zl_record_write (void *handle, uint8_t *out);
 int zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_rec_t *out);
 int zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_state_rec_t *out);
 
-/*  Encode an idempotency record into `out` (at least 32 bytes); returns the size. */
+/*  Encode an idempotency record of formats 1 and 2 (`generated` is not kept)
+    into `out` (at least 32 bytes); returns the size. */
 size_t zl_record_idem_encode (const zl_idem_rec_t *rec, uint8_t *out);
-/*  Decode an idempotency record; returns 0 or -1. */
+/*  Decode an idempotency record of formats 1 and 2 (`generated` false);
+    returns 0 or -1. */
 int zl_record_idem_decode (const void *data, size_t len, zl_idem_rec_t *out);
 
 #endif

@@ -73,6 +73,7 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key)
     self->spec.n_headers = job->n_headers;
     self->spec.headers = job->n_headers ? self->headers : NULL;
     self->auto_key = auto_key;
+    self->spec.generated_key = auto_key; // the broker keeps it for the resend window only
     self->state = ZL_PENDING_QUEUED;
     return self;
 }

@@ -68,6 +68,16 @@ test_defaults (void **state)
     assert_int_equal (cfg.heartbeat_ms, 1000);
     assert_int_equal (cfg.liveness, 3);
     assert_int_equal (cfg.dedup_window_ms, 24ULL * 3600 * 1000);
+    // the producer library's keys only need to outlive its resends (its
+    // default deadline is 30 s)
+    assert_int_equal (cfg.resend_window_ms, 10ULL * 60 * 1000);
+    assert_int_equal (cfg.dedup_max_keys, 0);
+    // 0: as many keys as fill a quarter of the map
+    assert_int_equal (zl_broker_config_dedup_max_keys (&cfg), (4ULL << 30) / 4 / ZL_DEDUP_KEY_COST);
+    cfg.map_size = 8ULL << 20;
+    assert_int_equal (zl_broker_config_dedup_max_keys (&cfg), (8ULL << 20) / 4 / ZL_DEDUP_KEY_COST);
+    cfg.dedup_max_keys = 123;
+    assert_int_equal (zl_broker_config_dedup_max_keys (&cfg), 123);
     assert_int_equal (cfg.n_lanes, 0);
     assert_int_equal (cfg.n_tenants, 0);
     assert_false (cfg.auto_lanes);
@@ -109,6 +119,8 @@ static const char *GOOD = "#   zlane broker test configuration\n"
                           "    max_depth = 1000\n"
                           "    producer_window = 50\n"
                           "    dedup_window = 1h\n"
+                          "    resend_window = 90s\n"
+                          "    dedup_max_keys = 5000000\n"
                           "    dlq_alert_interval = 30s\n"
                           "    auto_lanes = true\n"
                           "defaults\n"
@@ -166,6 +178,9 @@ test_load_file (void **state)
     assert_int_equal (cfg.max_depth, 1000);
     assert_int_equal (cfg.producer_window, 50);
     assert_int_equal (cfg.dedup_window_ms, 3600000);
+    assert_int_equal (cfg.resend_window_ms, 90000);
+    assert_int_equal (cfg.dedup_max_keys, 5000000);
+    assert_int_equal (zl_broker_config_dedup_max_keys (&cfg), 5000000);
     assert_int_equal (cfg.dlq_alert_ms, 30000);
     assert_true (cfg.auto_lanes);
     // defaults
@@ -266,6 +281,8 @@ test_bad_values_name_the_key (void **state)
         {"broker\n    auto_lanes = perhaps\n", "auto_lanes"},
         {"broker\n    max_payload = huge\n", "max_payload"},
         {"broker\n    dedup_window = 10 fortnights\n", "dedup_window"},
+        {"broker\n    resend_window = later\n", "resend_window"},
+        {"broker\n    dedup_max_keys = many\n", "dedup_max_keys"},
         {"broker\n    no_such_key = 1\n", "no_such_key"},
         {"defaults\n    lane\n        jitter = maybe\n", "jitter"},
         {"defaults\n    lane\n        backoff_base = x\n", "backoff_base"},

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE // nftw, mkdtemp
 #include "arena.h"
 #include "config.h"
+#include "clock.h"
 #include "dlq.h"
 #include "job.h"
 #include "jobs.h"
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "record.h"
 #include "rng.h"
+#include "siphash.h"
 #include "scheduler.h"
 #include "store.h"
 #include "timers.h"
@@ -37,7 +39,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +65,7 @@ s_rm_entry (const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 typedef struct {
     char dir[1024];
     zl_arena_t *arena;
+    char mounted[1100]; // a tmpfs this test mounted ("" = none): unmounted at teardown
 } fx_t;
 
 static int
@@ -80,6 +85,8 @@ static int
 s_teardown (void **state)
 {
     fx_t *fx = *state;
+    if (fx->mounted[0] && umount2 (fx->mounted, 0) != 0)
+        umount2 (fx->mounted, MNT_DETACH); // still busy (a failed test left the store open)
     nftw (fx->dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
     zl_arena_destroy (&fx->arena);
     free (fx);
@@ -996,15 +1003,42 @@ test_recovery_of_an_empty_store (void **state)
 }
 
 // ---------------------------------------------------------------- idempotency
-// A job with a key, as zl_jobs_stage writes it: the record (which logs the
-// key for expiry) and the key itself.
+// A job with a key, as zl_jobs_stage writes it: the record and the key (a
+// user's key, or with `generated` one a client library made).
+static void
+s_put_key_of (zl_store_t *store, uint64_t id, const char *tenant, const char *key, int64_t seen,
+              bool generated)
+{
+    zl_job_rec_t rec = {.tenant = tenant, .lane = "work", .idempotency_key = key};
+    zl_idem_rec_t idem = {id, seen, generated};
+    assert_int_equal (zl_store_put_job (store, id, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_idem (store, tenant, key, &idem), ZL_STORE_OK);
+}
+
 static void
 s_put_keyed (zl_store_t *store, uint64_t id, const char *tenant, const char *key, int64_t seen)
 {
-    zl_job_rec_t rec = {.tenant = tenant, .lane = "work", .idempotency_key = key};
-    zl_idem_rec_t idem = {id, seen};
-    assert_int_equal (zl_store_put_job (store, id, &rec), ZL_STORE_OK);
-    assert_int_equal (zl_store_put_idem (store, tenant, key, &idem), ZL_STORE_OK);
+    s_put_key_of (store, id, tenant, key, seen, false);
+}
+
+#define W_MS 1000 // the windows of s_prune
+
+// Forget the keys seen before `before` (both windows W_MS), at most `max`
+// more than twice the keys put since the last prune.
+static size_t
+s_prune (zl_store_t *store, int64_t before, size_t max)
+{
+    zl_idem_policy_t p = {W_MS, W_MS, 0};
+    return zl_store_prune_idem (store, before - 1 + W_MS, &p, max);
+}
+
+// A prune that finds nothing due: after it the next prune's budget is its
+// `max` alone.
+static void
+s_prune_nothing (zl_store_t *store)
+{
+    zl_idem_policy_t p = {W_MS, W_MS, 0};
+    assert_int_equal (zl_store_prune_idem (store, 0, &p, 0), 0);
 }
 
 static bool
@@ -1067,15 +1101,16 @@ test_idempotency_hit_miss_and_expiry (void **state)
     assert_int_equal (id, 6);
 
     // outside a batch pruning does nothing
-    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 0);
+    assert_int_equal (s_prune (store, 2500, 100), 0);
     // expiry in time order: what was seen before the cut goes, the rest stays
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_prune_idem (store, 2500, 1), 1); // bounded work per call
+    s_prune_nothing (store);
+    assert_int_equal (s_prune (store, 2500, 1), 1); // bounded work per call
     assert_false (s_has_key (store, "acme", "k1", NULL));
     assert_true (s_has_key (store, "acme", "k2", NULL));
-    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 1);
+    assert_int_equal (s_prune (store, 2500, 100), 1);
     assert_false (s_has_key (store, "acme", "k2", NULL));
-    assert_int_equal (zl_store_prune_idem (store, 2500, 100), 0);
+    assert_int_equal (s_prune (store, 2500, 100), 0);
     assert_true (s_has_key (store, "globex", "k1", NULL));
     assert_true (s_has_key (store, "acme", "k4", NULL));
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
@@ -1084,7 +1119,7 @@ test_idempotency_hit_miss_and_expiry (void **state)
     assert_int_equal (zl_store_get_job (store, 1, fx->arena, &rec), ZL_STORE_OK);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
-    assert_int_equal (zl_store_prune_idem (store, 4500, 100), 2); // globex/k1, acme/k4
+    assert_int_equal (s_prune (store, 4500, 100), 2); // globex/k1, acme/k4
     assert_false (s_has_key (store, "globex", "k1", NULL));
     assert_false (s_has_key (store, "acme", "k4", NULL));
     assert_true (s_has_key (store, long_tenant, long_key, NULL));
@@ -1111,7 +1146,7 @@ test_idempotency_key_reused_after_expiry (void **state)
     assert_true (s_has_key (store, "acme", "K", &id));
     assert_int_equal (id, 20);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    zl_store_prune_idem (store, 3000, 100);
+    s_prune (store, 3000, 100);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // "other" expired and went; K (seen again at 5000) stays, for job 20
     assert_false (s_has_key (store, "acme", "other", NULL));
@@ -1119,7 +1154,7 @@ test_idempotency_key_reused_after_expiry (void **state)
     assert_int_equal (id, 20);
     // and it expires in its turn
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    zl_store_prune_idem (store, 6000, 100);
+    s_prune (store, 6000, 100);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     assert_false (s_has_key (store, "acme", "K", NULL));
     zl_store_stats_t ss;
@@ -1143,14 +1178,20 @@ test_idempotency_prune_many (void **state)
     }
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // prune in several bounded calls, each in its own turn
-    size_t pruned = 0, n;
+    size_t pruned = 0, n, calls = 0;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_prune_nothing (store);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     do {
+        calls++;
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-        n = zl_store_prune_idem (store, (int64_t)(N / 2) * 10 + 5, 700);
+        n = s_prune (store, (int64_t)(N / 2) * 10 + 5, 700);
+        assert_true (n <= 700);
         pruned += n;
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     } while (n > 0);
     assert_int_equal (pruned, N / 2);
+    assert_int_equal (calls, (N / 2 + 699) / 700 + 1); // the last one finds nothing
     for (uint64_t i = 1; i <= N; i++) {
         snprintf (key, sizeof key, "key-%06llu", (unsigned long long)i);
         bool has = s_has_key (store, i % 2 ? "acme" : "globex", key, NULL);
@@ -1161,6 +1202,835 @@ test_idempotency_prune_many (void **state)
     zl_store_stats (store, &ss);
     assert_int_equal (ss.idem_keys, N / 2);
     zl_store_close (&store);
+}
+
+// The index holds fixed-size digests, never the keys: 16 bytes per key
+// whatever its length, none of it the key's text; another store (another
+// secret) gives the same key another digest; the secret outlives a restart.
+static void
+s_raw_keys (const char *dir, uint8_t (*out)[16], size_t cap, size_t *n, bool *has_text)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 16), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "dedup", 0, &dbi), 0);
+    assert_int_equal (mdb_cursor_open (txn, dbi, &c), 0);
+    *n = 0;
+    *has_text = false;
+    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
+        assert_int_equal (k.mv_size, 16); // the digest of the key's prefix
+        assert_int_equal (v.mv_size, 33); // an item: number, tenant's tag, job id, time, flags
+        assert_true (*n < cap);
+        memcpy (out[(*n)++], k.mv_data, 16);
+        if (memmem (k.mv_data, k.mv_size, "order", 5) || memmem (v.mv_data, v.mv_size, "order", 5))
+            *has_text = true;
+    }
+    mdb_cursor_close (c);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+}
+
+static void
+test_idempotency_index_is_keyed_digests (void **state)
+{
+    fx_t *fx = *state;
+    char dirs[2][1100];
+    uint8_t raw[2][8][16];
+    size_t n[2];
+    char long_key[257];
+    memset (long_key, 'o', 256);
+    memcpy (long_key, "order", 5);
+    long_key[256] = '\0';
+    for (int d = 0; d < 2; d++) {
+        snprintf (dirs[d], sizeof dirs[d], "%s/s%d", fx->dir, d);
+        zl_store_t *store = s_open (dirs[d]);
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        s_put_keyed (store, 1, "acme", "order-1", 1000);
+        s_put_keyed (store, 2, "acme", long_key, 1000);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_store_close (&store);
+        bool has_text;
+        s_raw_keys (dirs[d], raw[d], 8, &n[d], &has_text);
+        assert_int_equal (n[d], 2);
+        assert_false (has_text);
+    }
+    // the same keys, other digests: each store has its own secret
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 2; j++)
+            assert_memory_not_equal (raw[0][i], raw[1][j], 16);
+    // after a restart the secret is the same: the keys still answer
+    zl_store_t *store = s_open (dirs[0]);
+    uint64_t id;
+    assert_true (s_has_key (store, "acme", long_key, &id));
+    assert_int_equal (id, 2);
+    assert_true (s_has_key (store, "acme", "order-1", &id));
+    assert_int_equal (id, 1);
+    zl_store_close (&store);
+}
+
+// The keys one producer makes in sequence, for however many tenants, sit in
+// one run of the index, in the order they were made; the same key of two
+// tenants is two keys.
+static void
+test_idempotency_keys_of_a_producer_share_a_run (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    enum { N = 1000, TENANTS = 100 };
+    char key[48], tenant[16];
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = 1; i <= N; i++) {
+        snprintf (key, sizeof key, "0123456789abcdef-%llu", (unsigned long long)i);
+        snprintf (tenant, sizeof tenant, "t%llu", (unsigned long long)(i % TENANTS));
+        s_put_key_of (store, i, tenant, key, 1000, true);
+    }
+    s_put_keyed (store, N + 1, "acme", "order-7", 1000);
+    s_put_keyed (store, N + 2, "globex", "order-7", 1000);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    uint64_t id;
+    assert_true (s_has_key (store, "acme", "order-7", &id));
+    assert_int_equal (id, N + 1);
+    assert_true (s_has_key (store, "globex", "order-7", &id));
+    assert_int_equal (id, N + 2);
+    assert_false (s_has_key (store, "initech", "order-7", NULL));
+    assert_true (s_has_key (store, "t7", "0123456789abcdef-107", &id));
+    assert_int_equal (id, 107);
+    assert_false (s_has_key (store, "t8", "0123456789abcdef-107", NULL));
+    zl_store_close (&store);
+    // two runs: the producer's, and "order-"'s; the producer's in order
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 16), 0);
+    assert_int_equal (mdb_env_open (env, fx->dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "dedup", 0, &dbi), 0);
+    assert_int_equal (mdb_cursor_open (txn, dbi, &c), 0);
+    size_t runs = 0, longest = 0;
+    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT_NODUP)) {
+        size_t count;
+        assert_int_equal (mdb_cursor_count (c, &count), 0);
+        runs++;
+        if (count > longest)
+            longest = count;
+        if (count < N)
+            continue;
+        uint64_t last = 0;
+        for (int r = 0; r == 0; r = mdb_cursor_get (c, &k, &v, MDB_NEXT_DUP)) {
+            uint64_t n = 0;
+            for (int i = 0; i < 8; i++)
+                n = n << 8 | ((const uint8_t *)v.mv_data)[i];
+            assert_true (n == last + 1);
+            last = n;
+        }
+        assert_int_equal (last, N);
+    }
+    assert_int_equal (runs, 2);
+    assert_int_equal (longest, N);
+    mdb_cursor_close (c);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+}
+
+// A client library's own keys go after the resend window, users' keys after
+// theirs; each class in its own log, so a long window does not hold back
+// the short one.
+static void
+test_idempotency_windows_by_class (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_key_of (store, 1, "acme", "user-1", 1000, false);
+    for (uint64_t i = 2; i <= 11; i++) {
+        char key[32];
+        snprintf (key, sizeof key, "lib-%llu", (unsigned long long)i);
+        s_put_key_of (store, i, "acme", key, 1000 + (int64_t)i, true);
+    }
+    s_put_key_of (store, 12, "acme", "user-12", 2000, false);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_idem_rec_t rec;
+    assert_int_equal (zl_store_get_idem (store, "acme", "lib-5", &rec), ZL_STORE_OK);
+    assert_true (rec.generated);
+    assert_int_equal (rec.job_id, 5);
+    assert_int_equal (zl_store_get_idem (store, "acme", "user-1", &rec), ZL_STORE_OK);
+    assert_false (rec.generated);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_resend_log, 10);
+    assert_int_equal (ss.idem_user_log, 2);
+
+    zl_idem_policy_t policy = {.resend_window_ms = 600, .user_window_ms = 86400000};
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    // at 1607 the library's keys seen up to 1007 are done: 2..7
+    assert_int_equal (zl_store_prune_idem (store, 1607, &policy, 100), 6);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    for (uint64_t i = 2; i <= 11; i++) {
+        char key[32];
+        snprintf (key, sizeof key, "lib-%llu", (unsigned long long)i);
+        if (s_has_key (store, "acme", key, NULL) != (i > 7))
+            fail_msg ("%s %s at 1607", key, i > 7 ? "gone" : "kept");
+    }
+    assert_true (s_has_key (store, "acme", "user-1", NULL)); // older, but a user's key
+    // a day later the users' keys go too
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_prune_idem (store, 1000 + 86400000, &policy, 100), 5);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (s_has_key (store, "acme", "user-1", NULL));
+    assert_true (s_has_key (store, "acme", "user-12", NULL));
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 1);
+    assert_int_equal (ss.dedup_expired, 11);
+    assert_int_equal (ss.dedup_evicted, 0);
+    // a key used again in the other class: the new job's, in the new log
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_key_of (store, 13, "acme", "user-12", 3000, true);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_idem (store, "acme", "user-12", &rec), ZL_STORE_OK);
+    assert_int_equal (rec.job_id, 13);
+    assert_true (rec.generated);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    // job 12's entry in the users' log is stale: it goes without the key
+    assert_int_equal (zl_store_prune_idem (store, 3599, &policy, 100), 1);
+    assert_true (s_has_key (store, "acme", "user-12", NULL));
+    assert_int_equal (zl_store_prune_idem (store, 3600, &policy, 100), 1);
+    assert_false (s_has_key (store, "acme", "user-12", NULL));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 0);
+    assert_int_equal (ss.idem_resend_log + ss.idem_user_log, 0);
+    zl_store_close (&store);
+}
+
+// Past max_keys the keys whose window is most used up go first (each class
+// keeps the same share of its window), counted in dedup_evicted; the work
+// per call stays bounded; below the bound nothing goes early.
+static void
+test_idempotency_bound_evicts_most_used_up (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx->dir);
+    // resend window 100 s, users' 10,000 s; at t = 10,000 s
+    zl_idem_policy_t policy = {.resend_window_ms = 100000, .user_window_ms = 10000000};
+    int64_t now = 10000000;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    uint64_t id = 1;
+    char key[32];
+    // users' keys seen 9,000 s .. 500 s ago: 90% .. 5% of their window
+    for (int64_t age = 9000; age >= 500; age -= 500, id++) {
+        snprintf (key, sizeof key, "u-%lld", (long long)age);
+        s_put_key_of (store, id, "acme", key, now - age * 1000, false);
+    }
+    // the library's keys seen 95 s .. 5 s ago: 95% .. 5% of theirs
+    for (int64_t age = 95; age >= 5; age -= 5, id++) {
+        snprintf (key, sizeof key, "g-%lld", (long long)age);
+        s_put_key_of (store, id, "acme", key, now - age * 1000, true);
+    }
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    uint64_t total = ss.idem_keys;
+    assert_int_equal (total, 18 + 19);
+
+    // no bound, or one above the count: nothing goes (nothing has expired)
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_prune_nothing (store);
+    assert_int_equal (zl_store_prune_idem (store, now, &policy, 100), 0);
+    policy.max_keys = total;
+    assert_int_equal (zl_store_prune_idem (store, now, &policy, 100), 0);
+    // a bound of 17: 20 go, at most 8 per call
+    policy.max_keys = 17;
+    size_t n, calls = 0, gone = 0;
+    while ((n = zl_store_prune_idem (store, now, &policy, 8)) > 0) {
+        assert_true (n <= 8);
+        gone += n;
+        calls++;
+    }
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_int_equal (gone, 20);
+    assert_int_equal (calls, 3);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 17);
+    assert_int_equal (ss.dedup_evicted, 20);
+    assert_int_equal (ss.dedup_expired, 0);
+    // what is left: the keys under some share of their window, from both
+    // classes alike -- users' keys under 45% (4,500 s), the library's under
+    // 50% (50 s) or so: never one class emptied for the other
+    int users = 0, library = 0;
+    double max_share = 0, min_gone = 1;
+    for (int64_t age = 9000; age >= 500; age -= 500) {
+        snprintf (key, sizeof key, "u-%lld", (long long)age);
+        double share = (double)age / 10000;
+        if (s_has_key (store, "acme", key, NULL)) {
+            users++;
+            max_share = share > max_share ? share : max_share;
+        } else
+            min_gone = share < min_gone ? share : min_gone;
+    }
+    for (int64_t age = 95; age >= 5; age -= 5) {
+        snprintf (key, sizeof key, "g-%lld", (long long)age);
+        double share = (double)age / 100;
+        if (s_has_key (store, "acme", key, NULL)) {
+            library++;
+            max_share = share > max_share ? share : max_share;
+        } else
+            min_gone = share < min_gone ? share : min_gone;
+    }
+    print_message ("bound 17: %d users' and %d library keys kept, each under %.0f%% of its "
+                   "window; the evicted had used %.0f%% or more\n",
+                   users, library, 100 * max_share, 100 * min_gone);
+    assert_int_equal (users + library, 17);
+    assert_true (users >= 7 && library >= 8);
+    assert_true (max_share <= min_gone); // no kept key older (by share) than an evicted one
+    zl_store_close (&store);
+}
+
+// ---------------------------------------------------------------- room
+// Walk LMDB's free list (what the store no longer does) and count its pages.
+static uint64_t
+s_free_list_pages (const char *dir, uint64_t *last_page)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 16), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    MDB_envinfo info;
+    mdb_env_info (env, &info);
+    *last_page = info.me_last_pgno;
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_cursor_open (txn, 0, &c), 0);
+    uint64_t n = 0;
+    while (mdb_cursor_get (c, &k, &v, MDB_NEXT) == 0)
+        n += *(const size_t *)v.mv_data;
+    mdb_cursor_close (c);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+    return n;
+}
+
+// The store counts its free pages from the trees' page totals; after random
+// puts and deletes of all sizes that count is the free list's, page for page.
+static void
+test_room_counts_the_free_list (void **state)
+{
+    fx_t *fx = *state;
+    static uint8_t payload[70000];
+    memset (payload, 'r', sizeof payload);
+    zl_rng_t rng;
+    zl_rng_seed (&rng, 7);
+    for (int round = 0; round < 6; round++) {
+        zl_store_t *store = s_open (fx->dir);
+        for (int turn = 0; turn < 40; turn++) {
+            assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+            for (int op = 0; op < 50; op++) {
+                uint64_t id = zl_rng_range (&rng, 3000) + 1;
+                if (zl_rng_range (&rng, 2) == 0) {
+                    assert_int_equal (zl_store_del_job (store, id), ZL_STORE_OK);
+                    continue;
+                }
+                size_t len = zl_rng_range (&rng, 9) == 0 ? zl_rng_range (&rng, sizeof payload)
+                                                         : zl_rng_range (&rng, 300);
+                char key[32];
+                snprintf (key, sizeof key, "k-%llu", (unsigned long long)id);
+                zl_job_rec_t rec = {.tenant = "acme",
+                                    .lane = "work",
+                                    .payload = {payload, len},
+                                    .idempotency_key = key};
+                zl_idem_rec_t idem = {id, 1000 * (int64_t)round, id % 2 == 0};
+                assert_int_equal (zl_store_put_job (store, id, &rec), ZL_STORE_OK);
+                assert_int_equal (zl_store_put_idem (store, "acme", key, &idem), ZL_STORE_OK);
+            }
+            zl_idem_policy_t p = {500, 1500, 0};
+            zl_store_prune_idem (store, 1000 * (int64_t)round, &p, 20);
+            assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        }
+        zl_store_stats_t ss;
+        zl_store_stats (store, &ss);
+        zl_store_close (&store);
+        uint64_t last, free_pages = s_free_list_pages (fx->dir, &last);
+        assert_int_equal (ss.used_bytes, (last + 1 - free_pages) * 4096);
+        assert_true (ss.free_bytes >= free_pages * 4096);
+        if (round == 5)
+            print_message (
+                "%llu pages, %llu of them on the free list; the store counts %llu used\n",
+                (unsigned long long)last + 1, (unsigned long long)free_pages,
+                (unsigned long long)ss.used_bytes / 4096);
+    }
+}
+
+// Ask for room a turn at a time, as Submits that keep coming would, until
+// there is (returns true) or `ms` have passed: the store measures the room
+// at most once per commit, while short at most every 100 ms.
+static bool
+s_room_within (zl_store_t *store, size_t bytes, int ms, int64_t *took)
+{
+    int64_t t0 = zl_clock_mono_ms ();
+    bool room = false;
+    while (!room && zl_clock_mono_ms () - t0 <= ms) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        room = zl_store_has_room (store, bytes);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    if (took)
+        *took = zl_clock_mono_ms () - t0;
+    return room;
+}
+
+// Put jobs from `id` on in one nested batch until the map is full; count
+// them and undo the batch.
+static uint64_t
+s_fill_until_full (zl_store_t *store, const zl_job_rec_t *job, uint64_t id)
+{
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    uint64_t n = 0;
+    zl_store_rc_t rc;
+    while ((rc = zl_store_put_job (store, id + n, job)) == ZL_STORE_OK)
+        n++;
+    assert_int_equal (rc, ZL_STORE_FULL);
+    zl_store_sub_abort (store);
+    return n;
+}
+
+// LMDB reuses the pages a commit freed only once a later commit has written
+// something. When the commit that drained the queue is the last to write
+// (the broker idle, every Submit refused), its pages are not room yet -- a
+// put there would find the map full -- and the store makes the next commit
+// write, after which they are.
+static void
+test_room_freed_by_the_last_commit (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[60000];
+    memset (payload, 'q', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0;
+    for (;;) { // fill, one job per turn, while there is room
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        bool room = zl_store_has_room (store, sizeof payload + 256);
+        if (room)
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        if (!room)
+            break;
+    }
+    assert_true (id >= 10);
+    // one commit deletes them all; then the broker idles: nothing writes
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = 1; i <= id; i++)
+        assert_int_equal (zl_store_del_job (store, i), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    // not room yet, truly: LMDB itself places only what the map's unused
+    // rest holds, not half of what was deleted
+    size_t half = (size_t)id / 2 * (sizeof payload + 256);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (zl_store_has_room (store, half));
+    uint64_t before = s_fill_until_full (store, &job, id + 1);
+    assert_true (before < id / 2);
+    // the refusal made this commit write: now it is room (seen at the next
+    // measure)
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_true (s_room_within (store, half, 1000, NULL));
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    uint64_t after = s_fill_until_full (store, &job, id + 1);
+    print_message ("%llu jobs deleted in one commit: %llu fit before the next writing commit, "
+                   "%llu after\n",
+                   (unsigned long long)id, (unsigned long long)before, (unsigned long long)after);
+    assert_true (after >= before + id / 2);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+}
+
+// While room is short the free list is not walked for every Submit, nor for
+// every commit: at most every 100 ms, with nothing freed or with acks
+// trickling; a drain is seen within that.
+static void
+test_room_walks_are_bounded (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[3000];
+    memset (payload, 'w', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0;
+    int64_t refused_since = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - refused_since < 300) { // fill: refused for 300 ms
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        if (zl_store_has_room (store, sizeof payload + 256)) {
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+            refused_since = zl_clock_mono_ms ();
+        }
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    uint64_t w0 = ss.room_walks;
+    // 1. short, nothing freed: Submits in a tight loop, a commit per turn
+    uint64_t asks = 0, let_in = 0;
+    int64_t t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 400) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int i = 0; i < 100; i++, asks++)
+            let_in += zl_store_has_room (store, sizeof payload + 256);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_stats (store, &ss);
+    uint64_t w1 = ss.room_walks - 1; // the stats walk
+    print_message ("short, nothing freed: %llu Submits in 400 ms, %llu let in, %llu walks\n",
+                   (unsigned long long)asks, (unsigned long long)let_in,
+                   (unsigned long long)(w1 - w0));
+    assert_int_equal (let_in, 0);
+    assert_true (w1 - w0 <= 400 / 100 + 1);
+    // 2. short, each turn an ack frees a job and a job comes in (it stays
+    // short), Submits asking for more keep coming
+    uint64_t next = 1, turns = 0;
+    t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 400) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int i = 0; i < 10; i++)
+            (void)zl_store_has_room (store, 20 * (sizeof payload + 256));
+        assert_int_equal (zl_store_del_job (store, next++), ZL_STORE_OK);
+        assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        turns++;
+    }
+    int64_t took = zl_clock_mono_ms () - t0;
+    zl_store_stats (store, &ss);
+    uint64_t w2 = ss.room_walks - 1;
+    print_message (
+        "short, acks trickling: %llu turns in %lld ms, %llu walks, the longest %llu us\n",
+        (unsigned long long)turns, (long long)took, (unsigned long long)(w2 - w1 - 1),
+        (unsigned long long)ss.room_walk_max_us);
+    assert_true (w2 - w1 - 1 <= (uint64_t)took / 100 + 2);
+    // 3. a drain: Submits see the room within about 100 ms
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t i = next; i <= id; i++)
+        assert_int_equal (zl_store_del_job (store, i), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    int64_t waited;
+    assert_true (s_room_within (store, 50 * (sizeof payload + 256), 1000, &waited));
+    print_message ("drained: room seen after %lld ms\n", (long long)waited);
+    assert_true (waited <= 300);
+    zl_store_close (&store);
+}
+
+// The log says when new jobs start being refused and why, and when they
+// are taken again (once room has held a second); a store at its margin,
+// refusing and accepting turn by turn, does not flood it: one refusal and
+// one return of room for a second of it.
+static void
+test_room_changes_are_logged_and_bounded (void **state)
+{
+    fx_t *fx = *state;
+    char path[1200];
+    s_path (path, sizeof path, fx->dir, "log");
+    fflush (stderr);
+    int saved = dup (2);
+    int fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    assert_true (saved >= 0 && fd >= 0);
+    dup2 (fd, 2);
+    close (fd);
+    zl_log_set_level (ZL_LOG_INFO);
+    char dir[1100];
+    snprintf (dir, sizeof dir, "%s/s", fx->dir);
+    zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[3000];
+    memset (payload, 'l', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0, first = 1, refused = 0, let_in = 0;
+    int64_t t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 1000) { // fill, then ack one a turn: at the margin
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        if (zl_store_has_room (store, sizeof payload + 256)) {
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+            let_in++;
+        } else {
+            refused++;
+            if (first < id)
+                assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+        }
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    // drained: room again
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    while (first <= id)
+        assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_true (s_room_within (store, 10 * (sizeof payload + 256), 1000, NULL));
+    // room is back in the log once it has held a second
+    t0 = zl_clock_mono_ms ();
+    while (zl_clock_mono_ms () - t0 < 1100) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_true (zl_store_has_room (store, sizeof payload + 256));
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+    zl_store_close (&store);
+    fflush (stderr);
+    dup2 (saved, 2);
+    close (saved);
+    zl_log_set_level (ZL_LOG_ERROR);
+    char *text = NULL;
+    size_t n_refusing = 0, n_again = 0;
+    FILE *f = fopen (path, "r");
+    assert_non_null (f);
+    char line[2048];
+    while (fgets (line, sizeof line, f)) {
+        if (strstr (line, "refusing new jobs (STORE_FULL)")) {
+            n_refusing++;
+            if (!text)
+                text = strdup (line);
+        }
+        n_again += strstr (line, "accepting new jobs again") != NULL;
+    }
+    fclose (f);
+    print_message ("%llu Submits let in, %llu refused; the log: %zu refusal line(s), %zu "
+                   "'again': %s",
+                   (unsigned long long)let_in, (unsigned long long)refused, n_refusing, n_again,
+                   text ? text : "(none)\n");
+    assert_true (refused > 10 && let_in > 10);
+    assert_int_equal (n_refusing, 1);
+    assert_int_equal (n_again, 1);
+    assert_non_null (strstr (text, "the store is full: map_size (2.0 MiB) is reached"));
+    assert_non_null (strstr (text, "kept for acks and deletes"));
+    free (text);
+}
+
+// data.mdb is allocated ahead of its use (a full disk then stops a write,
+// never a commit): at least 32 MiB of headroom, a quarter of the used size
+// past 128 MiB, and never more than map_size.
+static void
+test_file_is_preallocated_ahead (void **state)
+{
+    fx_t *fx = *state;
+    char dir[1100];
+    snprintf (dir, sizeof dir, "%s/big", fx->dir);
+    zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, 4ull << 30);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_true (ss.file_bytes >= (32u << 20));
+    assert_true (ss.file_bytes <= (34u << 20));
+    assert_true (ss.free_bytes >= (32u << 20) - (64u << 10));
+    static uint8_t payload[60000];
+    memset (payload, 'f', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    uint64_t id = 0;
+    // ~100 MB in Submits of ~1 MB: never refused, the file always ahead
+    for (int turn = 0; turn < 100; turn++) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        assert_true (zl_store_has_room (store, 17 * sizeof payload));
+        assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+        for (int j = 0; j < 17; j++)
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_store_stats (store, &ss);
+        assert_true (ss.file_bytes >= ss.used_bytes + (16u << 20));
+    }
+    assert_true (ss.used_bytes >= 100u * 17 * sizeof payload);
+    assert_true (ss.file_bytes <= ss.used_bytes + (40u << 20));
+    zl_store_close (&store);
+    // a small map is allocated whole, no more
+    snprintf (dir, sizeof dir, "%s/small", fx->dir);
+    store = s_open_mode (dir, ZL_DURABILITY_NONE, 3u << 20);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.file_bytes, 3u << 20);
+    zl_store_close (&store);
+}
+
+// A Submit bigger than the preallocated headroom is refused once, and the
+// commit after it grows the file so that the same Submit fits.
+static void
+test_big_submit_grows_the_file (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 1ull << 30);
+    size_t big = 80u << 20;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (zl_store_has_room (store, big));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_has_room (store, big));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_true (ss.file_bytes >= big);
+    zl_store_close (&store);
+}
+
+// ---------------------------------------------------------------- a full disk
+// Mount a 16 MiB tmpfs at <dir>/mnt (root only: the test is skipped without
+// the privilege); the teardown unmounts it.
+static const char *
+s_small_disk (fx_t *fx)
+{
+    snprintf (fx->mounted, sizeof fx->mounted, "%s/mnt", fx->dir);
+    assert_int_equal (mkdir (fx->mounted, 0750), 0);
+    if (mount ("tmpfs", fx->mounted, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0750") != 0) {
+        print_message ("cannot mount a tmpfs (%s): skipped\n", strerror (errno));
+        fx->mounted[0] = '\0';
+        return NULL;
+    }
+    return fx->mounted;
+}
+
+typedef struct {
+    uint64_t next_id, first_live, accepted, refused, put_full;
+} fill_t;
+
+// Submits as the broker makes them (room asked, a nested batch each, one
+// commit per turn) until they have been refused for 300 ms (the store
+// measures its room at most every 100 ms while short). Every commit must
+// work.
+static void
+s_fill (zl_store_t *store, fill_t *f, zl_rng_t *rng)
+{
+    static uint8_t payload[70000];
+    memset (payload, 'd', sizeof payload);
+    int refused_in_a_row = 0;
+    int64_t refused_since = 0;
+    while (refused_in_a_row < 50 || zl_clock_mono_ms () - refused_since < 300) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int s = 0; s < 8; s++) {
+            if (refused_in_a_row == 0)
+                refused_since = zl_clock_mono_ms ();
+            size_t len = zl_rng_range (rng, 4) == 0 ? 65536 : 3000 + zl_rng_range (rng, 2000);
+            int n = 1 + (int)zl_rng_range (rng, 4);
+            if (!zl_store_has_room (store, (size_t)n * (len + 256))) {
+                f->refused++;
+                refused_in_a_row++;
+                continue;
+            }
+            assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+            zl_store_rc_t rc = ZL_STORE_OK;
+            uint64_t id0 = f->next_id;
+            for (int j = 0; j < n && rc == ZL_STORE_OK; j++) {
+                char key[32];
+                snprintf (key, sizeof key, "lib-%llu", (unsigned long long)f->next_id);
+                zl_job_rec_t job = {.tenant = "acme",
+                                    .lane = "work",
+                                    .payload = {payload, len},
+                                    .idempotency_key = key};
+                zl_idem_rec_t idem = {f->next_id, 1, true};
+                rc = zl_store_put_job (store, f->next_id, &job);
+                if (rc == ZL_STORE_OK)
+                    rc = zl_store_put_idem (store, "acme", key, &idem);
+                f->next_id++;
+            }
+            if (rc != ZL_STORE_OK) {
+                assert_int_equal (rc, ZL_STORE_FULL);
+                zl_store_sub_abort (store); // refused with nothing changed
+                f->put_full++;
+                refused_in_a_row++;
+                continue;
+            }
+            assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
+            f->accepted += f->next_id - id0;
+            refused_in_a_row = 0;
+        }
+        zl_store_rc_t rc = zl_store_commit (store);
+        if (rc != ZL_STORE_OK)
+            fail_msg ("a commit failed (%d) with %llu jobs in: the margin did not hold", rc,
+                      (unsigned long long)f->accepted);
+    }
+}
+
+// Acks as the broker makes them: jobs deleted, their keys pruned, in turns.
+static void
+s_drain (zl_store_t *store, fill_t *f)
+{
+    zl_idem_policy_t p = {1, 1, 0};
+    while (f->first_live < f->next_id) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        for (int j = 0; j < 200 && f->first_live < f->next_id; j++)
+            assert_int_equal (zl_store_del_job (store, f->first_live++), ZL_STORE_OK);
+        zl_store_prune_idem (store, 1000, &p, 1000);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    }
+}
+
+// The data directory on a 16 MiB filesystem, the map 4 GiB: filled until
+// new jobs are refused, no commit fails; drained, there is room again (the
+// freed pages inside the file count although the disk stays full); after a
+// clean restart too; and it fills and drains again.
+static void
+test_full_disk_refuses_then_room_comes_back (void **state)
+{
+    fx_t *fx = *state;
+    const char *mnt = s_small_disk (fx);
+    if (!mnt)
+        skip ();
+    char dir[1200];
+    snprintf (dir, sizeof dir, "%s/data", mnt);
+    zl_rng_t rng;
+    zl_rng_seed (&rng, 3);
+    fill_t f = {.next_id = 1, .first_live = 1};
+    zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_FSYNC, 4ull << 30);
+    for (int round = 0; round < 3; round++) {
+        uint64_t before = f.accepted;
+        s_fill (store, &f, &rng);
+        struct statvfs vfs;
+        assert_int_equal (statvfs (mnt, &vfs), 0);
+        zl_store_stats_t ss;
+        zl_store_stats (store, &ss);
+        print_message ("round %d: %llu jobs in (%.1f MiB used, file %.1f MiB, disk %.1f MiB "
+                       "free), %llu Submits refused, %llu by a full write\n",
+                       round, (unsigned long long)(f.accepted - before), ss.used_bytes / 1048576.0,
+                       ss.file_bytes / 1048576.0, (double)vfs.f_bavail * vfs.f_frsize / 1048576.0,
+                       (unsigned long long)f.refused, (unsigned long long)f.put_full);
+        assert_true (f.accepted - before >= 400); // ~8 MiB of 4-64 KiB jobs
+        assert_true (ss.file_bytes > (12u << 20));
+        // full (the last pages of the disk may still join the file: not a page
+        // more than the margin, so no Submit of 1 MiB), refused for 300 ms
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        if (zl_store_has_room (store, 1u << 20))
+            fail_msg ("1 MiB fits after 50 refusals: %.2f MiB free", ss.free_bytes / 1048576.0);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        s_drain (store, &f);
+        // the disk is still full, the store has room
+        assert_int_equal (statvfs (mnt, &vfs), 0);
+        assert_true ((uint64_t)vfs.f_bavail * vfs.f_frsize < (4u << 20));
+        assert_true (s_room_within (store, 65536 * 4, 1000, NULL));
+        if (round == 1) { // a clean restart: still room
+            zl_store_close (&store);
+            store = s_open_mode (dir, ZL_DURABILITY_FSYNC, 4ull << 30);
+            assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+            assert_true (zl_store_has_room (store, 65536 * 4));
+            assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        }
+    }
+    zl_store_close (&store);
+    assert_int_equal (umount2 (fx->mounted, 0), 0);
+    fx->mounted[0] = '\0';
 }
 
 // ---------------------------------------------------------------- foreign data
@@ -1387,6 +2257,7 @@ test_map_full_is_reported_not_fatal (void **state)
         }
         // room again: the freed pages count, also inside a batch (where the
         // broker asks, at every Submit)
+        assert_true (s_room_within (store, sizeof payload, 1000, NULL));
         assert_true (zl_store_has_room (store, sizeof payload));
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         assert_true (zl_store_has_room (store, sizeof payload));
@@ -1473,64 +2344,65 @@ test_ids_append_and_smaller_ids (void **state)
     zl_store_close (&store);
 }
 
-// Rewrite an idem key or log value "a\0b" as "b\0a" (the NUL splits it).
-static void
-s_swap_halves (const MDB_val *in, char *out)
-{
-    const char *p = in->mv_data;
-    size_t al = strnlen (p, in->mv_size), bl = in->mv_size - al - 1;
-    memcpy (out, p + al + 1, bl);
-    out[bl] = '\0';
-    memcpy (out + bl + 1, p, al);
-}
+// An older broker's store, built with LMDB directly: format 1 (idem keys
+// tenant NUL key) or 2 (key NUL tenant), each key also in the idem log under
+// its job id, with its job record.
+typedef struct {
+    uint64_t id;
+    const char *tenant, *key;
+    int64_t seen;
+} old_key_t;
 
-// Turn the store in `dir` into a format 1 store, as an older broker left it:
-// idem keys (and the idem log's values) were tenant, NUL, key.
 static void
-s_make_format_1 (const char *dir)
+s_make_old_store (const char *dir, int version, const old_key_t *keys, size_t n, uint64_t map_size)
 {
     MDB_env *env;
     MDB_txn *txn;
-    MDB_dbi meta, idem, log;
-    MDB_cursor *c;
-    MDB_val k, v;
+    MDB_dbi meta, jobs, idem, log, state;
+    mkdir (dir, 0750);
     assert_int_equal (mdb_env_create (&env), 0);
     assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
-    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_env_set_mapsize (env, map_size), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_NOSYNC, 0640), 0);
     assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
-    assert_int_equal (mdb_dbi_open (txn, "meta", 0, &meta), 0);
-    assert_int_equal (mdb_dbi_open (txn, "idem", 0, &idem), 0);
-    assert_int_equal (mdb_dbi_open (txn, "idem_log", MDB_INTEGERKEY, &log), 0);
-    char buf[512];
-    assert_int_equal (mdb_cursor_open (txn, log, &c), 0);
-    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
-        assert_true (v.mv_size <= sizeof buf);
-        s_swap_halves (&v, buf);
-        MDB_val nv = {v.mv_size, buf};
-        assert_int_equal (mdb_cursor_put (c, &k, &nv, MDB_CURRENT), 0);
+    assert_int_equal (mdb_dbi_open (txn, "meta", MDB_CREATE, &meta), 0);
+    assert_int_equal (mdb_dbi_open (txn, "jobs", MDB_CREATE | MDB_INTEGERKEY, &jobs), 0);
+    assert_int_equal (mdb_dbi_open (txn, "state", MDB_CREATE | MDB_INTEGERKEY, &state), 0);
+    assert_int_equal (mdb_dbi_open (txn, "idem", MDB_CREATE, &idem), 0);
+    assert_int_equal (mdb_dbi_open (txn, "idem_log", MDB_CREATE | MDB_INTEGERKEY, &log), 0);
+    zl_arena_t *scratch = zl_arena_new (4096);
+    uint64_t next = 1;
+    for (size_t i = 0; i < n; i++) {
+        const old_key_t *o = &keys[i];
+        zl_job_rec_t rec = {.tenant = o->tenant, .lane = "work", .idempotency_key = o->key};
+        void *h;
+        size_t size = zl_record_job_prepare (scratch, &rec, &h);
+        uint8_t buf[1024];
+        assert_true (size <= sizeof buf);
+        zl_record_write (h, buf);
+        zl_arena_reset (scratch);
+        uint64_t id = o->id;
+        MDB_val jk = {sizeof id, &id}, jv = {size, buf};
+        assert_int_equal (mdb_put (txn, jobs, &jk, &jv, 0), 0);
+        char ik[600];
+        size_t tl = strlen (o->tenant), kl = strlen (o->key);
+        const char *a = version == 1 ? o->tenant : o->key, *b = version == 1 ? o->key : o->tenant;
+        size_t al = version == 1 ? tl : kl, bl = version == 1 ? kl : tl;
+        memcpy (ik, a, al);
+        ik[al] = '\0';
+        memcpy (ik + al + 1, b, bl);
+        uint8_t iv[32];
+        zl_idem_rec_t idem_rec = {id, o->seen, false};
+        MDB_val k = {tl + kl + 1, ik}, v = {zl_record_idem_encode (&idem_rec, iv), iv};
+        assert_int_equal (mdb_put (txn, idem, &k, &v, 0), 0);
+        assert_int_equal (mdb_put (txn, log, &jk, &k, 0), 0);
+        if (id >= next)
+            next = id + 1;
     }
-    mdb_cursor_close (c);
-    enum { MAX = 16 };
-    char keys[MAX][512], vals[MAX][64];
-    MDB_val nk[MAX], nv[MAX];
-    size_t n = 0;
-    assert_int_equal (mdb_cursor_open (txn, idem, &c), 0);
-    for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get (c, &k, &v, MDB_NEXT)) {
-        assert_true (n < MAX && k.mv_size <= sizeof keys[0] && v.mv_size <= sizeof vals[0]);
-        s_swap_halves (&k, keys[n]);
-        memcpy (vals[n], v.mv_data, v.mv_size);
-        nk[n] = (MDB_val){k.mv_size, keys[n]};
-        nv[n] = (MDB_val){v.mv_size, vals[n]};
-        n++;
-    }
-    mdb_cursor_close (c);
-    assert_true (n > 0);
-    assert_int_equal (mdb_drop (txn, idem, 0), 0);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal (mdb_put (txn, idem, &nk[i], &nv[i], 0), 0);
-    MDB_val fk = {6, "format"}, fv = {13, "zlane-store-1"};
+    zl_arena_destroy (&scratch);
+    MDB_val nk = {7, "next_id"}, nv = {sizeof next, &next};
+    assert_int_equal (mdb_put (txn, meta, &nk, &nv, 0), 0);
+    MDB_val fk = {6, "format"}, fv = {13, version == 1 ? "zlane-store-1" : "zlane-store-2"};
     assert_int_equal (mdb_put (txn, meta, &fk, &fv, 0), 0);
     assert_int_equal (mdb_txn_commit (txn), 0);
     mdb_env_close (env);
@@ -1555,54 +2427,135 @@ s_format_of (const char *dir, char *out, size_t size)
     mdb_env_close (env);
 }
 
-// A store an older broker left (format 1: idem keys tenant first) is
-// upgraded in place when it opens: its idempotency keys still answer, for the
-// right tenant, and still expire.
+// Whether the store in `dir` has a database named `name`.
+static bool
+s_has_db (const char *dir, const char *name)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 16), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    bool has = mdb_dbi_open (txn, name, 0, &dbi) == 0;
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+    return has;
+}
+
+// A store an older broker left (format 1: idem keys tenant first; format 2:
+// key first) is upgraded in place when it opens, in one transaction: its
+// idempotency keys still answer, for the right tenant, and still expire (as
+// users' keys); a log entry whose key a later job took is dropped; the old
+// databases are gone; the jobs are untouched.
 static void
-test_upgrade_from_format_1 (void **state)
+test_upgrade_from_formats_1_and_2 (void **state)
 {
     fx_t *fx = *state;
-    zl_store_t *store = s_open (fx->dir);
-    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    s_put_keyed (store, 1, "acme", "k1", 1000);
-    s_put_keyed (store, 2, "acme", "k2", 2000);
-    s_put_keyed (store, 3, "globex", "k1", 3000);
-    s_put_keyed (store, 4, "a", "b", 4000);
-    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    zl_store_close (&store);
-    s_make_format_1 (fx->dir);
-    char format[64];
-    s_format_of (fx->dir, format, sizeof format);
-    assert_string_equal (format, "zlane-store-1");
+    old_key_t keys[] = {{1, "acme", "k1", 1000},    {2, "acme", "k2", 2000},
+                        {3, "globex", "k1", 3000},  {4, "a", "b", 4000},
+                        {5, "acme", "again", 4100}, {6, "acme", "again", 4200}};
+    for (int version = 1; version <= 2; version++) {
+        char dir[1100], format[64];
+        snprintf (dir, sizeof dir, "%s/v%d", fx->dir, version);
+        s_make_old_store (dir, version, keys, sizeof keys / sizeof keys[0], MAP_SIZE);
+        s_format_of (dir, format, sizeof format);
+        assert_string_equal (format, version == 1 ? "zlane-store-1" : "zlane-store-2");
 
-    store = s_open (fx->dir);
+        zl_store_t *store = s_open (dir);
+        zl_store_close (&store);
+        s_format_of (dir, format, sizeof format);
+        assert_string_equal (format, ZL_STORE_FORMAT);
+        assert_false (s_has_db (dir, "idem"));
+        assert_false (s_has_db (dir, "idem_log"));
+        store = s_open (dir);
+        uint64_t id = 0;
+        assert_true (s_has_key (store, "acme", "k1", &id));
+        assert_int_equal (id, 1);
+        assert_true (s_has_key (store, "globex", "k1", &id));
+        assert_int_equal (id, 3);
+        assert_true (s_has_key (store, "a", "b", &id));
+        assert_int_equal (id, 4);
+        assert_true (s_has_key (store, "acme", "again", &id));
+        assert_int_equal (id, 6);
+        assert_false (s_has_key (store, "b", "a", NULL));
+        assert_false (s_has_key (store, "globex", "k2", NULL));
+        zl_idem_rec_t rec;
+        assert_int_equal (zl_store_get_idem (store, "acme", "k2", &rec), ZL_STORE_OK);
+        assert_int_equal (rec.seen_at_ms, 2000);
+        assert_false (rec.generated); // an old key keeps the users' (longer) window
+        zl_store_stats_t ss;
+        zl_store_stats (store, &ss);
+        assert_int_equal (ss.idem_keys, 5);
+        assert_int_equal (ss.idem_user_log, 5); // job 5's entry was stale: dropped
+        assert_int_equal (ss.idem_resend_log, 0);
+        // the log was upgraded too: pruning finds and removes the keys
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        s_prune_nothing (store);
+        assert_int_equal (s_prune (store, 3500, 100), 3);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        assert_false (s_has_key (store, "acme", "k1", NULL));
+        assert_false (s_has_key (store, "acme", "k2", NULL));
+        assert_false (s_has_key (store, "globex", "k1", NULL));
+        assert_true (s_has_key (store, "a", "b", &id));
+        // and the jobs themselves are untouched
+        zl_job_rec_t got;
+        assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_OK);
+        assert_string_equal (got.tenant, "globex");
+        assert_string_equal (got.idempotency_key, "k1");
+        ids_t ids = s_recover_ids (store);
+        assert_int_equal (ids.n, 6);
+        zl_store_close (&store);
+    }
+}
+
+// An upgrade that cannot finish (no room in the map for the new index)
+// leaves the old store as it was, and says what to do; with more room it
+// goes through. Many keys: one transaction still holds them all.
+static void
+test_upgrade_is_all_or_nothing (void **state)
+{
+    fx_t *fx = *state;
+    enum { N = 60000 };
+    old_key_t *keys = calloc (N, sizeof *keys);
+    char (*names)[24] = calloc (N, sizeof *names);
+    for (size_t i = 0; i < N; i++) {
+        snprintf (names[i], sizeof names[i], "key-%zu", i);
+        keys[i] = (old_key_t){i + 1, "acme", names[i], (int64_t)i};
+    }
+    char dir[1100], format[64];
+    snprintf (dir, sizeof dir, "%s/big", fx->dir);
+    s_make_old_store (dir, 2, keys, N, 64ull << 20);
+    struct stat sb;
+    char path[1200];
+    s_path (path, sizeof path, dir, "data.mdb");
+    assert_int_equal (stat (path, &sb), 0);
+    // a map the old store fills all but a little: the new index cannot fit
+    char err[512] = "";
+    uint64_t tight = ((uint64_t)sb.st_size + (256u << 10)) / 4096 * 4096;
+    zl_store_t *store = zl_store_open (dir, ZL_DURABILITY_NONE, tight, err, sizeof err);
+    if (store)
+        fail_msg ("an upgrade of %d keys fitted in %llu bytes", N, (unsigned long long)tight);
+    assert_non_null (strstr (err, "cannot upgrade"));
+    assert_non_null (strstr (err, "--map-size"));
+    s_format_of (dir, format, sizeof format);
+    assert_string_equal (format, "zlane-store-2");
+    assert_true (s_has_db (dir, "idem"));
+    assert_false (s_has_db (dir, "dedup"));
+    // with room it goes through, in one go
+    store = s_open_mode (dir, ZL_DURABILITY_NONE, 256ull << 20);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, N);
+    uint64_t id;
+    assert_true (s_has_key (store, "acme", "key-12345", &id));
+    assert_int_equal (id, 12346);
     zl_store_close (&store);
-    s_format_of (fx->dir, format, sizeof format);
+    s_format_of (dir, format, sizeof format);
     assert_string_equal (format, ZL_STORE_FORMAT);
-    store = s_open (fx->dir);
-    uint64_t id = 0;
-    assert_true (s_has_key (store, "acme", "k1", &id));
-    assert_int_equal (id, 1);
-    assert_true (s_has_key (store, "globex", "k1", &id));
-    assert_int_equal (id, 3);
-    assert_true (s_has_key (store, "a", "b", &id));
-    assert_int_equal (id, 4);
-    assert_false (s_has_key (store, "b", "a", NULL));
-    assert_false (s_has_key (store, "globex", "k2", NULL));
-    // the log was upgraded too: pruning finds and removes the keys
-    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_prune_idem (store, 3500, 100), 3);
-    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    assert_false (s_has_key (store, "acme", "k1", NULL));
-    assert_false (s_has_key (store, "acme", "k2", NULL));
-    assert_false (s_has_key (store, "globex", "k1", NULL));
-    assert_true (s_has_key (store, "a", "b", &id));
-    // and the jobs themselves are untouched
-    zl_job_rec_t got;
-    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_OK);
-    assert_string_equal (got.tenant, "globex");
-    assert_string_equal (got.idempotency_key, "k1");
-    zl_store_close (&store);
+    free (keys);
+    free (names);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
@@ -1621,8 +2574,20 @@ main (void)
         T (test_idempotency_hit_miss_and_expiry),
         T (test_idempotency_key_reused_after_expiry),
         T (test_idempotency_prune_many),
+        T (test_idempotency_index_is_keyed_digests),
+        T (test_idempotency_keys_of_a_producer_share_a_run),
+        T (test_idempotency_windows_by_class),
+        T (test_idempotency_bound_evicts_most_used_up),
+        T (test_room_counts_the_free_list),
+        T (test_room_freed_by_the_last_commit),
+        T (test_room_walks_are_bounded),
+        T (test_room_changes_are_logged_and_bounded),
+        T (test_file_is_preallocated_ahead),
+        T (test_big_submit_grows_the_file),
+        T (test_full_disk_refuses_then_room_comes_back),
         T (test_foreign_and_damaged_directories),
-        T (test_upgrade_from_format_1),
+        T (test_upgrade_from_formats_1_and_2),
+        T (test_upgrade_is_all_or_nothing),
         T (test_damaged_record_stops_recovery),
         T (test_map_full_is_reported_not_fatal),
         T (test_ids_append_and_smaller_ids),

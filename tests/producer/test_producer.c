@@ -374,6 +374,11 @@ test_accepted_reach_callback (void **state)
     assert_int_equal (strspn (key, "0123456789abcdef"), 16);
     assert_string_equal (key + 16, "-4");
     assert_memory_equal (msg.u.submit.jobs[4].idempotency_key, key, 17);
+    //  ... and marked as made by the library (the broker keeps those for its
+    //  resend window only); the caller's own key is not.
+    assert_false (spec->generated_key);
+    for (int i = 1; i < 10; i++)
+        assert_true (msg.u.submit.jobs[i].generated_key);
 
     //  Answer in reverse order, in one frame; seq 1 (own key) and seq 2
     //  (generated key) are marked duplicates.
