@@ -378,7 +378,7 @@ main (int argc, char **argv)
     for (int i = 0; i < consumers; i++) {
         pid_t pid = fork ();
         if (pid == 0) {
-            zl_benchproc_forget ();  // the parent cleans up
+            zl_benchproc_forget (); // the parent cleans up
             s_consumer (port, depth);
             _exit (0);
         }

@@ -31,9 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 // ---------------------------------------------------------------- broker
-static zl_benchbroker_t *s_broker;  // closed at exit
+static zl_benchbroker_t *s_broker; // closed at exit
 
 static void
 s_close_broker (void)
@@ -45,8 +44,9 @@ s_close_broker (void)
 static zl_benchbroker_t *
 s_broker_start (const char *durability)
 {
-    const char *args[] = {"--lane", "bench", "--durability", durability, "--max-depth", "2000000",
-                          "--producer-window", "50000", NULL};
+    const char *args[] = {"--lane",      "bench",   "--durability",      durability,
+                          "--max-depth", "2000000", "--producer-window", "50000",
+                          NULL};
     s_broker = zl_benchbroker_start (zl_benchproc_tmp (), args);
     return s_broker;
 }
@@ -83,18 +83,18 @@ s_producer (void *arg)
     zl_producer_t *prod = zl_producer_new (&opts);
     char *payload = malloc (p->payload + 1);
     memset (payload, 'x', p->payload);
-    zl_producer_job_t job = {.tenant = "t", .lane = "bench", .payload = payload,
-                             .payload_len = p->payload};
+    zl_producer_job_t job = {
+        .tenant = "t", .lane = "bench", .payload = payload, .payload_len = p->payload};
     enum { BATCH = 256 };
     zl_producer_job_t jobs[BATCH];
     for (int i = 0; i < BATCH; i++)
         jobs[i] = job;
     uint64_t done = 0;
     while (done < p->jobs) {
-        size_t n = p->jobs - done > BATCH ? BATCH : (size_t) (p->jobs - done);
+        size_t n = p->jobs - done > BATCH ? BATCH : (size_t)(p->jobs - done);
         int rc = zl_producer_submit_batch (prod, jobs, n, NULL);
         if (rc > 0)
-            done += (uint64_t) rc;
+            done += (uint64_t)rc;
         else if (rc < 0 && errno != EAGAIN && errno != EINTR)
             break;
         zl_producer_poll (prod, 0);
@@ -109,8 +109,8 @@ s_producer (void *arg)
 static void
 s_noop (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
 {
-    (void) job;
-    (void) arg;
+    (void)job;
+    (void)arg;
     result->outcome = ZL_WORKER_ACK;
 }
 
@@ -119,7 +119,7 @@ static zl_worker_t *s_worker;
 static void
 s_stop_worker (int sig)
 {
-    (void) sig;
+    (void)sig;
     if (s_worker)
         zl_worker_stop (s_worker);
 }
@@ -133,7 +133,7 @@ s_cmd_worker (int argc, char **argv)
         if (!strcmp (argv[i], "--broker") && i + 1 < argc)
             endpoint = argv[++i];
         else if (!strcmp (argv[i], "--prefetch") && i + 1 < argc)
-            prefetch = (uint32_t) atoi (argv[++i]);
+            prefetch = (uint32_t)atoi (argv[++i]);
     }
     if (!endpoint)
         zl_benchproc_die ("worker: --broker EP is required");
@@ -184,12 +184,12 @@ s_cmd_throughput (const opts_t *o)
     snprintf (pf, sizeof pf, "%u", o->prefetch);
     for (int w = 0; w < o->workers; w++) {
         snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
-        char *argv[] = {bin, "worker", "--broker", (char *) backend, "--prefetch", pf, NULL};
+        char *argv[] = {bin, "worker", "--broker", (char *)backend, "--prefetch", pf, NULL};
         zl_benchproc_spawn (argv, log);
     }
     zl_benchbroker_wait (b, "workers_ready", o->workers, 10000);
-    producer_arg_t *args = calloc ((size_t) o->producers, sizeof *args);
-    pthread_t *threads = calloc ((size_t) o->producers, sizeof *threads);
+    producer_arg_t *args = calloc ((size_t)o->producers, sizeof *args);
+    pthread_t *threads = calloc ((size_t)o->producers, sizeof *threads);
     double cpu0 = zl_benchproc_cpu_seconds (zl_benchbroker_pid (b));
     double wcpu0 = 0;
     for (int i = 1; i < zl_benchproc_count (); i++)
@@ -197,12 +197,12 @@ s_cmd_throughput (const opts_t *o)
     double pcpu0 = zl_benchproc_cpu_seconds (getpid ());
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
-        args[p] = (producer_arg_t) {frontend, o->jobs / (uint64_t) o->producers, o->payload, 0, 0};
+        args[p] = (producer_arg_t){frontend, o->jobs / (uint64_t)o->producers, o->payload, 0, 0};
         if (p == 0)
-            args[p].jobs += o->jobs % (uint64_t) o->producers;
+            args[p].jobs += o->jobs % (uint64_t)o->producers;
         pthread_create (&threads[p], NULL, s_producer, &args[p]);
     }
-    zl_benchbroker_wait (b, "jobs_acked", (int64_t) o->jobs, 600000);
+    zl_benchbroker_wait (b, "jobs_acked", (int64_t)o->jobs, 600000);
     int64_t t1 = zl_clock_mono_us ();
     double cpu1 = zl_benchproc_cpu_seconds (zl_benchbroker_pid (b));
     double wcpu1 = 0;
@@ -226,12 +226,13 @@ s_cmd_throughput (const opts_t *o)
         commits = zl_benchbroker_counter_of (st, "store_commits");
         commit_avg = zl_benchbroker_counter_of (st, "store_commit_avg_us");
     }
-    double secs = (double) (t1 - t0) / 1e6;
+    double secs = (double)(t1 - t0) / 1e6;
     printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu: "
             "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, cpu s: broker %.2f "
-            "workers %.2f producers %.2f, %" PRId64 " commits (avg %" PRId64 " us), rejected %" PRIu64 "\n",
+            "workers %.2f producers %.2f, %" PRId64 " commits (avg %" PRId64
+            " us), rejected %" PRIu64 "\n",
             o->durability, o->jobs, o->producers, o->workers, o->payload, secs,
-            (double) o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0,
+            (double)o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0,
             pcpu1 - pcpu0, commits, commit_avg, rejected);
     free (args);
     free (threads);
@@ -250,15 +251,14 @@ s_cmd_memory (const opts_t *o)
     producer_arg_t arg = {zl_benchbroker_endpoint (b, "frontend"), o->jobs, o->payload, 0, 0};
     int64_t t0 = zl_clock_mono_us ();
     s_producer (&arg);
-    zl_benchbroker_wait (b, "jobs_accepted", (int64_t) o->jobs, 600000);
-    double secs = (double) (zl_clock_mono_us () - t0) / 1e6;
+    zl_benchbroker_wait (b, "jobs_accepted", (int64_t)o->jobs, 600000);
+    double secs = (double)(zl_clock_mono_us () - t0) / 1e6;
     rss1 = zl_benchproc_rss (zl_benchbroker_pid (b), &anon1, &file1);
     printf ("memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s (%.0f jobs/s); "
             "broker RSS %.1f MiB -> %.1f MiB = %.0f bytes/job (anon %.0f, file %.0f)\n",
-            o->durability, o->jobs, o->payload, secs, (double) o->jobs / secs,
-            rss0 / 1048576.0, rss1 / 1048576.0, (double) (rss1 - rss0) / (double) o->jobs,
-            (double) (anon1 - anon0) / (double) o->jobs,
-            (double) (file1 - file0) / (double) o->jobs);
+            o->durability, o->jobs, o->payload, secs, (double)o->jobs / secs, rss0 / 1048576.0,
+            rss1 / 1048576.0, (double)(rss1 - rss0) / (double)o->jobs,
+            (double)(anon1 - anon0) / (double)o->jobs, (double)(file1 - file0) / (double)o->jobs);
     s_close_broker ();
     return 0;
 }
@@ -285,11 +285,11 @@ main (int argc, char **argv)
         else if (!strcmp (argv[i], "--workers"))
             o.workers = atoi (argv[++i]);
         else if (!strcmp (argv[i], "--payload"))
-            o.payload = (size_t) atoi (argv[++i]);
+            o.payload = (size_t)atoi (argv[++i]);
         else if (!strcmp (argv[i], "--durability"))
             o.durability = argv[++i];
         else if (!strcmp (argv[i], "--prefetch"))
-            o.prefetch = (uint32_t) atoi (argv[++i]);
+            o.prefetch = (uint32_t)atoi (argv[++i]);
         else
             zl_benchproc_die ("unknown option");
     }

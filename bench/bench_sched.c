@@ -336,9 +336,9 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
     snprintf (dir, sizeof dir, "%s/run%d", zl_benchproc_tmp (), run++);
     if (mkdir (dir, 0755) != 0)
         zl_benchproc_die ("cannot make a run dir");
-    const char *args[] = {"--lane",      "bench",         "--durability",    "none",
-                          "--max-depth", "2000000",       "--producer-window", "50000",
-                          "--scheduler", scheduler,       "--wfq-quantum-us",  quantum,
+    const char *args[] = {"--lane",      "bench",   "--durability",      "none",
+                          "--max-depth", "2000000", "--producer-window", "50000",
+                          "--scheduler", scheduler, "--wfq-quantum-us",  quantum,
                           NULL};
     zl_benchbroker_t *b = zl_benchbroker_start (dir, args);
     atomic_store (&s_handled, 0);
@@ -381,7 +381,7 @@ s_full_run (const char *scheduler, const char *quantum, size_t tenants, uint64_t
     }
     zl_producer_destroy (&prod);
     zl_benchbroker_destroy (&b);
-    zl_benchproc_stop_all (5000);  // SIGTERM: a perf-wrapped broker writes its data
+    zl_benchproc_stop_all (5000); // SIGTERM: a perf-wrapped broker writes its data
     return (double)jobs / ((double)(t1 - t0) / 1e6);
 }
 
@@ -423,7 +423,8 @@ s_usage (FILE *out)
 {
     fprintf (out,
              "usage: zlane-bench-sched [--tenants N] [--seconds S] [--rounds R]\n"
-             "       zlane-bench-sched --full [--live] [--tenants N] [--jobs J] [--workers W] [--rounds R]\n"
+             "       zlane-bench-sched --full [--live] [--tenants N] [--jobs J] [--workers W] "
+             "[--rounds R]\n"
              "In-process: the scheduler's dispatch cycles/s with N tenants (default 10000) vs 1.\n"
              "--full: dispatch rate through a real broker with N tenants backlogged vs 1;\n"
              "        --live: workers run while the producer submits.\n");

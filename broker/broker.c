@@ -434,7 +434,7 @@ s_duplicate_of (zl_broker_t *self, const zl_job_spec_t *spec, zl_now_t now)
     // outlive that library's resends
     uint64_t window = rec.generated ? self->cfg->resend_window_ms : self->cfg->dedup_window_ms;
     if (now.wall_ms - rec.seen_at_ms >= (int64_t)window)
-        return 0;  // expired: the key may be used again
+        return 0; // expired: the key may be used again
     return rec.job_id;
 }
 
@@ -1002,7 +1002,7 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     zl_idem_policy_t idem = {self->cfg->resend_window_ms, self->cfg->dedup_window_ms,
                              zl_broker_config_dedup_max_keys (self->cfg)};
     zl_store_prune_idem (self->store, now.wall_ms, &idem, 1024);
-    if (now.mono_ms >= self->next_prune_ms) {  // inside the turn's store batch
+    if (now.mono_ms >= self->next_prune_ms) { // inside the turn's store batch
         s_forget_producers (self, now);
         s_expire_dead (self, now);
         self->next_prune_ms = now.mono_ms + 1000;

@@ -9,7 +9,7 @@ static void
 s_refill (zl_bucket_t *b, int64_t now_ms)
 {
     if (now_ms > b->last_ms) {
-        b->tokens += b->rate * (double) (now_ms - b->last_ms) / 1000.0;
+        b->tokens += b->rate * (double)(now_ms - b->last_ms) / 1000.0;
         if (b->tokens > b->burst)
             b->tokens = b->burst;
         b->last_ms = now_ms;
@@ -54,5 +54,5 @@ zl_bucket_next_ms (zl_bucket_t *b, int64_t now_ms)
     if (b->tokens >= WHOLE)
         return now_ms;
     double wait_ms = (1.0 - b->tokens) * 1000.0 / b->rate;
-    return now_ms + (int64_t) ceil (wait_ms - 1e-9);
+    return now_ms + (int64_t)ceil (wait_ms - 1e-9);
 }

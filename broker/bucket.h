@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 typedef struct {
-    double rate;    // tokens per second; 0 = unlimited
-    double burst;   // capacity
+    double rate;  // tokens per second; 0 = unlimited
+    double burst; // capacity
     double tokens;
     int64_t last_ms;
 } zl_bucket_t;

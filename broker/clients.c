@@ -97,8 +97,8 @@ s_is_cert (const char *path, const struct stat *sb)
     FILE *f = fopen (path, "rb");
     if (!f)
         return false;
-    char *text = zl_malloc ((size_t) sb->st_size + 1);
-    size_t n = fread (text, 1, (size_t) sb->st_size, f);
+    char *text = zl_malloc ((size_t)sb->st_size + 1);
+    size_t n = fread (text, 1, (size_t)sb->st_size, f);
     fclose (f);
     text[n] = '\0';
     zconfig_t *root = strlen (text) == n ? zconfig_str_load (text) : NULL;

@@ -43,11 +43,11 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->resend_window_ms = 10ULL * 60 * 1000;
     cfg->dedup_max_keys = 0; // auto: zl_broker_config_dedup_max_keys
     cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
-                                             .lease_ms = 30000,
-                                             .max_attempts = 5,
-                                             .backoff_base_ms = 1000,
-                                             .backoff_cap_ms = 300000,
-                                             .jitter = true};
+                                            .lease_ms = 30000,
+                                            .max_attempts = 5,
+                                            .backoff_base_ms = 1000,
+                                            .backoff_cap_ms = 300000,
+                                            .jitter = true};
     cfg->tenant_defaults = (zl_tenant_config_t){.weight = 1};
 }
 

@@ -8,45 +8,45 @@
 #include <stdint.h>
 
 typedef enum { ZL_SCHED_WFQ = 0, ZL_SCHED_FIFO = 1 } zl_sched_policy_t;
-#define ZL_SCHED_QUANTUM_US 1000  // WFQ's default quantum (zl_sched_set_quantum)
+#define ZL_SCHED_QUANTUM_US 1000 // WFQ's default quantum (zl_sched_set_quantum)
 typedef enum { ZL_DURABILITY_FSYNC = 0, ZL_DURABILITY_NONE = 1 } zl_durability_t;
 
 typedef struct {
     char *name;
-    uint32_t weight;          // share of workers serving several lanes
-    uint64_t lease_ms;        // default lease per dispatch
-    uint32_t max_attempts;    // attempts before the DLQ
+    uint32_t weight;       // share of workers serving several lanes
+    uint64_t lease_ms;     // default lease per dispatch
+    uint32_t max_attempts; // attempts before the DLQ
     uint64_t backoff_base_ms;
     uint64_t backoff_cap_ms;
-    bool jitter;              // full jitter on (default) or off (experiments)
-    uint64_t max_run_ms;      // 0 = unlimited
-    uint64_t max_depth;       // queued jobs in this lane, 0 = unlimited
-    uint32_t max_in_flight;   // jobs of this lane leased at once, 0 = unlimited
-    uint32_t tenant_max_in_flight;  // per tenant in this lane, 0 = unlimited
-    double rate;              // jobs/s dispatched, 0 = unlimited
+    bool jitter;                   // full jitter on (default) or off (experiments)
+    uint64_t max_run_ms;           // 0 = unlimited
+    uint64_t max_depth;            // queued jobs in this lane, 0 = unlimited
+    uint32_t max_in_flight;        // jobs of this lane leased at once, 0 = unlimited
+    uint32_t tenant_max_in_flight; // per tenant in this lane, 0 = unlimited
+    double rate;                   // jobs/s dispatched, 0 = unlimited
     double burst;
-    uint32_t set_mask;        // keys this lane set itself (defaults do not override them)
+    uint32_t set_mask; // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 
 typedef struct {
     char *name;
     uint32_t weight;
-    uint32_t max_in_flight;  // over all lanes, 0 = unlimited
-    uint64_t max_depth;      // 0 = unlimited
-    double rate;             // jobs/s dispatched over all lanes, 0 = unlimited
+    uint32_t max_in_flight; // over all lanes, 0 = unlimited
+    uint64_t max_depth;     // 0 = unlimited
+    double rate;            // jobs/s dispatched over all lanes, 0 = unlimited
     double burst;
 } zl_tenant_config_t;
 
 typedef struct {
     char *frontend, *backend, *events, *admin;
-    char *metrics;     // HTTP endpoint of the Prometheus page, NULL = none
-    char *ports_file;  // written after bind: the real endpoints
-    char *wire_dump;   // debugging: every frame the broker sends is appended here
+    char *metrics;    // HTTP endpoint of the Prometheus page, NULL = none
+    char *ports_file; // written after bind: the real endpoints
+    char *wire_dump;  // debugging: every frame the broker sends is appended here
     char *data_dir;
     zl_durability_t durability;
-    uint64_t map_size;         // the store's size limit
+    uint64_t map_size; // the store's size limit
     zl_sched_policy_t scheduler;
-    uint64_t wfq_quantum_us;   // see zl_sched_set_quantum
+    uint64_t wfq_quantum_us; // see zl_sched_set_quantum
     uint64_t max_payload;
     uint64_t heartbeat_ms;
     uint32_t liveness;
@@ -67,7 +67,7 @@ typedef struct {
     char *clients;             // directory of allowed client public certificates
     bool insecure;             // allow non-loopback endpoints without CURVE
     int verbose;
-    zl_lane_config_t lane_defaults;  // template for lanes that do not say
+    zl_lane_config_t lane_defaults; // template for lanes that do not say
     zl_lane_config_t *lanes;
     size_t n_lanes;
     zl_tenant_config_t tenant_defaults;

@@ -3,45 +3,45 @@
 #ifndef ZL_COUNTERS_H
 #define ZL_COUNTERS_H
 
-#define ZL_COUNTERS(X) \
-    X (FRAMES_IN, "frames_in") \
-    X (BAD_FRAME, "err_bad_frame") \
-    X (BAD_VERSION, "err_bad_version") \
-    X (UNKNOWN_KIND, "err_unknown_kind") \
-    X (INVALID, "err_invalid") \
-    X (PAYLOAD_TOO_LARGE, "err_payload_too_large") \
-    X (UNKNOWN_LANE, "err_unknown_lane") \
-    X (DEFAULT_LANE, "jobs_to_default_lane") \
-    X (QUEUE_FULL, "err_queue_full") \
-    X (STORE_FULL, "err_store_full") \
-    X (NO_CREDIT, "err_no_credit") \
-    X (UNKNOWN_JOB, "err_unknown_job") \
-    X (STALE_LEASE, "err_stale_lease") \
-    X (NOT_READY, "err_not_ready") \
-    X (MAX_RUN, "err_max_run") \
-    X (NOT_HOLDER, "err_not_holder") \
-    X (UNREACHABLE, "err_peer_unreachable") \
-    X (UNAUTHORIZED, "err_unauthorized") \
-    X (AUTH_FAILED, "err_auth_failed") \
-    X (SUBMITTED, "jobs_submitted") \
-    X (ACCEPTED, "jobs_accepted") \
-    X (DUPLICATES, "jobs_duplicate") \
-    X (DISPATCHED, "jobs_dispatched") \
-    X (ACKED, "jobs_acked") \
-    X (NACKED, "jobs_nacked") \
-    X (EXTENDED, "leases_extended") \
-    X (DEAD_LETTERED, "jobs_dead_lettered") \
-    X (REDRIVEN, "jobs_redriven") \
-    X (PURGED, "jobs_purged") \
-    X (DLQ_EXPIRED, "dlq_expired") \
-    X (DEAD_WORKERS, "workers_dead") \
-    X (WORKERS_READY, "workers_ready") \
-    X (WORKERS_RECONNECTED, "workers_reconnected") \
-    X (ADMIN_REQUESTS, "admin_requests") \
-    X (ADMIN_REFUSED, "err_admin_refused") \
-    X (EVENTS_PUBLISHED, "events_published") \
-    X (METRICS_REQUESTS, "metrics_requests") \
-    X (METRICS_REFUSED, "err_metrics_refused") \
+#define ZL_COUNTERS(X)                                                                             \
+    X (FRAMES_IN, "frames_in")                                                                     \
+    X (BAD_FRAME, "err_bad_frame")                                                                 \
+    X (BAD_VERSION, "err_bad_version")                                                             \
+    X (UNKNOWN_KIND, "err_unknown_kind")                                                           \
+    X (INVALID, "err_invalid")                                                                     \
+    X (PAYLOAD_TOO_LARGE, "err_payload_too_large")                                                 \
+    X (UNKNOWN_LANE, "err_unknown_lane")                                                           \
+    X (DEFAULT_LANE, "jobs_to_default_lane")                                                       \
+    X (QUEUE_FULL, "err_queue_full")                                                               \
+    X (STORE_FULL, "err_store_full")                                                               \
+    X (NO_CREDIT, "err_no_credit")                                                                 \
+    X (UNKNOWN_JOB, "err_unknown_job")                                                             \
+    X (STALE_LEASE, "err_stale_lease")                                                             \
+    X (NOT_READY, "err_not_ready")                                                                 \
+    X (MAX_RUN, "err_max_run")                                                                     \
+    X (NOT_HOLDER, "err_not_holder")                                                               \
+    X (UNREACHABLE, "err_peer_unreachable")                                                        \
+    X (UNAUTHORIZED, "err_unauthorized")                                                           \
+    X (AUTH_FAILED, "err_auth_failed")                                                             \
+    X (SUBMITTED, "jobs_submitted")                                                                \
+    X (ACCEPTED, "jobs_accepted")                                                                  \
+    X (DUPLICATES, "jobs_duplicate")                                                               \
+    X (DISPATCHED, "jobs_dispatched")                                                              \
+    X (ACKED, "jobs_acked")                                                                        \
+    X (NACKED, "jobs_nacked")                                                                      \
+    X (EXTENDED, "leases_extended")                                                                \
+    X (DEAD_LETTERED, "jobs_dead_lettered")                                                        \
+    X (REDRIVEN, "jobs_redriven")                                                                  \
+    X (PURGED, "jobs_purged")                                                                      \
+    X (DLQ_EXPIRED, "dlq_expired")                                                                 \
+    X (DEAD_WORKERS, "workers_dead")                                                               \
+    X (WORKERS_READY, "workers_ready")                                                             \
+    X (WORKERS_RECONNECTED, "workers_reconnected")                                                 \
+    X (ADMIN_REQUESTS, "admin_requests")                                                           \
+    X (ADMIN_REFUSED, "err_admin_refused")                                                         \
+    X (EVENTS_PUBLISHED, "events_published")                                                       \
+    X (METRICS_REQUESTS, "metrics_requests")                                                       \
+    X (METRICS_REFUSED, "err_metrics_refused")                                                     \
     X (TURNS, "loop_turns")
 
 typedef enum {

@@ -73,7 +73,7 @@ zl_dlq_first (zl_dlq_t *self)
 zl_job_t *
 zl_dlq_next (zl_dlq_t *self, zl_job_t *job)
 {
-    (void) self;
+    (void)self;
     return job->next;
 }
 

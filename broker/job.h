@@ -11,10 +11,10 @@
 #include <stdint.h>
 
 typedef enum {
-    ZL_JOB_READY = 1,  // waiting in its flow's FIFO for a worker
-    ZL_JOB_DELAYED,    // waiting for due_ms (delay, retry backoff, throttle)
-    ZL_JOB_LEASED,     // held by a worker until due_ms (lease or max run)
-    ZL_JOB_DEAD        // parked in the dead-letter queue
+    ZL_JOB_READY = 1, // waiting in its flow's FIFO for a worker
+    ZL_JOB_DELAYED,   // waiting for due_ms (delay, retry backoff, throttle)
+    ZL_JOB_LEASED,    // held by a worker until due_ms (lease or max run)
+    ZL_JOB_DEAD       // parked in the dead-letter queue
 } zl_job_state_t;
 
 /*  Return "ready", "delayed", "leased" or "dead". */
@@ -25,39 +25,39 @@ struct zl_flow;
 
 /*  What only a leased job needs; allocated at lease, freed at settle. */
 typedef struct zl_lease {
-    uint64_t token;             // current lease token
-    int64_t lease_deadline_ms;  // monotonic
-    int64_t run_deadline_ms;    // monotonic, 0 = none
-    int64_t started_at_ms;      // wall clock of this attempt's start
-    int64_t started_us;         // monotonic, for run time
+    uint64_t token;            // current lease token
+    int64_t lease_deadline_ms; // monotonic
+    int64_t run_deadline_ms;   // monotonic, 0 = none
+    int64_t started_at_ms;     // wall clock of this attempt's start
+    int64_t started_us;        // monotonic, for run time
     struct zl_worker *worker;
-    struct zl_job *prev, *next;  // the holding worker's list of jobs
+    struct zl_job *prev, *next; // the holding worker's list of jobs
 } zl_lease_t;
 
 /*  80 bytes. Fields that no state uses at the same time share storage. */
 typedef struct zl_job {
     uint64_t id;
-    struct zl_job *next;    // READY: flow FIFO link; DEAD: next in the DLQ
-    struct zl_flow *flow;   // lane x tenant this job belongs to
-    uint64_t seq;           // order it last became ready (FIFO key) or died (DLQ order)
+    struct zl_job *next;  // READY: flow FIFO link; DEAD: next in the DLQ
+    struct zl_flow *flow; // lane x tenant this job belongs to
+    uint64_t seq;         // order it last became ready (FIFO key) or died (DLQ order)
     union {
-        int64_t due_ms;      // DELAYED, LEASED: monotonic deadline
-        int64_t ready_ms;    // READY: monotonic time it became ready (oldest age)
-        int64_t dead_at_ms;  // DEAD: wall clock
+        int64_t due_ms;     // DELAYED, LEASED: monotonic deadline
+        int64_t ready_ms;   // READY: monotonic time it became ready (oldest age)
+        int64_t dead_at_ms; // DEAD: wall clock
     };
-    int64_t accepted_us;    // monotonic time of acceptance (latency stats)
+    int64_t accepted_us; // monotonic time of acceptance (latency stats)
     union {
-        zl_lease_t *lease;         // LEASED
-        struct zl_job *dlq_prev;   // DEAD: previous in the DLQ
+        zl_lease_t *lease;       // LEASED
+        struct zl_job *dlq_prev; // DEAD: previous in the DLQ
     };
-    uint32_t timer_idx;     // position in the timer heap, UINT32_MAX if none
-    uint32_t est_us;        // cost charged at dispatch (fair queuing)
-    uint32_t lease_ms;      // resolved at accept (spec or lane default)
-    uint32_t max_run_ms;    // resolved at accept, 0 = unlimited
-    uint16_t attempt;       // attempts started so far
-    uint16_t max_attempts;  // resolved at accept
-    uint8_t state;          // zl_job_state_t
-    uint8_t has_history;    // the store holds attempt history for it
+    uint32_t timer_idx;    // position in the timer heap, UINT32_MAX if none
+    uint32_t est_us;       // cost charged at dispatch (fair queuing)
+    uint32_t lease_ms;     // resolved at accept (spec or lane default)
+    uint32_t max_run_ms;   // resolved at accept, 0 = unlimited
+    uint16_t attempt;      // attempts started so far
+    uint16_t max_attempts; // resolved at accept
+    uint8_t state;         // zl_job_state_t
+    uint8_t has_history;   // the store holds attempt history for it
 } zl_job_t;
 
 #endif

@@ -31,15 +31,15 @@ typedef struct _zl_jobs_t zl_jobs_t;
 
 typedef enum {
     ZL_SETTLE_OK = 0,
-    ZL_SETTLE_UNKNOWN_JOB,  // no such job (never issued, or already settled and deleted)
-    ZL_SETTLE_STALE_LEASE,  // the job exists but the token is not its current lease
-    ZL_SETTLE_NOT_HOLDER,   // the token is current, but the lease is another worker's
-    ZL_SETTLE_MAX_RUN       // extend: the lease now ends at the max run deadline, no later
+    ZL_SETTLE_UNKNOWN_JOB, // no such job (never issued, or already settled and deleted)
+    ZL_SETTLE_STALE_LEASE, // the job exists but the token is not its current lease
+    ZL_SETTLE_NOT_HOLDER,  // the token is current, but the lease is another worker's
+    ZL_SETTLE_MAX_RUN      // extend: the lease now ends at the max run deadline, no later
 } zl_settle_rc_t;
 
 typedef enum {
-    ZL_JOBS_EV_DEAD = 1,  // job was dead-lettered
-    ZL_JOBS_EV_ACKED      // job completed (called before it is freed)
+    ZL_JOBS_EV_DEAD = 1, // job was dead-lettered
+    ZL_JOBS_EV_ACKED     // job completed (called before it is freed)
 } zl_jobs_event_t;
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
@@ -73,8 +73,8 @@ zl_store_rc_t zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *
                              const zl_lane_config_t *lane, zl_now_t now);
 /*  Phase 2, once the stage is in the batch: the job exists in memory, READY,
     or DELAYED if the spec asks for a delay. */
-zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
-                          zl_flow_t *flow, zl_now_t now);
+zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow_t *flow,
+                          zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
     the new token `lease`: attempt + 1, lease timer armed. */
 void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease,
@@ -91,8 +91,8 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nac
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
     job's max run deadline it is extended only to that deadline and
     ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
-zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker,
-                               const zl_extend_item_t *ext, zl_now_t now);
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *ext,
+                               zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
     each counts as a failed attempt and is ready again at once, or
     dead-lettered if that was its last attempt. */

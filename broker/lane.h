@@ -13,24 +13,24 @@
 typedef struct zl_lane {
     uint32_t index;
     char *name;
-    zl_lane_config_t cfg;  // copy; cfg.name borrowed from `name`
+    zl_lane_config_t cfg; // copy; cfg.name borrowed from `name`
     bool paused;
     uint32_t in_flight;
-    uint64_t depth;        // ready + delayed jobs
-    double vtime;          // fair-queuing virtual time of this lane
-    double pass;           // weighted share of workers serving several lanes
-    zl_bucket_t bucket;    // the lane's dispatch rate limit
-    void *heap;            // owned by sched: flows with ready jobs
+    uint64_t depth;     // ready + delayed jobs
+    double vtime;       // fair-queuing virtual time of this lane
+    double pass;        // weighted share of workers serving several lanes
+    zl_bucket_t bucket; // the lane's dispatch rate limit
+    void *heap;         // owned by sched: flows with ready jobs
 } zl_lane_t;
 
 typedef struct zl_tenant {
     uint32_t index;
     char *name;
-    zl_tenant_config_t cfg;  // copy; cfg.name borrowed from `name`
+    zl_tenant_config_t cfg; // copy; cfg.name borrowed from `name`
     uint32_t in_flight;
     uint64_t depth;
-    zl_bucket_t bucket;         // the tenant's dispatch rate limit
-    struct zl_flow *capped;     // flows parked by this tenant's cap (sched)
+    zl_bucket_t bucket;     // the tenant's dispatch rate limit
+    struct zl_flow *capped; // flows parked by this tenant's cap (sched)
 } zl_tenant_t;
 
 typedef struct _zl_lanes_t zl_lanes_t;

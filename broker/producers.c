@@ -87,7 +87,7 @@ zl_producer_accept (zl_producer_t *p, uint64_t seq, uint64_t job_id, bool duplic
         p->cap_acc = p->cap_acc ? p->cap_acc * 2 : 64;
         p->acc = zl_realloc (p->acc, p->cap_acc * sizeof *p->acc);
     }
-    p->acc[p->n_acc++] = (zl_acceptance_t) {seq, job_id, duplicate};
+    p->acc[p->n_acc++] = (zl_acceptance_t){seq, job_id, duplicate};
 }
 
 void
@@ -98,7 +98,7 @@ zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code, const
         p->cap_rej = p->cap_rej ? p->cap_rej * 2 : 16;
         p->rej = zl_realloc (p->rej, p->cap_rej * sizeof *p->rej);
     }
-    p->rej[p->n_rej++] = (zl_rejection_t) {seq, code, reason, retry_after_ms};
+    p->rej[p->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
 }
 
 zl_producer_t **

@@ -15,14 +15,14 @@ typedef struct zl_producer {
     zl_peer_t peer;
     char key[2 * ZL_PEER_ID_MAX + 1];
     char *name;
-    uint64_t received;    // job specs received since Hello
-    uint64_t limit;       // credit granted (cumulative)
-    uint64_t sent_limit;  // limit last sent to the producer
+    uint64_t received;   // job specs received since Hello
+    uint64_t limit;      // credit granted (cumulative)
+    uint64_t sent_limit; // limit last sent to the producer
     int64_t last_seen_ms;
     // per-turn outbox
     zl_acceptance_t *acc;
     uint32_t n_acc, cap_acc;
-    zl_rejection_t *rej;  // reasons are static strings or turn-arena strings
+    zl_rejection_t *rej; // reasons are static strings or turn-arena strings
     uint32_t n_rej, cap_rej;
 } zl_producer_t;
 
@@ -39,8 +39,8 @@ void zl_producers_remove (zl_producers_t *self, zl_producer_t *producer);
 /*  Queue an acceptance for this turn. */
 void zl_producer_accept (zl_producer_t *p, uint64_t seq, uint64_t job_id, bool duplicate);
 /*  Queue a rejection for this turn (`reason` must outlive the turn). */
-void zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code,
-                         const char *reason, uint32_t retry_after_ms);
+void zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
+                         uint32_t retry_after_ms);
 /*  Return all producers (borrowed) and their count. */
 zl_producer_t **zl_producers_all (zl_producers_t *self, size_t *count);
 

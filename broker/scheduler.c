@@ -32,12 +32,12 @@ static bool s_wake_less (const void *a, const void *b);
 
 struct _zl_sched_t {
     zl_sched_policy_t policy;
-    double lanes_vtime;  // virtual time of the weighted share across lanes
-    double quantum;  // WFQ: virtual time per key step (us / weight); 0 = exact
-    zl_heap_t *wake;  // time-parked flows by wake_ms
-    zl_lane_t **lanes_waiting;  // lanes held back by their rate limit
-    int64_t lane_wake_ms;       // earliest of their next tokens, or -1
-    zl_u64map_t *by_key;  // (lane, tenant) -> flow
+    double lanes_vtime;        // virtual time of the weighted share across lanes
+    double quantum;            // WFQ: virtual time per key step (us / weight); 0 = exact
+    zl_heap_t *wake;           // time-parked flows by wake_ms
+    zl_lane_t **lanes_waiting; // lanes held back by their rate limit
+    int64_t lane_wake_ms;      // earliest of their next tokens, or -1
+    zl_u64map_t *by_key;       // (lane, tenant) -> flow
     zl_flow_t **flows;
     size_t n_flows, cap_flows;
 };
@@ -87,13 +87,13 @@ zl_sched_policy (zl_sched_t *self)
 void
 zl_sched_set_quantum (zl_sched_t *self, uint64_t quantum_us)
 {
-    self->quantum = (double) quantum_us;
+    self->quantum = (double)quantum_us;
 }
 
 zl_flow_t *
 zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
 {
-    uint64_t key = ((uint64_t) lane->index << 32 | tenant->index) + 1;
+    uint64_t key = ((uint64_t)lane->index << 32 | tenant->index) + 1;
     zl_flow_t *flow = zl_u64map_get (self->by_key, key);
     if (flow)
         return flow;
@@ -108,7 +108,7 @@ zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
         self->cap_flows = self->cap_flows ? self->cap_flows * 2 : 16;
         self->flows = zl_realloc (self->flows, self->cap_flows * sizeof (zl_flow_t *));
     }
-    flow->index = (uint32_t) self->n_flows;
+    flow->index = (uint32_t)self->n_flows;
     self->flows[self->n_flows++] = flow;
     if (!lane->heap)
         lane->heap = ZL_NEW (heap_t);
@@ -243,8 +243,8 @@ s_hi (zl_sched_t *self, double v)
     if (!(v > 0))
         return 0;
     if (self->quantum > 0)
-        return (uint64_t) (v / self->quantum);
-    uint64_t bits;  // a non-negative double's bits order like its value
+        return (uint64_t)(v / self->quantum);
+    uint64_t bits; // a non-negative double's bits order like its value
     memcpy (&bits, &v, sizeof bits);
     return bits;
 }
@@ -281,7 +281,7 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
 static bool
 s_wake_less (const void *a, const void *b)
 {
-    return ((const zl_flow_t *) a)->wake_ms < ((const zl_flow_t *) b)->wake_ms;
+    return ((const zl_flow_t *)a)->wake_ms < ((const zl_flow_t *)b)->wake_ms;
 }
 
 // Why `flow` may not run now (PARK_*), and until when for PARK_TIME.
@@ -308,7 +308,7 @@ static void
 s_park (zl_sched_t *self, zl_flow_t *flow, int why, int64_t until)
 {
     s_heap_remove (flow->lane->heap, flow);
-    flow->parked = (uint8_t) why;
+    flow->parked = (uint8_t)why;
     if (why == PARK_CAP) {
         flow->capped++;
         flow->park_next = flow->tenant->capped;
@@ -335,7 +335,7 @@ zl_sched_released (zl_sched_t *self, zl_flow_t *flow)
     if (!t->capped)
         return;
     if (t->cfg.max_in_flight && t->in_flight >= t->cfg.max_in_flight)
-        return;  // still at the tenant's cap
+        return; // still at the tenant's cap
     // below the tenant's cap: every flow it parked may try again (one that is
     // still at its own per-lane cap parks itself again on the next pop)
     zl_flow_t *list = t->capped;
@@ -362,7 +362,7 @@ zl_sched_wake (zl_sched_t *self, int64_t now_ms)
     while ((top = zl_heap_top (self->wake)) && top->wake_ms <= now_ms)
         s_unpark (self, zl_heap_pop (self->wake));
     if (self->lane_wake_ms >= 0 && self->lane_wake_ms <= now_ms)
-        self->lane_wake_ms = -1;  // lanes are looked at again on the next pop
+        self->lane_wake_ms = -1; // lanes are looked at again on the next pop
 }
 
 int64_t
@@ -389,7 +389,7 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     if (!h || h->size == 0)
         return NULL;
     if (lane->cfg.max_in_flight && lane->in_flight >= lane->cfg.max_in_flight)
-        return NULL;  // the lane's cap: a finishing job frees a slot
+        return NULL; // the lane's cap: a finishing job frees a slot
     if (!zl_bucket_ready (&lane->bucket, now_ms)) {
         int64_t next = zl_bucket_next_ms (&lane->bucket, now_ms);
         if (self->lane_wake_ms < 0 || next < self->lane_wake_ms)
@@ -417,10 +417,10 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     flow->ready--;
     if (self->policy == ZL_SCHED_WFQ) {
         double start = flow->vstart;
-        if (start > lane->vtime)  // inside a quantum starts may come out of order
+        if (start > lane->vtime) // inside a quantum starts may come out of order
             lane->vtime = start;
         job->est_us = flow->est_us;
-        flow->vfinish = start + (double) job->est_us / (double) flow->tenant->cfg.weight;
+        flow->vfinish = start + (double)job->est_us / (double)flow->tenant->cfg.weight;
     }
     if (flow->head)
         s_enqueue (self, flow);
@@ -439,7 +439,7 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         zl_lane_t *lane = lanes[k];
         if (lane->paused || !zl_sched_has_ready (self, lane))
             continue;
-        uint32_t i = n++;  // insertion sort by pass: workers serve few lanes
+        uint32_t i = n++; // insertion sort by pass: workers serve few lanes
         while (i > 0 && order[i - 1]->pass > lane->pass) {
             order[i] = order[i - 1];
             i--;
@@ -450,11 +450,11 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         zl_lane_t *lane = order[i];
         zl_job_t *job = zl_sched_pop (self, lane, now_ms);
         if (!job)
-            continue;  // held back (caps, rate): the next lane may run
+            continue; // held back (caps, rate): the next lane may run
         // no banked share for a lane that was idle
         double start = lane->pass > self->lanes_vtime ? lane->pass : self->lanes_vtime;
         self->lanes_vtime = start;
-        lane->pass = start + (double) (job->est_us ? job->est_us : 1) / lane->cfg.weight;
+        lane->pass = start + (double)(job->est_us ? job->est_us : 1) / lane->cfg.weight;
         return job;
     }
     return NULL;
@@ -469,12 +469,12 @@ zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us)
     // estimate zl_sched_next charged (before the flow's own correction below
     // overwrites job->est_us)
     zl_lane_t *lane = flow->lane;
-    lane->pass += ((double) (run_us ? run_us : 1) - (double) (job->est_us ? job->est_us : 1)) /
-                  (double) lane->cfg.weight;
+    lane->pass += ((double)(run_us ? run_us : 1) - (double)(job->est_us ? job->est_us : 1)) /
+                  (double)lane->cfg.weight;
     if (self->policy != ZL_SCHED_WFQ)
         return;
     // correct the estimate charged at dispatch with the real cost
-    double delta = ((double) run_us - (double) job->est_us) / (double) flow->tenant->cfg.weight;
+    double delta = ((double)run_us - (double)job->est_us) / (double)flow->tenant->cfg.weight;
     flow->vfinish += delta;
     job->est_us = run_us;
     // running estimate for the next dispatch: EWMA with weight 1/8

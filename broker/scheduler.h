@@ -22,19 +22,19 @@
 #include <stdint.h>
 
 typedef struct zl_flow {
-    uint32_t index;         // position in zl_sched_flows
+    uint32_t index; // position in zl_sched_flows
     zl_lane_t *lane;
     zl_tenant_t *tenant;
-    zl_job_t *head, *tail;  // READY jobs, FIFO
-    uint32_t heap_idx;      // UINT32_MAX when not backlogged in the lane heap
-    double vstart;          // WFQ: virtual start time of the head job
-    uint8_t parked;         // 0, or why it is out of the lane heap
-    uint32_t wake_idx;      // position in the wake heap, UINT32_MAX if none
-    int64_t wake_ms;        // parked by time: when it may run again
-    int64_t paused_until_ms;  // a worker said THROTTLED: not before this
-    struct zl_flow *park_next;  // the tenant's list of cap-parked flows
-    double vfinish;         // virtual finish of the last dispatched job
-    uint64_t est_us;        // running estimate of one job's cost
+    zl_job_t *head, *tail;     // READY jobs, FIFO
+    uint32_t heap_idx;         // UINT32_MAX when not backlogged in the lane heap
+    double vstart;             // WFQ: virtual start time of the head job
+    uint8_t parked;            // 0, or why it is out of the lane heap
+    uint32_t wake_idx;         // position in the wake heap, UINT32_MAX if none
+    int64_t wake_ms;           // parked by time: when it may run again
+    int64_t paused_until_ms;   // a worker said THROTTLED: not before this
+    struct zl_flow *park_next; // the tenant's list of cap-parked flows
+    double vfinish;            // virtual finish of the last dispatched job
+    uint64_t est_us;           // running estimate of one job's cost
     // gauges
     uint64_t ready, delayed, in_flight, dlq;
     // counters
@@ -72,8 +72,7 @@ int64_t zl_sched_next_wake (zl_sched_t *self);
     zl_sched_charge), with no banked share for a lane that was idle; a paused
     lane, or one with nothing it may run now, never holds the worker idle.
     NULL if none of the lanes has a job that may run. */
-zl_job_t *zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes,
-                         int64_t now_ms);
+zl_job_t *zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_t now_ms);
 /*  Charge the job's flow (and lane) for `run_us` of worker time (on ack or
     nack). */
 void zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us);

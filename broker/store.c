@@ -47,11 +47,11 @@ enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it i
 enum { WHY_TURN, WHY_GROW, WHY_DISK, WHY_MAP, WHY_WRITE, WHY_KINDS };
 
 struct _zl_store_t {
-    int lock_fd;       // flock on DIR/zlane.lock: one broker per data directory
+    int lock_fd; // flock on DIR/zlane.lock: one broker per data directory
     MDB_env *env;
-    int fd;            // data.mdb (LMDB's descriptor), for preallocation
-    MDB_txn *txn;      // the turn's batch
-    MDB_txn *sub;      // nested batch of one Submit
+    int fd;       // data.mdb (LMDB's descriptor), for preallocation
+    MDB_txn *txn; // the turn's batch
+    MDB_txn *sub; // nested batch of one Submit
     MDB_dbi meta, jobs, state, dedup, dlog[2];
     uint8_t secret[ZL_SIPHASH_KEY_LEN]; // keys the digests of the dedup index
     char *dir;
@@ -60,8 +60,8 @@ struct _zl_store_t {
     uint64_t map_now;  // LMDB's map: the allocated file, up to map_size
     bool prealloc;     // the file is preallocated (false: the filesystem cannot)
     size_t page_size;
-    uint64_t last_append_id;  // jobs are appended in id order; UINT64_MAX = unknown
-    bool batch_full;          // a write of the turn's batch ran out of room
+    uint64_t last_append_id; // jobs are appended in id order; UINT64_MAX = unknown
+    bool batch_full;         // a write of the turn's batch ran out of room
     zl_arena_t *scratch;
     uint64_t commits, commit_us, commit_max_us;
     // room, measured after a commit when asked (s_refresh)
@@ -117,7 +117,7 @@ s_rc (zl_store_t *self, int rc, const char *what)
         zl_warn ("store", "%s: store full (%s)", what, mdb_strerror (rc));
         s_room_lost (self, what);
         if (!self->sub)
-            self->batch_full = true;  // the batch is lost; its commit will say why
+            self->batch_full = true; // the batch is lost; its commit will say why
         return ZL_STORE_FULL;
     }
     zl_error ("store", "%s failed: %s", what, mdb_strerror (rc));
@@ -569,7 +569,7 @@ s_open_dbs (zl_store_t *self, char *err, size_t errlen)
         }
     } else if (rc == 0) {
         snprintf (err, errlen, "%s: store format '%.*s' is not supported (this build reads %s)",
-                  self->dir, (int) (v.mv_size > 64 ? 64 : v.mv_size), (const char *) v.mv_data,
+                  self->dir, (int)(v.mv_size > 64 ? 64 : v.mv_size), (const char *)v.mv_data,
                   ZL_STORE_FORMAT);
         return s_fail (txn);
     }
@@ -1027,7 +1027,7 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
     self->scratch = zl_arena_new (64 * 1024);
     self->room = true;
     self->room_stale = true;
-    self->last_append_id = UINT64_MAX;  // read from the store at the first put
+    self->last_append_id = UINT64_MAX; // read from the store at the first put
     int rc = mdb_env_create (&self->env);
     if (!rc)
         rc = mdb_env_set_maxdbs (self->env, 10);
@@ -1083,12 +1083,12 @@ zl_store_close (zl_store_t **self_p)
         mdb_txn_abort (self->txn);
     if (self->env) {
         if (self->mode == ZL_DURABILITY_NONE)
-            mdb_env_sync (self->env, 1);  // a clean stop loses nothing even in this mode
+            mdb_env_sync (self->env, 1); // a clean stop loses nothing even in this mode
         mdb_env_close (self->env);
     }
     zl_arena_destroy (&self->scratch);
     if (self->lock_fd >= 0)
-        close (self->lock_fd);  // releases the flock
+        close (self->lock_fd); // releases the flock
     free (self->dir);
     free (self);
     *self_p = NULL;
@@ -1173,7 +1173,7 @@ zl_store_commit (zl_store_t *self)
     int64_t t0 = zl_clock_mono_us ();
     int rc = mdb_txn_commit (self->txn);
     self->txn = NULL;
-    uint64_t us = (uint64_t) (zl_clock_mono_us () - t0);
+    uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
     self->commits++;
     self->commit_us += us;
     if (us > self->commit_max_us)
@@ -1183,7 +1183,7 @@ zl_store_commit (zl_store_t *self)
         // the batch is gone; the append position must be re-read
         self->last_append_id = UINT64_MAX;
         if (self->batch_full && rc == MDB_BAD_TXN)
-            rc = MDB_MAP_FULL;  // a put of this batch failed for want of room
+            rc = MDB_MAP_FULL; // a put of this batch failed for want of room
         return s_rc (self, rc, "commit");
     }
     s_note_freed (self);
@@ -1272,8 +1272,7 @@ zl_store_del_job (zl_store_t *self, uint64_t id)
 }
 
 zl_store_rc_t
-zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
-                   const zl_idem_rec_t *rec)
+zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const zl_idem_rec_t *rec)
 {
     uint8_t d[IDEM_KEY_LEN];
     s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
@@ -1355,7 +1354,7 @@ zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t
     // decode copies into the arena, so the record outlives the transaction
     if (out_rc == ZL_STORE_OK && zl_record_job_decode (arena, v.mv_data, v.mv_size, out) != 0) {
         zl_error ("store", "job %llu: record does not decode (corrupt store)",
-                  (unsigned long long) id);
+                  (unsigned long long)id);
         out_rc = ZL_STORE_ERROR;
     }
     s_reader_done (&r);
@@ -1374,7 +1373,7 @@ zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_state_r
     zl_store_rc_t out_rc = s_rc (self, rc, "get state");
     if (out_rc == ZL_STORE_OK && zl_record_state_decode (arena, v.mv_data, v.mv_size, out) != 0) {
         zl_error ("store", "job %llu: state record does not decode (corrupt store)",
-                  (unsigned long long) id);
+                  (unsigned long long)id);
         out_rc = ZL_STORE_ERROR;
     }
     s_reader_done (&r);
@@ -1617,8 +1616,8 @@ zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *ne
         zl_arena_reset (arena);
         zl_job_rec_t job;
         if (zl_record_job_decode (arena, jv.mv_data, jv.mv_size, &job) != 0) {
-            snprintf (err, errlen, "%s: job %llu does not decode: the store is damaged",
-                      self->dir, (unsigned long long) id);
+            snprintf (err, errlen, "%s: job %llu does not decode: the store is damaged", self->dir,
+                      (unsigned long long)id);
             result = -1;
             break;
         }
@@ -1629,8 +1628,10 @@ zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *ne
         zl_state_rec_t state, *sp = NULL;
         if (src == 0 && sid == id) {
             if (zl_record_state_decode (arena, sv.mv_data, sv.mv_size, &state) != 0) {
-                snprintf (err, errlen, "%s: state of job %llu does not decode: the store is "
-                          "damaged", self->dir, (unsigned long long) id);
+                snprintf (err, errlen,
+                          "%s: state of job %llu does not decode: the store is "
+                          "damaged",
+                          self->dir, (unsigned long long)id);
                 result = -1;
                 break;
             }

@@ -35,8 +35,8 @@ typedef struct _zl_store_t zl_store_t;
 
 typedef enum {
     ZL_STORE_OK = 0,
-    ZL_STORE_ERROR = -1,     // I/O or corruption: the turn cannot be committed
-    ZL_STORE_FULL = -2,      // the map (or the disk) has no room
+    ZL_STORE_ERROR = -1, // I/O or corruption: the turn cannot be committed
+    ZL_STORE_FULL = -2,  // the map (or the disk) has no room
     ZL_STORE_NOT_FOUND = -3
 } zl_store_rc_t;
 
@@ -53,7 +53,7 @@ typedef struct {
     uint64_t room_walks;       // walks of LMDB's free list to measure the room (since open)
     uint64_t room_walk_max_us; // the longest of them
     uint64_t commits;
-    uint64_t commit_us;    // total time spent committing (sync included)
+    uint64_t commit_us; // total time spent committing (sync included)
     uint64_t commit_max_us;
 } zl_store_stats_t;
 

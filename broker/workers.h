@@ -14,16 +14,16 @@
 
 typedef struct zl_worker {
     zl_peer_t peer;
-    char key[2 * ZL_PEER_ID_MAX + 1];  // hex of the routing id
+    char key[2 * ZL_PEER_ID_MAX + 1]; // hex of the routing id
     char *name;
-    uint64_t instance;   // from Ready: the worker process across reconnects; 0 = none
-    char *curve_key;     // with CURVE: the client's public key (Z85), else NULL
+    uint64_t instance; // from Ready: the worker process across reconnects; 0 = none
+    char *curve_key;   // with CURVE: the client's public key (Z85), else NULL
     zl_lane_t **lanes;
     uint32_t n_lanes;
     uint32_t capacity;
     uint32_t in_flight;
-    int64_t last_seen_ms;  // monotonic
-    zl_job_t *jobs;        // held jobs (job->lease->next list)
+    int64_t last_seen_ms; // monotonic
+    zl_job_t *jobs;       // held jobs (job->lease->next list)
     // per-turn outbox
     zl_job_t **out_jobs;
     uint32_t n_out, cap_out;
@@ -42,8 +42,8 @@ void zl_workers_destroy (zl_workers_t **self_p);
 zl_bworker_t *zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer);
 /*  Register (or re-register) the worker `peer`. Returns it (borrowed). */
 zl_bworker_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name,
-                             uint64_t instance, const char *curve_key, zl_lane_t **lanes,
-                             uint32_t n_lanes, uint32_t capacity, int64_t now_ms);
+                              uint64_t instance, const char *curve_key, zl_lane_t **lanes,
+                              uint32_t n_lanes, uint32_t capacity, int64_t now_ms);
 /*  Forget `worker` (its held jobs must have been released). */
 void zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker);
 /*  Return another worker than `except` registered with `instance` (nonzero)

@@ -13,11 +13,11 @@ typedef struct chunk {
     struct chunk *next;
     size_t size;
     size_t used;
-    _Alignas (16) unsigned char data[];
+    _Alignas(16) unsigned char data[];
 } chunk_t;
 
 struct _zl_arena_t {
-    chunk_t *head;  // current chunk; the first chunk is last in the list
+    chunk_t *head; // current chunk; the first chunk is last in the list
     size_t chunk_size;
     size_t total;
 };
@@ -68,9 +68,9 @@ s_too_large (size_t count, size_t size)
 void *
 zl_arena_alloc (zl_arena_t *self, size_t size)
 {
-    if (size > SIZE_MAX / 2)  // would wrap when rounded up or added to a chunk header
+    if (size > SIZE_MAX / 2) // would wrap when rounded up or added to a chunk header
         s_too_large (1, size);
-    size = (size + 15) & ~(size_t) 15;
+    size = (size + 15) & ~(size_t)15;
     if (size == 0)
         size = 16;
     chunk_t *c = self->head;
@@ -111,7 +111,7 @@ void
 zl_arena_reset (zl_arena_t *self)
 {
     chunk_t *c = self->head;
-    while (c->next) {  // free all but the first (oldest) chunk
+    while (c->next) { // free all but the first (oldest) chunk
         chunk_t *next = c->next;
         free (c);
         c = next;
@@ -138,13 +138,13 @@ zl_arena_used (zl_arena_t *self)
 char *
 zl_arena_printf (zl_arena_t *self, const char *fmt, ...)
 {
-    char buf[ZL_ARENA_PRINTF_MAX + 5];  // room to see whether the cut splits a character
+    char buf[ZL_ARENA_PRINTF_MAX + 5]; // room to see whether the cut splits a character
     va_list ap;
     va_start (ap, fmt);
     int n = vsnprintf (buf, sizeof buf, fmt, ap);
     va_end (ap);
     if (n < 0)
         n = 0;
-    size_t len = (size_t) n < sizeof buf - 1 ? (size_t) n : sizeof buf - 1;
+    size_t len = (size_t)n < sizeof buf - 1 ? (size_t)n : sizeof buf - 1;
     return zl_arena_strndup (self, buf, zl_text_cut (buf, len, ZL_ARENA_PRINTF_MAX));
 }

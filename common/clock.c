@@ -7,7 +7,7 @@ s_now_us (clockid_t id)
 {
     struct timespec ts;
     clock_gettime (id, &ts);
-    return (int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 int64_t

@@ -15,12 +15,12 @@ typedef struct _zl_codec_t zl_codec_t;
 
 typedef enum {
     ZL_DECODE_OK = 0,
-    ZL_DECODE_BAD_FRAME,    // not a valid Envelope
-    ZL_DECODE_BAD_VERSION,  // a version this build does not speak
-    ZL_DECODE_NO_BODY,      // valid Envelope without a known body kind
-    ZL_DECODE_BAD_TEXT      // decoded, but a string field is not valid text (text.h):
-                            // zl_codec_error names it (a Submit's specs are not
-                            // failed for this: each bad spec carries `invalid`)
+    ZL_DECODE_BAD_FRAME,   // not a valid Envelope
+    ZL_DECODE_BAD_VERSION, // a version this build does not speak
+    ZL_DECODE_NO_BODY,     // valid Envelope without a known body kind
+    ZL_DECODE_BAD_TEXT     // decoded, but a string field is not valid text (text.h):
+                           // zl_codec_error names it (a Submit's specs are not
+                           // failed for this: each bad spec carries `invalid`)
 } zl_decode_rc_t;
 
 /*  Return a new codec. */

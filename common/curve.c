@@ -18,8 +18,9 @@ zl_curve_load (zl_curve_t *c, const char *server_cert, const char *client_cert, 
     if (!server_cert && !client_cert)
         return 0;
     if (!server_cert || !client_cert) {
-        snprintf (err, errlen, "CURVE needs both the broker's public certificate and this "
-                               "client's secret certificate");
+        snprintf (err, errlen,
+                  "CURVE needs both the broker's public certificate and this "
+                  "client's secret certificate");
         return -1;
     }
     zcert_t *server = zcert_load (server_cert);

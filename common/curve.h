@@ -8,8 +8,8 @@
 #include <stddef.h>
 
 typedef struct {
-    char server_public[41];  // the broker's public key; empty = CURVE off
-    char public_key[41];     // this client's key pair
+    char server_public[41]; // the broker's public key; empty = CURVE off
+    char public_key[41];    // this client's key pair
     char secret_key[41];
 } zl_curve_t;
 

@@ -8,9 +8,9 @@ static unsigned
 s_bucket (uint64_t v)
 {
     if (v < 32)
-        return (unsigned) v;
-    unsigned msb = 63u - (unsigned) __builtin_clzll (v);  // >= 5
-    unsigned sub = (unsigned) (v >> (msb - 5)) & 31u;
+        return (unsigned)v;
+    unsigned msb = 63u - (unsigned)__builtin_clzll (v); // >= 5
+    unsigned sub = (unsigned)(v >> (msb - 5)) & 31u;
     unsigned b = (msb - 4) * 32 + sub;
     return b < ZL_HIST_BUCKETS ? b : ZL_HIST_BUCKETS - 1;
 }
@@ -22,7 +22,7 @@ s_bucket_upper (unsigned b)
         return b;
     unsigned msb = b / 32 + 4;
     unsigned sub = b % 32;
-    return (((uint64_t) (32 + sub) + 1) << (msb - 5)) - 1;
+    return (((uint64_t)(32 + sub) + 1) << (msb - 5)) - 1;
 }
 
 void
@@ -46,7 +46,7 @@ zl_hist_quantile (const zl_hist_t *h, double q)
 {
     if (h->count == 0)
         return 0;
-    uint64_t rank = (uint64_t) (q * (double) h->count);
+    uint64_t rank = (uint64_t)(q * (double)h->count);
     if (rank >= h->count)
         rank = h->count - 1;
     uint64_t seen = 0;

@@ -4,7 +4,13 @@
 #ifndef ZL_LOG_H
 #define ZL_LOG_H
 
-typedef enum { ZL_LOG_ERROR = 0, ZL_LOG_WARN, ZL_LOG_INFO, ZL_LOG_DEBUG, ZL_LOG_TRACE } zl_log_level_t;
+typedef enum {
+    ZL_LOG_ERROR = 0,
+    ZL_LOG_WARN,
+    ZL_LOG_INFO,
+    ZL_LOG_DEBUG,
+    ZL_LOG_TRACE
+} zl_log_level_t;
 
 /*  Set the most verbose level that is printed (default ZL_LOG_INFO). */
 void zl_log_set_level (zl_log_level_t level);
@@ -19,15 +25,15 @@ void zl_log (zl_log_level_t level, const char *component, const char *fmt, ...)
 #define zl_error(comp, ...) zl_log (ZL_LOG_ERROR, comp, __VA_ARGS__)
 #define zl_warn(comp, ...) zl_log (ZL_LOG_WARN, comp, __VA_ARGS__)
 #define zl_info(comp, ...) zl_log (ZL_LOG_INFO, comp, __VA_ARGS__)
-#define zl_debug(comp, ...) \
-    do { \
-        if (zl_log_level () >= ZL_LOG_DEBUG) \
-            zl_log (ZL_LOG_DEBUG, comp, __VA_ARGS__); \
+#define zl_debug(comp, ...)                                                                        \
+    do {                                                                                           \
+        if (zl_log_level () >= ZL_LOG_DEBUG)                                                       \
+            zl_log (ZL_LOG_DEBUG, comp, __VA_ARGS__);                                              \
     } while (0)
-#define zl_trace(comp, ...) \
-    do { \
-        if (zl_log_level () >= ZL_LOG_TRACE) \
-            zl_log (ZL_LOG_TRACE, comp, __VA_ARGS__); \
+#define zl_trace(comp, ...)                                                                        \
+    do {                                                                                           \
+        if (zl_log_level () >= ZL_LOG_TRACE)                                                       \
+            zl_log (ZL_LOG_TRACE, comp, __VA_ARGS__);                                              \
     } while (0)
 
 #endif

@@ -57,7 +57,7 @@ typedef struct {
     const char *tenant;
     const char *lane;
     zl_bytes_t payload;
-    const char *idempotency_key;  // "" when none
+    const char *idempotency_key; // "" when none
     uint32_t delay_ms;
     uint32_t max_attempts;
     uint32_t lease_ms;
@@ -65,7 +65,7 @@ typedef struct {
     size_t n_headers;
     zl_header_t *headers;
     bool generated_key;  // the client made the key only for its own resends
-    const char *invalid;  // decode: why a string field of this spec is bad, or NULL
+    const char *invalid; // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
 
 typedef struct {
@@ -112,7 +112,7 @@ typedef struct {
 } zl_rejected_t;
 
 typedef struct {
-    uint64_t limit;  // cumulative job specs this connection may have sent
+    uint64_t limit; // cumulative job specs this connection may have sent
 } zl_credit_t;
 
 // ------------------------------------------------------------------ worker
@@ -121,7 +121,7 @@ typedef struct {
     size_t n_lanes;
     const char **lanes;
     uint32_t capacity;
-    uint64_t instance;  // the worker process, across reconnects; 0 = none
+    uint64_t instance; // the worker process, across reconnects; 0 = none
 } zl_ready_t;
 
 typedef struct {
@@ -147,7 +147,7 @@ typedef struct {
 } zl_ack_t;
 
 typedef enum {
-    ZL_FAIL_UNSPECIFIED = 0,  // treated as transient
+    ZL_FAIL_UNSPECIFIED = 0, // treated as transient
     ZL_FAIL_TRANSIENT = 1,
     ZL_FAIL_THROTTLED = 2,
     ZL_FAIL_PERMANENT = 3
@@ -233,7 +233,7 @@ typedef struct {
     const char *message;
     uint64_t job_id;
     uint64_t lease;
-    size_t n_items;  // the refused items of one Ack, Nack or Extend
+    size_t n_items; // the refused items of one Ack, Nack or Extend
     zl_item_error_t *items;
 } zl_error_t;
 
@@ -297,21 +297,21 @@ typedef enum {
 } zl_admin_op_t;
 
 typedef struct {
-    const char *lane;    // "" = any
-    const char *tenant;  // "" = any
+    const char *lane;   // "" = any
+    const char *tenant; // "" = any
     size_t n_ids;
-    uint64_t *ids;       // none = any
-    bool all;            // required when nothing else narrows the set
+    uint64_t *ids; // none = any
+    bool all;      // required when nothing else narrows the set
 } zl_dlq_filter_t;
 
 typedef struct {
     uint64_t request_id;
     zl_admin_op_t op;
-    zl_dlq_filter_t filter;  // list, redrive, purge
-    uint32_t limit;          // list
-    uint64_t after_id;       // list
-    uint64_t job_id;         // show
-    const char *lane;        // pause, resume
+    zl_dlq_filter_t filter; // list, redrive, purge
+    uint32_t limit;         // list
+    uint64_t after_id;      // list
+    uint64_t job_id;        // show
+    const char *lane;       // pause, resume
 } zl_admin_request_t;
 
 typedef struct {
@@ -366,10 +366,10 @@ typedef struct {
     const char *error;
     zl_admin_result_t result;
     zl_stats_t stats;
-    size_t n_dead_letters;          // dlq list (payload, attempts omitted)
+    size_t n_dead_letters; // dlq list (payload, attempts omitted)
     zl_dead_letter_t *dead_letters;
-    zl_dead_letter_t dead_letter;   // dlq show
-    uint64_t count;                 // redrive, purge
+    zl_dead_letter_t dead_letter; // dlq show
+    uint64_t count;               // redrive, purge
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope

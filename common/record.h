@@ -18,7 +18,7 @@ typedef struct {
     const char *tenant;
     const char *lane;
     zl_bytes_t payload;
-    const char *idempotency_key;  // "" when none
+    const char *idempotency_key; // "" when none
     size_t n_headers;
     zl_header_t *headers;
     uint32_t max_attempts;
@@ -28,11 +28,11 @@ typedef struct {
 } zl_job_rec_t;
 
 typedef struct {
-    uint32_t state;  // zl_job_state_t values
+    uint32_t state; // zl_job_state_t values
     uint32_t attempt;
     uint64_t ready_seq;
-    int64_t due_at_ms;   // wall clock
-    int64_t dead_at_ms;  // wall clock
+    int64_t due_at_ms;  // wall clock
+    int64_t dead_at_ms; // wall clock
     size_t n_history;
     zl_attempt_t *history;
     const char *leased_to;

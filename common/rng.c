@@ -18,10 +18,10 @@ void
 zl_rng_seed (zl_rng_t *rng, uint64_t seed)
 {
     if (seed == 0) {
-        if (getrandom (&seed, sizeof seed, 0) != (ssize_t) sizeof seed) {
+        if (getrandom (&seed, sizeof seed, 0) != (ssize_t)sizeof seed) {
             struct timespec ts;
             clock_gettime (CLOCK_REALTIME, &ts);
-            seed = (uint64_t) ts.tv_nsec ^ ((uint64_t) ts.tv_sec << 20) ^ (uint64_t) getpid ();
+            seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid ();
         }
     }
     for (int i = 0; i < 4; i++)
@@ -57,7 +57,7 @@ zl_rng_range (zl_rng_t *rng, uint64_t bound)
     if (bound == UINT64_MAX)
         return zl_rng_next (rng);
     uint64_t span = bound + 1;
-    uint64_t limit = UINT64_MAX - UINT64_MAX % span;  // reject to avoid modulo bias
+    uint64_t limit = UINT64_MAX - UINT64_MAX % span; // reject to avoid modulo bias
     uint64_t r;
     do
         r = zl_rng_next (rng);

@@ -5,13 +5,13 @@
 #include <stdlib.h>
 
 typedef struct {
-    uint64_t key;  // 0 = empty
+    uint64_t key; // 0 = empty
     void *value;
 } slot_t;
 
 struct _zl_u64map_t {
     slot_t *slots;
-    size_t cap;  // power of two
+    size_t cap; // power of two
     size_t size;
 };
 
@@ -21,7 +21,7 @@ s_hash (uint64_t k, size_t mask)
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdULL;
     k ^= k >> 33;
-    return (size_t) k & mask;
+    return (size_t)k & mask;
 }
 
 zl_u64map_t *

@@ -48,15 +48,15 @@ zl_wire_publish (void *sock, const char *topic, zl_codec_t *codec, const zl_msg_
 }
 
 static int
-s_parse_scaled (const char *text, uint64_t *out, const char *const *units,
-                const uint64_t *scales, int n_units)
+s_parse_scaled (const char *text, uint64_t *out, const char *const *units, const uint64_t *scales,
+                int n_units)
 {
     if (!text || !*text)
         return -1;
     errno = 0;
     char *end;
     double v = strtod (text, &end);
-    if (errno || end == text || !(v >= 0))  // also refuses "nan"
+    if (errno || end == text || !(v >= 0)) // also refuses "nan"
         return -1;
     while (*end == ' ')
         end++;
@@ -68,10 +68,10 @@ s_parse_scaled (const char *text, uint64_t *out, const char *const *units,
             scale = scales[i];
     if (!scale)
         return -1;
-    double r = v * (double) scale;
+    double r = v * (double)scale;
     if (r > 1.8e19)
         return -1;
-    *out = (uint64_t) (r + 0.5);
+    *out = (uint64_t)(r + 0.5);
     return 0;
 }
 
@@ -87,15 +87,16 @@ int
 zl_parse_size (const char *text, uint64_t *bytes)
 {
     static const char *const units[] = {"b", "k", "kib", "kb", "m", "mib", "mb", "g", "gib", "gb"};
-    static const uint64_t scales[] = {1, 1024, 1024, 1000, 1048576, 1048576, 1000000,
-                                      1073741824ULL, 1073741824ULL, 1000000000ULL};
+    static const uint64_t scales[] = {
+        1,       1024,    1024,          1000,          1048576,
+        1048576, 1000000, 1073741824ULL, 1073741824ULL, 1000000000ULL};
     return s_parse_scaled (text, bytes, units, scales, 10);
 }
 
 int
 zl_parse_u64 (const char *text, uint64_t *value)
 {
-    if (!text || !isdigit ((unsigned char) *text))  // strtoull takes " -5" as 2^64-5
+    if (!text || !isdigit ((unsigned char)*text)) // strtoull takes " -5" as 2^64-5
         return -1;
     errno = 0;
     char *end;

@@ -17,11 +17,11 @@ char *zl_strdup (const char *s);
 /*  Return a NUL-terminated copy of `len` bytes of `s`. Caller owns. */
 char *zl_strndup (const char *s, size_t len);
 
-#define ZL_NEW(type) ((type *) zl_calloc (1, sizeof (type)))
-#define ZL_FREE(p) \
-    do { \
-        free (p); \
-        (p) = NULL; \
+#define ZL_NEW(type) ((type *)zl_calloc (1, sizeof (type)))
+#define ZL_FREE(p)                                                                                 \
+    do {                                                                                           \
+        free (p);                                                                                  \
+        (p) = NULL;                                                                                \
     } while (0)
 
 #endif

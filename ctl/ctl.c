@@ -25,9 +25,9 @@ typedef struct {
     const char *events;
     uint64_t timeout_ms;
     int json;
-    const char *curve_server;  // the broker's public certificate (--curve-server)
-    const char *cert;          // this client's secret certificate (--cert)
-    zl_curve_t curve;          // loaded from the two above; off when both are absent
+    const char *curve_server; // the broker's public certificate (--curve-server)
+    const char *cert;         // this client's secret certificate (--cert)
+    zl_curve_t curve;         // loaded from the two above; off when both are absent
 } opts_t;
 
 static volatile int s_stop = 0;
@@ -35,14 +35,15 @@ static volatile int s_stop = 0;
 static void
 s_on_signal (int sig)
 {
-    (void) sig;
+    (void)sig;
     s_stop = 1;
 }
 
 static void
 s_usage (FILE *out)
 {
-    fprintf (out,
+    fprintf (
+        out,
         "Usage: zlane-ctl [--admin EP] [--events EP] [--timeout DUR] [--json]\n"
         "                 [--curve-server FILE --cert FILE] COMMAND ...\n"
         "\n"
@@ -196,9 +197,9 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
     zl_msg_t m = {.kind = ZL_MSG_ADMIN_REQUEST};
     m.u.admin_request = *req;
     zl_wire_send (s, codec, &m, 0);
-    int64_t deadline = zl_clock_mono_ms () + (int64_t) o->timeout_ms;
+    int64_t deadline = zl_clock_mono_ms () + (int64_t)o->timeout_ms;
     for (;;) {
-        long left = (long) (deadline - zl_clock_mono_ms ());
+        long left = (long)(deadline - zl_clock_mono_ms ());
         if (left <= 0)
             break;
         zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
@@ -219,8 +220,8 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             zmq_msg_close (&frame);
             continue;
         }
-        zl_decode_rc_t rc = zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame),
-                                             reply);
+        zl_decode_rc_t rc =
+            zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame), reply);
         zmq_msg_close (&frame);
         if (rc != ZL_DECODE_OK)
             continue;
@@ -230,14 +231,14 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             s_conn_close (conn);
             return 1;
         }
-        if (reply->kind == ZL_MSG_ADMIN_REPLY &&
-            reply->u.admin_reply.request_id == req->request_id)
-            return 0;  // the reply borrows nothing from the socket, but keep order simple
+        if (reply->kind == ZL_MSG_ADMIN_REPLY && reply->u.admin_reply.request_id == req->request_id)
+            return 0; // the reply borrows nothing from the socket, but keep order simple
     }
     fprintf (stderr, "zlane-ctl: no answer from the broker at %s within %" PRIu64 " ms%s\n",
              o->admin, o->timeout_ms,
-             zl_curve_enabled (&o->curve) ? "" : " (if it runs with --curve, give --curve-server "
-                                                 "and --cert)");
+             zl_curve_enabled (&o->curve) ? ""
+                                          : " (if it runs with --curve, give --curve-server "
+                                            "and --cert)");
     s_conn_close (conn);
     return 3;
 }
@@ -261,11 +262,11 @@ s_admin (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t *
 static void
 s_time (char *buf, size_t size, uint64_t wall_ms)
 {
-    time_t secs = (time_t) (wall_ms / 1000);
+    time_t secs = (time_t)(wall_ms / 1000);
     struct tm tm;
     gmtime_r (&secs, &tm);
     size_t n = strftime (buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf (buf + n, size - n, ".%03uZ", (unsigned) (wall_ms % 1000));
+    snprintf (buf + n, size - n, ".%03uZ", (unsigned)(wall_ms % 1000));
 }
 
 static void
@@ -274,9 +275,9 @@ s_age (char *buf, size_t size, uint64_t ms)
     if (ms < 10000)
         snprintf (buf, size, "%" PRIu64 "ms", ms);
     else if (ms < 600000)
-        snprintf (buf, size, "%.1fs", (double) ms / 1000);
+        snprintf (buf, size, "%.1fs", (double)ms / 1000);
     else
-        snprintf (buf, size, "%.1fm", (double) ms / 60000);
+        snprintf (buf, size, "%.1fm", (double)ms / 60000);
 }
 
 static void
@@ -295,9 +296,9 @@ s_json_group (FILE *out, const zl_group_stats_t *g)
              ",\"dead_lettered\":%" PRIu64 ",\"run_us\":%" PRIu64 ",\"throttled\":%" PRIu64
              ",\"capped\":%" PRIu64 ",\"paused\":%s}",
              g->ready, g->delayed, g->in_flight, g->dlq, g->oldest_ready_age_ms,
-             g->oldest_dlq_age_ms, g->submitted, g->acked, g->nacked_transient,
-             g->nacked_throttled, g->nacked_permanent, g->lease_expired, g->dead_lettered,
-             g->run_us, g->throttled, g->capped, g->paused ? "true" : "false");
+             g->oldest_dlq_age_ms, g->submitted, g->acked, g->nacked_transient, g->nacked_throttled,
+             g->nacked_permanent, g->lease_expired, g->dead_lettered, g->run_us, g->throttled,
+             g->capped, g->paused ? "true" : "false");
 }
 
 static void
@@ -339,8 +340,8 @@ s_print_row (const char *lane, const char *tenant, const zl_group_stats_t *g)
     char ra[16], da[16];
     s_age (ra, sizeof ra, g->oldest_ready_age_ms);
     s_age (da, sizeof da, g->oldest_dlq_age_ms);
-    printf ("%-14.14s %-14.14s %8" PRIu64 " %7" PRIu64 " %8" PRIu64 " %6" PRIu64 " %8s %8s %9" PRIu64
-            " %6" PRIu64 "/%" PRIu64 "/%" PRIu64 " %7" PRIu64 "%s\n",
+    printf ("%-14.14s %-14.14s %8" PRIu64 " %7" PRIu64 " %8" PRIu64 " %6" PRIu64
+            " %8s %8s %9" PRIu64 " %6" PRIu64 "/%" PRIu64 "/%" PRIu64 " %7" PRIu64 "%s\n",
             lane, tenant, g->ready, g->delayed, g->in_flight, g->dlq, ra, da, g->acked,
             g->nacked_transient, g->nacked_throttled, g->nacked_permanent, g->lease_expired,
             g->paused ? "  (paused)" : "");
@@ -349,7 +350,7 @@ s_print_row (const char *lane, const char *tenant, const zl_group_stats_t *g)
 static void
 s_print_stats (const zl_stats_t *st)
 {
-    printf ("uptime %.1fs, %u worker(s), %u producer(s)\n", (double) st->uptime_ms / 1000,
+    printf ("uptime %.1fs, %u worker(s), %u producer(s)\n", (double)st->uptime_ms / 1000,
             st->workers, st->producers);
     for (size_t i = 0; i < st->n_latencies; i++) {
         const zl_latency_t *l = &st->latencies[i];
@@ -358,8 +359,7 @@ s_print_stats (const zl_stats_t *st)
                 l->max_us / 1000.0);
     }
     printf ("\n%-14s %-14s %8s %7s %8s %6s %8s %8s %9s %14s %7s\n", "LANE", "TENANT", "READY",
-            "DELAYED", "INFLIGHT", "DLQ", "OLDEST", "DLQ-AGE", "ACKED", "NACK T/TH/P",
-            "EXPIRED");
+            "DELAYED", "INFLIGHT", "DLQ", "OLDEST", "DLQ-AGE", "ACKED", "NACK T/TH/P", "EXPIRED");
     for (size_t i = 0; i < st->n_lanes; i++)
         s_print_row (st->lanes[i].lane, "*", &st->lanes[i]);
     for (size_t i = 0; i < st->n_tenants; i++)
@@ -482,9 +482,9 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
     }
     printf ("job %" PRIu64 "\n  lane %s, tenant %s\n  idempotency key %s\n"
             "  enqueued %s\n  dead     %s\n  error    %s\n  payload  %zu bytes: %.*s%s\n",
-            d->job_id, d->lane, d->tenant, d->idempotency_key[0] ? d->idempotency_key : "-",
-            enq, dead, d->error, d->payload.len, (int) (d->payload.len > 200 ? 200 : d->payload.len),
-            (const char *) d->payload.data, d->payload.len > 200 ? "..." : "");
+            d->job_id, d->lane, d->tenant, d->idempotency_key[0] ? d->idempotency_key : "-", enq,
+            dead, d->error, d->payload.len, (int)(d->payload.len > 200 ? 200 : d->payload.len),
+            (const char *)d->payload.data, d->payload.len > 200 ? "..." : "");
     for (size_t i = 0; i < d->n_headers; i++)
         printf ("  header   %s=%s\n", d->headers[i].key, d->headers[i].value);
     printf ("  attempts (%zu):\n", d->n_attempts);
@@ -545,7 +545,7 @@ s_cmd_dlq (const opts_t *o, int argc, char **argv)
     zl_admin_request_t req = {0};
     req.filter.lane = req.filter.tenant = "";
     req.lane = "";
-    uint64_t *ids = calloc ((size_t) argc + 1, sizeof (uint64_t));
+    uint64_t *ids = calloc ((size_t)argc + 1, sizeof (uint64_t));
     int rc = 0;
     for (int i = 0; i < argc; i++)
         if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h")) {
@@ -560,9 +560,11 @@ s_cmd_dlq (const opts_t *o, int argc, char **argv)
                 req.filter.lane = argv[++i];
             else if (!strcmp (argv[i], "--tenant") && i + 1 < argc)
                 req.filter.tenant = argv[++i];
-            else if (!strcmp (argv[i], "--limit") && i + 1 < argc && !zl_parse_u64 (argv[i + 1], &v))
-                req.limit = (uint32_t) v, i++;
-            else if (!strcmp (argv[i], "--after") && i + 1 < argc && !zl_parse_u64 (argv[i + 1], &v))
+            else if (!strcmp (argv[i], "--limit") && i + 1 < argc &&
+                     !zl_parse_u64 (argv[i + 1], &v))
+                req.limit = (uint32_t)v, i++;
+            else if (!strcmp (argv[i], "--after") && i + 1 < argc &&
+                     !zl_parse_u64 (argv[i + 1], &v))
                 req.after_id = v, i++;
             else {
                 rc = s_fail_usage ("dlq list: unexpected argument '%s'", argv[i]);
@@ -675,7 +677,7 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
         int tn = zmq_recv (s, t, sizeof t - 1, 0);
         if (tn < 0)
             continue;
-        t[tn < (int) sizeof t - 1 ? tn : (int) sizeof t - 1] = '\0';
+        t[tn < (int)sizeof t - 1 ? tn : (int)sizeof t - 1] = '\0';
         int more = 0;
         size_t ml = sizeof more;
         zmq_getsockopt (s, ZMQ_RCVMORE, &more, &ml);
@@ -694,7 +696,7 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
         if (drc != ZL_DECODE_OK)
             continue;
         char now[40];
-        s_time (now, sizeof now, (uint64_t) zl_clock_wall_ms ());
+        s_time (now, sizeof now, (uint64_t)zl_clock_wall_ms ());
         if (m.kind == ZL_MSG_DEAD_LETTER) {
             const zl_dead_letter_t *d = &m.u.dead_letter;
             if (o->json) {

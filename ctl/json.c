@@ -13,7 +13,7 @@ zl_json_bytes (FILE *out, const uint8_t *data, size_t len)
         else if (c == '\t')
             fputs ("\\t", out);
         else if (c < 0x20 || c >= 0x7f)
-            fprintf (out, "\\u%04x", c);  // bytes, not code points: lossless and valid
+            fprintf (out, "\\u%04x", c); // bytes, not code points: lossless and valid
         else
             fputc (c, out);
     }
@@ -27,5 +27,5 @@ zl_json_str (FILE *out, const char *s)
     size_t n = 0;
     while (p[n])
         n++;
-    zl_json_bytes (out, (const uint8_t *) p, n);
+    zl_json_bytes (out, (const uint8_t *)p, n);
 }

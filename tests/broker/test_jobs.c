@@ -1303,8 +1303,8 @@ test_only_the_holder_settles (void **state)
     assert_int_equal (s_ack (fx, fx->w2, job->id, token + 1, 10, at (1)), ZL_SETTLE_STALE_LEASE);
     // the holder's lease moves with the worker process to its new connection
     zl_peer_t p3 = {.len = 2, .data = {'w', '3'}};
-    zl_bworker_t *again = zl_workers_add (fx->workers, &p3, "w1", 7, NULL, &fx->lane, 1, 16,
-                                          at (2).mono_ms);
+    zl_bworker_t *again =
+        zl_workers_add (fx->workers, &p3, "w1", 7, NULL, &fx->lane, 1, 16, at (2).mono_ms);
     zl_worker_adopt (again, fx->w1);
     assert_int_equal (fx->w1->in_flight, 0);
     assert_int_equal (again->in_flight, 1);

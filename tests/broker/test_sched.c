@@ -492,9 +492,10 @@ test_wfq_lag_is_bounded_by_quantum_plus_job (void **state)
                 worst = lag > worst ? lag : worst;
             }
         if (worst > bound)
-            fail_msg ("quantum %llu: after %d dispatches one tenant leads another by %.0f us/weight "
-                      "(bound %.0f)",
-                      (unsigned long long)s_quantum_us, i + 1, worst, bound);
+            fail_msg (
+                "quantum %llu: after %d dispatches one tenant leads another by %.0f us/weight "
+                "(bound %.0f)",
+                (unsigned long long)s_quantum_us, i + 1, worst, bound);
     }
     s_world_destroy (&w);
 }

@@ -1430,7 +1430,6 @@ test_names (void **state)
     assert_string_equal (zl_fail_class_name ((zl_fail_class_t)42), "transient");
 }
 
-
 // ---------------------------------------------------------------- text
 //  Encode `m` and turn each 0x01 byte between two letters into `with`.
 static uint8_t *
@@ -1453,10 +1452,18 @@ test_bad_text (void **state)
 {
     fixture_t *f = *state;
     zl_header_t h[2] = {{"ok", "fine"}, {"x", "\xe2\x82"}};
-    zl_job_spec_t specs[3] = {
-        {.seq = 1, .tenant = "acme", .lane = "a", .idempotency_key = ""},
-        {.seq = 2, .tenant = "acme\x01" "evil", .lane = "a", .idempotency_key = ""},
-        {.seq = 3, .tenant = "t", .lane = "a", .idempotency_key = "", .n_headers = 2, .headers = h}};
+    zl_job_spec_t specs[3] = {{.seq = 1, .tenant = "acme", .lane = "a", .idempotency_key = ""},
+                              {.seq = 2,
+                               .tenant = "acme\x01"
+                                         "evil",
+                               .lane = "a",
+                               .idempotency_key = ""},
+                              {.seq = 3,
+                               .tenant = "t",
+                               .lane = "a",
+                               .idempotency_key = "",
+                               .n_headers = 2,
+                               .headers = h}};
     zl_msg_t m = {.kind = ZL_MSG_SUBMIT, .u.submit = {3, specs}};
     size_t size;
     uint8_t *frame = s_encode_patched (f->codec, &m, 0, &size);
@@ -1471,7 +1478,8 @@ test_bad_text (void **state)
     assert_string_equal (zl_codec_error (f->codec), "");
     free (frame);
 
-    const char *lanes[] = {"a", "b\x01" "c"};
+    const char *lanes[] = {"a", "b\x01"
+                                "c"};
     m = (zl_msg_t){.kind = ZL_MSG_READY, .u.ready = {"w\xff", 2, lanes, 1, 0}};
     frame = s_encode_patched (f->codec, &m, 0, &size);
     assert_int_equal (zl_codec_decode (f->codec, frame, size, &out), ZL_DECODE_BAD_TEXT);
