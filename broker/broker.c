@@ -285,7 +285,7 @@ s_total_depth (zl_broker_t *self)
 // Credit for one producer: what it already received plus its share of the
 // free room, at most the configured window. Credit never shrinks.
 static void
-s_regrant (zl_broker_t *self, zl_producer_t *p, uint64_t free_room, size_t n_producers)
+s_regrant (zl_broker_t *self, zl_producer_conn_t *p, uint64_t free_room, size_t n_producers)
 {
     uint64_t share = free_room / (n_producers ? n_producers : 1);
     if (share > self->cfg->producer_window)
@@ -306,7 +306,7 @@ s_on_hello (ctx_t *ctx, const zl_msg_t *msg)
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Hello: field 'client' %s", bad);
         return;
     }
-    zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, true);
+    zl_producer_conn_t *p = zl_producers_get (self->producers, ctx->peer, true);
     free (p->name);
     p->name = msg->u.hello.client[0] ? zl_strdup (msg->u.hello.client) : NULL;
     p->received = 0;
@@ -342,12 +342,12 @@ s_lane_list (zl_broker_t *self)
 }
 
 static void
-s_refuse_job (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec,
+s_refuse_job (zl_broker_t *self, zl_producer_conn_t *p, const zl_job_spec_t *spec,
               zl_counter_id_t counter, zl_reject_code_t code, const char *reason,
               uint32_t retry_after_ms)
 {
     self->counters[counter]++;
-    zl_producer_reject (p, spec->seq, code, reason, retry_after_ms);
+    zl_producer_conn_reject (p, spec->seq, code, reason, retry_after_ms);
     zl_debug ("broker", "producer %s job seq %" PRIu64 " rejected: %s: %s",
               p->name ? p->name : p->key, spec->seq, zl_reject_code_name (code), reason);
 }
@@ -384,7 +384,7 @@ s_spec_problem (zl_broker_t *self, const zl_job_spec_t *spec)
 // declared lanes are listed in the first UNKNOWN_LANE reason of a Submit
 // only (`*listed`), so that the reply is not many times the request.
 static zl_lane_t *
-s_validate_spec (zl_broker_t *self, zl_producer_t *p, const zl_job_spec_t *spec, bool *listed)
+s_validate_spec (zl_broker_t *self, zl_producer_conn_t *p, const zl_job_spec_t *spec, bool *listed)
 {
     const char *bad = s_spec_problem (self, spec);
     if (bad) {
@@ -450,7 +450,7 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
     const zl_submit_t *sub = &msg->u.submit;
     if (!s_role (ctx, "producer", "submit jobs"))
         return;
-    zl_producer_t *p = zl_producers_get (self->producers, ctx->peer, false);
+    zl_producer_conn_t *p = zl_producers_get (self->producers, ctx->peer, false);
     if (!p) { // never said Hello, or forgotten after producer_idle
         s_reject (ctx, ZL_CTR_NOT_READY, ZL_ERR_NOT_READY, 0, 0,
                   "Submit before Hello: send Hello first (a connection's credit comes with its "
@@ -509,7 +509,7 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         uint64_t orig = s_duplicate_of (self, spec, ctx->now);
         if (orig) {
             self->counters[ZL_CTR_DUPLICATES]++;
-            zl_producer_accept (p, spec->seq, orig, true);
+            zl_producer_conn_accept (p, spec->seq, orig, true);
             continue;
         }
         const char *full = NULL;
@@ -553,17 +553,17 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
         }
         zl_jobs_accept (self->jobs, staged[i].id, spec, staged[i].flow, ctx->now);
         self->counters[ZL_CTR_ACCEPTED]++;
-        zl_producer_accept (p, spec->seq, staged[i].id, false);
+        zl_producer_conn_accept (p, spec->seq, staged[i].id, false);
     }
 }
 
 // ---------------------------------------------------------------- workers
-static void s_worker_gone (zl_broker_t *self, zl_bworker_t *w, const char *why, zl_now_t now);
+static void s_worker_gone (zl_broker_t *self, zl_worker_conn_t *w, const char *why, zl_now_t now);
 
-static zl_bworker_t *
+static zl_worker_conn_t *
 s_worker (ctx_t *ctx)
 {
-    zl_bworker_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
+    zl_worker_conn_t *w = zl_workers_lookup (ctx->self->workers, ctx->peer);
     // a key removed from the clients directory loses its rights at once: its
     // messages are refused and its jobs go to other workers
     if (!s_role (ctx, "worker", "take jobs")) {
@@ -633,16 +633,16 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     if (n == 0)
         return;
     const char *key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL;
-    zl_bworker_t *w = zl_workers_add (self->workers, ctx->peer, r->name, r->instance, key, lanes, n,
+    zl_worker_conn_t *w = zl_workers_add (self->workers, ctx->peer, r->name, r->instance, key, lanes, n,
                                       r->capacity, ctx->now.mono_ms);
     self->counters[ZL_CTR_WORKERS_READY]++;
     zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
              w->capacity ? "ready" : "draining", n, w->capacity);
     // the same worker process on a new connection: its leases follow it
-    zl_bworker_t *old = zl_workers_find_instance (self->workers, r->instance, key, w);
+    zl_worker_conn_t *old = zl_workers_find_instance (self->workers, r->instance, key, w);
     if (old) {
         uint32_t moved = old->in_flight;
-        zl_worker_adopt (w, old);
+        zl_worker_conn_adopt (w, old);
         zl_workers_remove (self->workers, old);
         self->counters[ZL_CTR_WORKERS_RECONNECTED]++;
         zl_info ("broker", "worker %s reconnected: its %u lease(s) move to the new connection",
@@ -687,7 +687,7 @@ s_settle_refused (refusals_t *r, zl_settle_rc_t rc, uint64_t job_id, uint64_t le
 static void
 s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_bworker_t *w = s_worker (ctx);
+    zl_worker_conn_t *w = s_worker (ctx);
     if (!w)
         return;
     refusals_t ref;
@@ -697,7 +697,7 @@ s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
         zl_settle_rc_t rc = zl_jobs_ack (ctx->self->jobs, w, it, ctx->now);
         if (rc == ZL_SETTLE_OK) {
             ctx->self->counters[ZL_CTR_ACKED]++;
-            zl_worker_queue_settled (w, it->job_id, it->lease);
+            zl_worker_conn_queue_settled (w, it->job_id, it->lease);
         } else
             s_settle_refused (&ref, rc, it->job_id, it->lease);
     }
@@ -707,7 +707,7 @@ s_on_ack (ctx_t *ctx, const zl_msg_t *msg)
 static void
 s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_bworker_t *w = s_worker (ctx);
+    zl_worker_conn_t *w = s_worker (ctx);
     if (!w)
         return;
     refusals_t ref;
@@ -724,7 +724,7 @@ s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
         zl_settle_rc_t rc = zl_jobs_nack (ctx->self->jobs, w, it, ctx->now);
         if (rc == ZL_SETTLE_OK) {
             ctx->self->counters[ZL_CTR_NACKED]++;
-            zl_worker_queue_settled (w, it->job_id, it->lease);
+            zl_worker_conn_queue_settled (w, it->job_id, it->lease);
         } else
             s_settle_refused (&ref, rc, it->job_id, it->lease);
     }
@@ -734,7 +734,7 @@ s_on_nack (ctx_t *ctx, const zl_msg_t *msg)
 static void
 s_on_extend (ctx_t *ctx, const zl_msg_t *msg)
 {
-    zl_bworker_t *w = s_worker (ctx);
+    zl_worker_conn_t *w = s_worker (ctx);
     if (!w)
         return;
     refusals_t ref;
@@ -864,7 +864,7 @@ s_drain (zl_broker_t *self, sock_kind_t sock, zl_now_t now)
 
 // ---------------------------------------------------------------- timers
 static void
-s_worker_gone (zl_broker_t *self, zl_bworker_t *w, const char *why, zl_now_t now)
+s_worker_gone (zl_broker_t *self, zl_worker_conn_t *w, const char *why, zl_now_t now)
 {
     size_t n = zl_jobs_release_worker (self->jobs, w, ZL_OUTCOME_WORKER_DEAD, why, now);
     zl_warn ("broker", "worker %s %s; %zu job(s) back to ready", w->name, why, n);
@@ -877,9 +877,9 @@ s_liveness (zl_broker_t *self, zl_now_t now)
 {
     int64_t limit = (int64_t)(self->cfg->heartbeat_ms * self->cfg->liveness);
     size_t n;
-    zl_bworker_t **all = zl_workers_all (self->workers, &n);
+    zl_worker_conn_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n;) {
-        zl_bworker_t *w = all[i];
+        zl_worker_conn_t *w = all[i];
         if (now.mono_ms - w->last_seen_ms > limit) {
             char why[96];
             snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
@@ -896,7 +896,7 @@ s_heartbeat (zl_broker_t *self, zl_now_t now)
 {
     zl_msg_t hb = {.kind = ZL_MSG_HEARTBEAT};
     size_t n;
-    zl_bworker_t **all = zl_workers_all (self->workers, &n);
+    zl_worker_conn_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n; i++)
         zl_wire_send_to (self->socks[SOCK_BACKEND], &all[i]->peer, self->codec, &hb);
 }
@@ -937,7 +937,7 @@ static void
 s_forget_producers (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
-    zl_producer_t **all = zl_producers_all (self->producers, &n);
+    zl_producer_conn_t **all = zl_producers_all (self->producers, &n);
     for (size_t i = 0; i < n;) {
         if (now.mono_ms - all[i]->last_seen_ms > (int64_t)self->cfg->producer_idle_ms &&
             !all[i]->n_acc && !all[i]->n_rej) {
@@ -1015,7 +1015,7 @@ static void
 s_dispatch (zl_broker_t *self, zl_now_t now)
 {
     size_t n;
-    zl_bworker_t **all = zl_workers_all (self->workers, &n);
+    zl_worker_conn_t **all = zl_workers_all (self->workers, &n);
     zl_sched_wake (self->sched, now.mono_ms);
     if (n == 0)
         return;
@@ -1025,7 +1025,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
     while (progress) {
         progress = false;
         for (size_t k = 0; k < n; k++) {
-            zl_bworker_t *w = all[(start + k) % n];
+            zl_worker_conn_t *w = all[(start + k) % n];
             if (w->in_flight >= w->capacity)
                 continue;
             zl_job_t *job = zl_sched_next (self->sched, w->lanes, w->n_lanes, now.mono_ms);
@@ -1033,7 +1033,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
                 continue;
             // a random token: a worker cannot guess another's lease
             zl_jobs_lease (self->jobs, job, w, zl_rng_next (&self->rng) | 1, now);
-            zl_worker_queue_job (w, job);
+            zl_worker_conn_queue_job (w, job);
             self->counters[ZL_CTR_DISPATCHED]++;
             progress = true;
         }
@@ -1077,11 +1077,11 @@ static void
 s_flush_producers (zl_broker_t *self)
 {
     size_t n;
-    zl_producer_t **all = zl_producers_all (self->producers, &n);
+    zl_producer_conn_t **all = zl_producers_all (self->producers, &n);
     uint64_t depth = s_total_depth (self);
     uint64_t room = depth < self->cfg->max_depth ? self->cfg->max_depth - depth : 0;
     for (size_t i = 0; i < n; i++) {
-        zl_producer_t *p = all[i];
+        zl_producer_conn_t *p = all[i];
         ctx_t ctx = {self, SOCK_FRONTEND, &p->peer, {0}};
         if (p->n_acc) {
             zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
@@ -1106,7 +1106,7 @@ s_flush_producers (zl_broker_t *self)
 }
 
 static int
-s_send_dispatch (zl_broker_t *self, zl_bworker_t *w, zl_job_msg_t *msgs, size_t n)
+s_send_dispatch (zl_broker_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs, size_t n)
 {
     zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
     m.u.dispatch = (zl_dispatch_t){n, msgs};
@@ -1149,9 +1149,9 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
     size_t n_gone = 0;
     size_t n;
     zl_workers_all (self->workers, &n);
-    zl_bworker_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_bworker_t *));
+    zl_worker_conn_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_worker_conn_t *));
     zl_job_msg_t *msgs = zl_arena_alloc (self->turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
-    for (zl_bworker_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
+    for (zl_worker_conn_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
         bool ok = true;
         if (w->n_settled) {
             zl_msg_t m = {.kind = ZL_MSG_SETTLED};

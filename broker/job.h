@@ -20,7 +20,7 @@ typedef enum {
 /*  Return "ready", "delayed", "leased" or "dead". */
 const char *zl_job_state_name (zl_job_state_t state);
 
-struct zl_worker;
+struct zl_worker_conn;
 struct zl_flow;
 
 /*  What only a leased job needs; allocated at lease, freed at settle. */
@@ -30,7 +30,7 @@ typedef struct zl_lease {
     int64_t run_deadline_ms;   // monotonic, 0 = none
     int64_t started_at_ms;     // wall clock of this attempt's start
     int64_t started_us;        // monotonic, for run time
-    struct zl_worker *worker;
+    struct zl_worker_conn *worker;
     struct zl_job *prev, *next; // the holding worker's list of jobs
 } zl_lease_t;
 

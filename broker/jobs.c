@@ -40,15 +40,6 @@ struct _zl_jobs_t {
     size_t n_restored, cap_restored;
 };
 
-zl_now_t
-zl_now (void)
-{
-    zl_now_t now;
-    now.mono_us = zl_clock_mono_us ();
-    now.mono_ms = now.mono_us / 1000;
-    now.wall_ms = zl_clock_wall_ms ();
-    return now;
-}
 
 const char *
 zl_job_state_name (zl_job_state_t state)
@@ -257,7 +248,7 @@ s_unlease (zl_jobs_t *self, zl_job_t *job)
 {
     zl_timers_cancel (self->timers, job);
     if (job->lease->worker)
-        zl_worker_release (job->lease->worker, job);
+        zl_worker_conn_release (job->lease->worker, job);
     job->flow->in_flight--;
     job->flow->lane->in_flight--;
     job->flow->tenant->in_flight--;
@@ -330,7 +321,7 @@ s_attempt (zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
 
 // The leased job (job_id, lease) if `worker` holds it.
 static zl_settle_rc_t
-s_lookup (zl_jobs_t *self, const zl_bworker_t *worker, uint64_t job_id, uint64_t lease,
+s_lookup (zl_jobs_t *self, const zl_worker_conn_t *worker, uint64_t job_id, uint64_t lease,
           zl_job_t **job_p)
 {
     zl_job_t *job = zl_u64map_get (self->by_id, job_id);
@@ -423,7 +414,7 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t token, zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token, zl_now_t now)
 {
     zl_lease_t *lease = zl_malloc (sizeof *lease);
     lease->token = token;
@@ -439,7 +430,7 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t to
     if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms)
         job->due_ms = lease->run_deadline_ms;
     zl_timers_set (self->timers, job);
-    zl_worker_hold (worker, job);
+    zl_worker_conn_hold (worker, job);
     job->flow->in_flight++;
     job->flow->lane->in_flight++;
     job->flow->tenant->in_flight++;
@@ -450,7 +441,7 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t to
 }
 
 zl_settle_rc_t
-zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl_now_t now)
+zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack, zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_lookup (self, worker, ack->job_id, ack->lease, &job);
@@ -467,7 +458,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack, zl
 }
 
 zl_settle_rc_t
-zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack, zl_now_t now)
+zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *nack, zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_lookup (self, worker, nack->job_id, nack->lease, &job);
@@ -506,7 +497,7 @@ zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
 }
 
 zl_settle_rc_t
-zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *ext, zl_now_t now)
+zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext, zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_lookup (self, worker, ext->job_id, ext->lease, &job);
@@ -539,7 +530,7 @@ s_abandon (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, const char *err
 }
 
 size_t
-zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
+zl_jobs_release_worker (zl_jobs_t *self, zl_worker_conn_t *worker, zl_outcome_t outcome,
                         const char *error, zl_now_t now)
 {
     size_t n = 0;

@@ -14,6 +14,7 @@
 #ifndef ZL_JOBS_H
 #define ZL_JOBS_H
 
+#include "clock.h"
 #include "dlq.h"
 #include "job.h"
 #include "msg.h"
@@ -44,16 +45,6 @@ typedef enum {
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
 
-/*  Times passed into every transition: monotonic ms and us, wall ms. */
-typedef struct {
-    int64_t mono_ms;
-    int64_t mono_us;
-    int64_t wall_ms;
-} zl_now_t;
-
-/*  Return the current times. */
-zl_now_t zl_now (void);
-
 /*  Return a job table using (borrowing) `sched`, `timers`, `rng` and `store`. */
 zl_jobs_t *zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *store);
 /*  Destroy the table and every job in it; nulls the caller's pointer. */
@@ -77,26 +68,26 @@ zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spe
                           zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
     the new token `lease`: attempt + 1, lease timer armed. */
-void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_bworker_t *worker, uint64_t lease,
+void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t lease,
                     zl_now_t now);
 /*  Settlements and extensions quote (job_id, lease) and must come from the
     worker holding the lease (ZL_SETTLE_NOT_HOLDER otherwise). */
 /*  Ack (job_id, lease) from `worker`; on success the job is deleted. */
-zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_bworker_t *worker, const zl_ack_item_t *ack,
+zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack,
                             zl_now_t now);
 /*  Nack (job_id, lease) from `worker`: retry with backoff, honour THROTTLED's
     retry-after, or dead-letter (PERMANENT, or attempts used up). */
-zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_bworker_t *worker, const zl_nack_item_t *nack,
+zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *nack,
                              zl_now_t now);
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
     job's max run deadline it is extended only to that deadline and
     ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
-zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_bworker_t *worker, const zl_extend_item_t *ext,
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext,
                                zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
     each counts as a failed attempt and is ready again at once, or
     dead-lettered if that was its last attempt. */
-size_t zl_jobs_release_worker (zl_jobs_t *self, zl_bworker_t *worker, zl_outcome_t outcome,
+size_t zl_jobs_release_worker (zl_jobs_t *self, zl_worker_conn_t *worker, zl_outcome_t outcome,
                                const char *error, zl_now_t now);
 /*  Fire due timers: lapsed leases fail (ready again, or DLQ), delays end
     (READY). Returns how many fired. */

@@ -8,7 +8,7 @@
 
 struct _zl_producers_t {
     zhashx_t *by_key;
-    zl_producer_t **all;
+    zl_producer_conn_t **all;
     size_t n, cap;
 };
 
@@ -21,7 +21,7 @@ zl_producers_new (void)
 }
 
 static void
-s_free (zl_producer_t *p)
+s_free (zl_producer_conn_t *p)
 {
     free (p->name);
     free (p->acc);
@@ -43,7 +43,7 @@ zl_producers_destroy (zl_producers_t **self_p)
     *self_p = NULL;
 }
 
-zl_producer_t *
+zl_producer_conn_t *
 zl_producers_get (zl_producers_t *self, const zl_peer_t *peer, bool create)
 {
     char key[2 * ZL_PEER_ID_MAX + 1];
@@ -53,23 +53,23 @@ zl_producers_get (zl_producers_t *self, const zl_peer_t *peer, bool create)
         key[2 * i + 1] = digits[peer->data[i] & 15];
     }
     key[2 * peer->len] = '\0';
-    zl_producer_t *p = zhashx_lookup (self->by_key, key);
+    zl_producer_conn_t *p = zhashx_lookup (self->by_key, key);
     if (p || !create)
         return p;
-    p = ZL_NEW (zl_producer_t);
+    p = ZL_NEW (zl_producer_conn_t);
     p->peer = *peer;
     memcpy (p->key, key, sizeof key);
     zhashx_insert (self->by_key, p->key, p);
     if (self->n == self->cap) {
         self->cap = self->cap ? self->cap * 2 : 16;
-        self->all = zl_realloc (self->all, self->cap * sizeof (zl_producer_t *));
+        self->all = zl_realloc (self->all, self->cap * sizeof (zl_producer_conn_t *));
     }
     self->all[self->n++] = p;
     return p;
 }
 
 void
-zl_producers_remove (zl_producers_t *self, zl_producer_t *producer)
+zl_producers_remove (zl_producers_t *self, zl_producer_conn_t *producer)
 {
     zhashx_delete (self->by_key, producer->key);
     for (size_t i = 0; i < self->n; i++)
@@ -81,7 +81,7 @@ zl_producers_remove (zl_producers_t *self, zl_producer_t *producer)
 }
 
 void
-zl_producer_accept (zl_producer_t *p, uint64_t seq, uint64_t job_id, bool duplicate)
+zl_producer_conn_accept (zl_producer_conn_t *p, uint64_t seq, uint64_t job_id, bool duplicate)
 {
     if (p->n_acc == p->cap_acc) {
         p->cap_acc = p->cap_acc ? p->cap_acc * 2 : 64;
@@ -91,7 +91,7 @@ zl_producer_accept (zl_producer_t *p, uint64_t seq, uint64_t job_id, bool duplic
 }
 
 void
-zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
+zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
                     uint32_t retry_after_ms)
 {
     if (p->n_rej == p->cap_rej) {
@@ -101,7 +101,7 @@ zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code, const
     p->rej[p->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
 }
 
-zl_producer_t **
+zl_producer_conn_t **
 zl_producers_all (zl_producers_t *self, size_t *count)
 {
     *count = self->n;

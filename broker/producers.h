@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct zl_producer {
+typedef struct zl_producer_conn {
     zl_peer_t peer;
     char key[2 * ZL_PEER_ID_MAX + 1];
     char *name;
@@ -24,7 +24,7 @@ typedef struct zl_producer {
     uint32_t n_acc, cap_acc;
     zl_rejection_t *rej; // reasons are static strings or turn-arena strings
     uint32_t n_rej, cap_rej;
-} zl_producer_t;
+} zl_producer_conn_t;
 
 typedef struct _zl_producers_t zl_producers_t;
 
@@ -33,15 +33,15 @@ zl_producers_t *zl_producers_new (void);
 /*  Destroy; nulls the caller's pointer. */
 void zl_producers_destroy (zl_producers_t **self_p);
 /*  Return the producer `peer`, creating it if `create`; NULL otherwise. */
-zl_producer_t *zl_producers_get (zl_producers_t *self, const zl_peer_t *peer, bool create);
+zl_producer_conn_t *zl_producers_get (zl_producers_t *self, const zl_peer_t *peer, bool create);
 /*  Forget `producer`. */
-void zl_producers_remove (zl_producers_t *self, zl_producer_t *producer);
+void zl_producers_remove (zl_producers_t *self, zl_producer_conn_t *producer);
 /*  Queue an acceptance for this turn. */
-void zl_producer_accept (zl_producer_t *p, uint64_t seq, uint64_t job_id, bool duplicate);
+void zl_producer_conn_accept (zl_producer_conn_t *p, uint64_t seq, uint64_t job_id, bool duplicate);
 /*  Queue a rejection for this turn (`reason` must outlive the turn). */
-void zl_producer_reject (zl_producer_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
+void zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
                          uint32_t retry_after_ms);
 /*  Return all producers (borrowed) and their count. */
-zl_producer_t **zl_producers_all (zl_producers_t *self, size_t *count);
+zl_producer_conn_t **zl_producers_all (zl_producers_t *self, size_t *count);
 
 #endif

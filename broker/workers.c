@@ -8,7 +8,7 @@
 
 struct _zl_workers_t {
     zhashx_t *by_key; // hex routing id -> worker (borrowed)
-    zl_bworker_t **all;
+    zl_worker_conn_t **all;
     size_t n, cap;
 };
 
@@ -32,7 +32,7 @@ zl_workers_new (void)
 }
 
 static void
-s_free_worker (zl_bworker_t *w)
+s_free_worker (zl_worker_conn_t *w)
 {
     free (w->name);
     free (w->curve_key);
@@ -56,7 +56,7 @@ zl_workers_destroy (zl_workers_t **self_p)
     *self_p = NULL;
 }
 
-zl_bworker_t *
+zl_worker_conn_t *
 zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer)
 {
     char key[2 * ZL_PEER_ID_MAX + 1];
@@ -64,20 +64,20 @@ zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer)
     return zhashx_lookup (self->by_key, key);
 }
 
-zl_bworker_t *
+zl_worker_conn_t *
 zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, uint64_t instance,
                 const char *curve_key, zl_lane_t **lanes, uint32_t n_lanes, uint32_t capacity,
                 int64_t now_ms)
 {
-    zl_bworker_t *w = zl_workers_lookup (self, peer);
+    zl_worker_conn_t *w = zl_workers_lookup (self, peer);
     if (!w) {
-        w = ZL_NEW (zl_bworker_t);
+        w = ZL_NEW (zl_worker_conn_t);
         w->peer = *peer;
         s_hex (peer, w->key);
         zhashx_insert (self->by_key, w->key, w);
         if (self->n == self->cap) {
             self->cap = self->cap ? self->cap * 2 : 16;
-            self->all = zl_realloc (self->all, self->cap * sizeof (zl_bworker_t *));
+            self->all = zl_realloc (self->all, self->cap * sizeof (zl_worker_conn_t *));
         }
         self->all[self->n++] = w;
     }
@@ -96,7 +96,7 @@ zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name, uin
 }
 
 void
-zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker)
+zl_workers_remove (zl_workers_t *self, zl_worker_conn_t *worker)
 {
     zhashx_delete (self->by_key, worker->key);
     for (size_t i = 0; i < self->n; i++)
@@ -107,14 +107,14 @@ zl_workers_remove (zl_workers_t *self, zl_bworker_t *worker)
     s_free_worker (worker);
 }
 
-zl_bworker_t *
+zl_worker_conn_t *
 zl_workers_find_instance (zl_workers_t *self, uint64_t instance, const char *curve_key,
-                          const zl_bworker_t *except)
+                          const zl_worker_conn_t *except)
 {
     if (!instance)
         return NULL;
     for (size_t i = 0; i < self->n; i++) {
-        zl_bworker_t *w = self->all[i];
+        zl_worker_conn_t *w = self->all[i];
         if (w != except && w->instance == instance &&
             (curve_key ? w->curve_key && !strcmp (w->curve_key, curve_key) : !w->curve_key))
             return w;
@@ -123,20 +123,20 @@ zl_workers_find_instance (zl_workers_t *self, uint64_t instance, const char *cur
 }
 
 void
-zl_worker_adopt (zl_bworker_t *to, zl_bworker_t *from)
+zl_worker_conn_adopt (zl_worker_conn_t *to, zl_worker_conn_t *from)
 {
     while (from->jobs) {
         zl_job_t *job = from->jobs;
-        zl_worker_release (from, job);
-        zl_worker_hold (to, job);
+        zl_worker_conn_release (from, job);
+        zl_worker_conn_hold (to, job);
     }
     for (uint32_t i = 0; i < from->n_settled; i++)
-        zl_worker_queue_settled (to, from->out_settled[i].job_id, from->out_settled[i].lease);
+        zl_worker_conn_queue_settled (to, from->out_settled[i].job_id, from->out_settled[i].lease);
     from->n_settled = 0;
 }
 
 void
-zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
+zl_worker_conn_hold (zl_worker_conn_t *worker, zl_job_t *job)
 {
     job->lease->worker = worker;
     job->lease->prev = NULL;
@@ -148,7 +148,7 @@ zl_worker_hold (zl_bworker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_release (zl_bworker_t *worker, zl_job_t *job)
+zl_worker_conn_release (zl_worker_conn_t *worker, zl_job_t *job)
 {
     zl_lease_t *l = job->lease;
     if (l->prev)
@@ -163,7 +163,7 @@ zl_worker_release (zl_bworker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_queue_job (zl_bworker_t *worker, zl_job_t *job)
+zl_worker_conn_queue_job (zl_worker_conn_t *worker, zl_job_t *job)
 {
     if (worker->n_out == worker->cap_out) {
         worker->cap_out = worker->cap_out ? worker->cap_out * 2 : 16;
@@ -173,7 +173,7 @@ zl_worker_queue_job (zl_bworker_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_queue_settled (zl_bworker_t *worker, uint64_t job_id, uint64_t lease)
+zl_worker_conn_queue_settled (zl_worker_conn_t *worker, uint64_t job_id, uint64_t lease)
 {
     if (worker->n_settled == worker->cap_settled) {
         worker->cap_settled = worker->cap_settled ? worker->cap_settled * 2 : 16;
@@ -183,19 +183,19 @@ zl_worker_queue_settled (zl_bworker_t *worker, uint64_t job_id, uint64_t lease)
     worker->out_settled[worker->n_settled++] = (zl_lease_ref_t){job_id, lease};
 }
 
-zl_bworker_t **
+zl_worker_conn_t **
 zl_workers_all (zl_workers_t *self, size_t *count)
 {
     *count = self->n;
     return self->all;
 }
 
-zl_bworker_t *
+zl_worker_conn_t *
 zl_workers_take_dirty (zl_workers_t *self)
 {
-    zl_bworker_t *list = NULL;
+    zl_worker_conn_t *list = NULL;
     for (size_t i = 0; i < self->n; i++) {
-        zl_bworker_t *w = self->all[i];
+        zl_worker_conn_t *w = self->all[i];
         if (w->n_out || w->n_settled) {
             w->next_dirty = list;
             list = w;

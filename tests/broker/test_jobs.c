@@ -82,7 +82,7 @@ typedef struct {
     zl_lane_t *lane;
     zl_tenant_t *tenant, *tenant2;
     zl_flow_t *flow, *flow2;
-    zl_bworker_t *w1, *w2;
+    zl_worker_conn_t *w1, *w2;
     uint64_t ids[MAX_IDS];
     size_t n_ids;
     uint64_t next_lease;
@@ -410,7 +410,7 @@ s_check_gauges (fx_t *fx)
     assert_int_equal (fx->tenant2->in_flight, t_in_flight[1]);
     assert_int_equal (fx->w1->in_flight, w1_held);
     assert_int_equal (fx->w2->in_flight, w2_held);
-    zl_bworker_t *ws[2] = {fx->w1, fx->w2};
+    zl_worker_conn_t *ws[2] = {fx->w1, fx->w2};
     uint32_t held[2] = {w1_held, w2_held};
     for (int k = 0; k < 2; k++) {
         uint32_t listed = 0;
@@ -483,7 +483,7 @@ s_accept (fx_t *fx, uint32_t delay_ms, uint32_t max_attempts, zl_now_t now)
 
 // Pop the lane's next job (it must be `expect` when given) and lease it.
 static zl_job_t *
-s_lease (fx_t *fx, zl_bworker_t *w, zl_job_t *expect, zl_now_t now)
+s_lease (fx_t *fx, zl_worker_conn_t *w, zl_job_t *expect, zl_now_t now)
 {
     zl_job_t *job = zl_sched_pop (fx->sched, fx->lane, S_NO_LIMITS_NOW);
     assert_non_null (job);
@@ -495,7 +495,7 @@ s_lease (fx_t *fx, zl_bworker_t *w, zl_job_t *expect, zl_now_t now)
 }
 
 static zl_settle_rc_t
-s_ack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, uint64_t run_us, zl_now_t now)
+s_ack (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint64_t run_us, zl_now_t now)
 {
     zl_ack_item_t ack = {.job_id = id, .lease = lease, .run_us = run_us};
     zl_settle_rc_t rc = zl_jobs_ack (fx->jobs, w, &ack, now);
@@ -504,7 +504,7 @@ s_ack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, uint64_t run_us, 
 }
 
 static zl_settle_rc_t
-s_nack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, zl_fail_class_t cls,
+s_nack (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, zl_fail_class_t cls,
         const char *error, uint32_t retry_after_ms, zl_now_t now)
 {
     zl_nack_item_t nack = {
@@ -515,7 +515,7 @@ s_nack (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, zl_fail_class_t 
 }
 
 static zl_settle_rc_t
-s_extend (fx_t *fx, zl_bworker_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
+s_extend (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
 {
     zl_extend_item_t ext = {.job_id = id, .lease = lease, .lease_ms = lease_ms};
     zl_settle_rc_t rc = zl_jobs_extend (fx->jobs, w, &ext, now);
@@ -1166,7 +1166,7 @@ test_transient_failures_dead_after_max_attempts (void **state)
     fx_t *fx = *state;
     zl_job_t *job = s_accept (fx, 0, 3, at (0));
     uint64_t id = job->id;
-    zl_bworker_t *who[3] = {fx->w1, fx->w2, fx->w1};
+    zl_worker_conn_t *who[3] = {fx->w1, fx->w2, fx->w1};
     const char *names[3] = {"w1", "w2", "w1"};
     const char *errors[3] = {"timeout talking to db", "connection reset", "out of disk"};
     int64_t started[3], ended[3];
@@ -1303,9 +1303,9 @@ test_only_the_holder_settles (void **state)
     assert_int_equal (s_ack (fx, fx->w2, job->id, token + 1, 10, at (1)), ZL_SETTLE_STALE_LEASE);
     // the holder's lease moves with the worker process to its new connection
     zl_peer_t p3 = {.len = 2, .data = {'w', '3'}};
-    zl_bworker_t *again =
+    zl_worker_conn_t *again =
         zl_workers_add (fx->workers, &p3, "w1", 7, NULL, &fx->lane, 1, 16, at (2).mono_ms);
-    zl_worker_adopt (again, fx->w1);
+    zl_worker_conn_adopt (again, fx->w1);
     assert_int_equal (fx->w1->in_flight, 0);
     assert_int_equal (again->in_flight, 1);
     assert_int_equal (s_ack (fx, fx->w1, job->id, token, 10, at (2)), ZL_SETTLE_NOT_HOLDER);
@@ -1439,7 +1439,7 @@ s_walk (fx_t *fx, zl_rng_t *r, int64_t *t_p, int steps)
     for (int step = 0; step < steps; step++) {
         t += (int64_t)zl_rng_range (r, 120);
         int op = (int)zl_rng_range (r, 9);
-        zl_bworker_t *w = zl_rng_range (r, 1) ? fx->w1 : fx->w2;
+        zl_worker_conn_t *w = zl_rng_range (r, 1) ? fx->w1 : fx->w2;
         if (op <= 1 && fx->n_ids < MAX_IDS - 1) {
             zl_flow_t *flow = zl_rng_range (r, 1) ? fx->flow : fx->flow2;
             zl_job_spec_t spec = {.tenant = flow->tenant->name,

@@ -561,7 +561,7 @@ typedef struct {
     zl_store_t *store;
     zl_jobs_t *jobs;
     zl_lane_t *work, *mail, *bulk;
-    zl_bworker_t *w1, *w2, *w3;
+    zl_worker_conn_t *w1, *w2, *w3;
     zl_now_t now; // the clock this life of the broker reads
     uint64_t next_lease;
     size_t restored;
@@ -576,7 +576,7 @@ s_clock (int64_t mono_base, int64_t ms)
     return now;
 }
 
-static zl_bworker_t *
+static zl_worker_conn_t *
 s_add_worker (world_t *w, const char *name)
 {
     zl_peer_t peer;
@@ -669,7 +669,7 @@ s_w_accept (world_t *w, zl_lane_t *lane, const char *tenant, uint32_t delay_ms,
 }
 
 static zl_job_t *
-s_w_lease (world_t *w, zl_lane_t *lane, zl_job_t *expect, zl_bworker_t *worker, int64_t t)
+s_w_lease (world_t *w, zl_lane_t *lane, zl_job_t *expect, zl_worker_conn_t *worker, int64_t t)
 {
     w->now = s_clock (MONO_BASE_MS, t);
     zl_job_t *job = zl_sched_pop (w->sched, lane, INT64_MAX / 4);
