@@ -173,7 +173,7 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
             refused = zl_arena_printf (env->arena, "lane '%s' is not declared", req->lane);
             break;
         }
-        lane->paused = req->op == ZL_ADMIN_PAUSE;
+        zl_lane_set_paused (lane, req->op == ZL_ADMIN_PAUSE);
         zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
         break;
     }

@@ -14,17 +14,26 @@ typedef struct _zl_broker_t zl_broker_t;
 zl_broker_t *zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen);
 /*  Destroy the broker, closing its sockets; nulls the caller's pointer. */
 void zl_broker_destroy (zl_broker_t **self_p);
+/*  What a turn returns. */
+typedef enum {
+    ZL_TURN_OK = 0,
+    ZL_TURN_INTERRUPTED = 1,   // the wait was interrupted by a signal: nothing was done
+    ZL_TURN_STORE_FAILED = -1, // the store failed: nothing was replied, the broker stops
+    ZL_TURN_BAD_SOCKET = -2    // zl_broker_feed: not a socket name
+} zl_turn_rc_t;
+
 /*  Run one loop turn: wait at most `max_wait_ms` for input, then drain ->
-    apply -> fire timers -> dispatch -> commit -> reply. Returns 0, or -1 if
-    the wait was interrupted or the store failed (then the broker stops). */
+    apply -> fire timers -> dispatch -> commit -> reply. Returns ZL_TURN_OK,
+    ZL_TURN_INTERRUPTED, or ZL_TURN_STORE_FAILED (then the broker stops). */
 int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
 /*  Run turns until `*stop` becomes non-zero. Returns 0, or -1 after a store
     failure. */
 int zl_broker_run (zl_broker_t *self, volatile int *stop);
 /*  Handle one frame as if `peer` (routing id bytes) had sent it on socket
     `which` ("frontend", "backend", "admin"), then run the rest of a turn
-    (timers, dispatch, commit, replies). For fuzzing and tests; returns 0,
-    or -1 if `which` is not a socket name or the store failed. */
+    (timers, dispatch, commit, replies). For fuzzing and tests; returns
+    ZL_TURN_OK, ZL_TURN_BAD_SOCKET, or ZL_TURN_STORE_FAILED (the broker
+    stopped, now or at an earlier turn). */
 int zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
                     const void *data, size_t size);
 

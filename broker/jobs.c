@@ -7,6 +7,7 @@
 #include "u64map.h"
 #include "zl_alloc.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,6 @@ struct _zl_jobs_t {
     zl_job_t **restored; // recovery: ready and dead jobs to order
     size_t n_restored, cap_restored;
 };
-
 
 const char *
 zl_job_state_name (zl_job_state_t state)
@@ -220,8 +220,7 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
 static void
 s_depth (zl_job_t *job, int delta)
 {
-    job->flow->lane->depth += (uint64_t)(int64_t)delta;
-    job->flow->tenant->depth += (uint64_t)(int64_t)delta;
+    zl_lanes_count_depth (job->flow->lane, job->flow->tenant, delta);
 }
 
 // READY in memory; the caller writes the state record when it must.
@@ -250,8 +249,7 @@ s_unlease (zl_jobs_t *self, zl_job_t *job)
     if (job->lease->worker)
         zl_worker_conn_release (job->lease->worker, job);
     job->flow->in_flight--;
-    job->flow->lane->in_flight--;
-    job->flow->tenant->in_flight--;
+    zl_lanes_count_running (job->flow->lane, job->flow->tenant, -1);
     free (job->lease);
     job->lease = NULL;
     zl_sched_released (self->sched, job->flow);
@@ -414,7 +412,8 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token, zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token,
+               zl_now_t now)
 {
     zl_lease_t *lease = zl_malloc (sizeof *lease);
     lease->token = token;
@@ -432,8 +431,7 @@ zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_
     zl_timers_set (self->timers, job);
     zl_worker_conn_hold (worker, job);
     job->flow->in_flight++;
-    job->flow->lane->in_flight++;
-    job->flow->tenant->in_flight++;
+    zl_lanes_count_running (job->flow->lane, job->flow->tenant, 1);
     if (job->attempt == 1)
         zl_hist_add (&self->lat_start, (uint64_t)(now.mono_us - job->accepted_us));
     zl_arena_reset (self->scratch);
@@ -497,7 +495,8 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
 }
 
 zl_settle_rc_t
-zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext, zl_now_t now)
+zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext,
+                zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_lookup (self, worker, ext->job_id, ext->lease, &job);
@@ -769,4 +768,24 @@ const zl_hist_t *
 zl_jobs_latency (zl_jobs_t *self, int which)
 {
     return which == 0 ? &self->lat_start : &self->lat_ack;
+}
+
+uint64_t
+zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max)
+{
+    if (!keep_ms)
+        return 0;
+    // the DLQ is in the order jobs died
+    uint64_t n = 0;
+    zl_job_t *j;
+    while (n < max && (j = zl_dlq_first (self->dlq)) &&
+           now.wall_ms - j->dead_at_ms >= (int64_t)keep_ms) {
+        zl_jobs_purge (self, j);
+        n++;
+    }
+    if (n)
+        zl_info ("broker",
+                 "purged %" PRIu64 " dead letter(s) older than dlq_retention (%" PRIu64 " ms)", n,
+                 keep_ms);
+    return n;
 }

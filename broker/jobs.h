@@ -82,8 +82,8 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
     job's max run deadline it is extended only to that deadline and
     ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
-zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext,
-                               zl_now_t now);
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker,
+                               const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
     each counts as a failed attempt and is ready again at once, or
     dead-lettered if that was its last attempt. */
@@ -109,6 +109,9 @@ int zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *
 void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
 /*  Delete a DEAD job. */
 void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
+/*  Purge the dead letters older than `keep_ms` (0 = keep them all), oldest
+    first, at most `max`; logs how many. Returns how many. */
+uint64_t zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
 
 /*  Recovery, one stored job at a time (in id order), then restore_done to
     rebuild the ready queues in their order and fail the attempts that were

@@ -1,9 +1,10 @@
 #include "lane.h"
 
-#include "clock.h"
+#include "msg.h"
 #include "zl_alloc.h"
 
 #include <czmq.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,6 @@ s_add_lane (zl_lanes_t *self, const zl_lane_config_t *lc, const char *name)
     lane->name = zl_strdup (name);
     lane->cfg = *lc;
     lane->cfg.name = lane->name;
-    zl_bucket_init (&lane->bucket, lc->rate, lc->burst, zl_clock_mono_ms ());
     self->lanes = zl_realloc (self->lanes, (self->n_lanes + 1) * sizeof (zl_lane_t *));
     self->lanes[self->n_lanes++] = lane;
     zhashx_insert (self->lane_by_name, lane->name, lane);
@@ -78,7 +78,7 @@ zl_lane_t *
 zl_lanes_lookup (zl_lanes_t *self, const char *name)
 {
     zl_lane_t *lane = zhashx_lookup (self->lane_by_name, name);
-    if (!lane && self->auto_lanes && name[0] && strlen (name) <= 128 &&
+    if (!lane && self->auto_lanes && name[0] && strlen (name) <= ZL_MAX_NAME &&
         self->n_lanes < self->cfg->max_lanes)
         lane = s_add_lane (self, &self->lane_defaults, name);
     return lane;
@@ -129,7 +129,6 @@ zl_lanes_tenant (zl_lanes_t *self, const char *name)
         if (strcmp (self->cfg->tenants[i].name, name) == 0)
             t->cfg = self->cfg->tenants[i];
     t->cfg.name = t->name;
-    zl_bucket_init (&t->bucket, t->cfg.rate, t->cfg.burst, zl_clock_mono_ms ());
     if (self->n_tenants == self->cap_tenants) {
         self->cap_tenants = self->cap_tenants ? self->cap_tenants * 2 : 16;
         self->tenants = zl_realloc (self->tenants, self->cap_tenants * sizeof (zl_tenant_t *));
@@ -149,4 +148,53 @@ uint32_t
 zl_lanes_tenant_count (zl_lanes_t *self)
 {
     return self->n_tenants;
+}
+
+uint64_t
+zl_lanes_total_depth (zl_lanes_t *self)
+{
+    uint64_t depth = 0;
+    for (uint32_t i = 0; i < self->n_lanes; i++)
+        depth += self->lanes[i]->depth;
+    return depth;
+}
+
+void
+zl_lanes_count_depth (zl_lane_t *lane, zl_tenant_t *tenant, int64_t delta)
+{
+    lane->depth += (uint64_t)delta;
+    tenant->depth += (uint64_t)delta;
+}
+
+void
+zl_lanes_count_running (zl_lane_t *lane, zl_tenant_t *tenant, int delta)
+{
+    lane->in_flight += (uint32_t)delta;
+    tenant->in_flight += (uint32_t)delta;
+}
+
+void
+zl_lane_set_paused (zl_lane_t *lane, bool paused)
+{
+    lane->paused = paused;
+}
+
+const char *
+zl_lanes_names (zl_lanes_t *self, zl_arena_t *arena, uint32_t max)
+{
+    uint32_t n = self->n_lanes;
+    uint32_t shown = n < max ? n : max;
+    size_t size = 32;
+    for (uint32_t i = 0; i < shown; i++)
+        size += strlen (self->lanes[i]->name) + 2;
+    char *out = zl_arena_alloc (arena, size);
+    out[0] = '\0';
+    for (uint32_t i = 0; i < shown; i++) {
+        if (i)
+            strcat (out, ", ");
+        strcat (out, self->lanes[i]->name);
+    }
+    if (shown < n)
+        snprintf (out + strlen (out), 32, " and %u more", n - shown);
+    return out;
 }

@@ -1,9 +1,13 @@
 /*  lane and tenant: the runtime side of configured job classes and of the
-    customers submitting to them, with their registries. */
+    customers submitting to them, with their registries. Every field of a
+    lane or tenant record is written here (the counts through the functions
+    below, which the job state machine and admission call); the others only
+    read them. The scheduler keeps its own per-lane and per-tenant state
+    (virtual times, heaps, rate buckets) in scheduler.c, by index. */
 #ifndef ZL_LANE_H
 #define ZL_LANE_H
 
-#include "bucket.h"
+#include "arena.h"
 #include "config.h"
 
 #include <stdbool.h>
@@ -16,11 +20,7 @@ typedef struct zl_lane {
     zl_lane_config_t cfg; // copy; cfg.name borrowed from `name`
     bool paused;
     uint32_t in_flight;
-    uint64_t depth;     // ready + delayed jobs
-    double vtime;       // fair-queuing virtual time of this lane
-    double pass;        // weighted share of workers serving several lanes
-    zl_bucket_t bucket; // the lane's dispatch rate limit
-    void *heap;         // owned by sched: flows with ready jobs
+    uint64_t depth; // ready + delayed jobs, and those being admitted
 } zl_lane_t;
 
 typedef struct zl_tenant {
@@ -29,9 +29,9 @@ typedef struct zl_tenant {
     zl_tenant_config_t cfg; // copy; cfg.name borrowed from `name`
     uint32_t in_flight;
     uint64_t depth;
-    zl_bucket_t bucket;     // the tenant's dispatch rate limit
-    struct zl_flow *capped; // flows parked by this tenant's cap (sched)
 } zl_tenant_t;
+
+#define ZL_LANE_LIST_MAX 16 // lanes named in an error's "declared:" list
 
 typedef struct _zl_lanes_t zl_lanes_t;
 
@@ -60,5 +60,19 @@ zl_tenant_t *zl_lanes_tenant (zl_lanes_t *self, const char *name);
 zl_tenant_t *zl_lanes_tenant_at (zl_lanes_t *self, uint32_t index);
 /*  Number of tenants. */
 uint32_t zl_lanes_tenant_count (zl_lanes_t *self);
+/*  The first `max` lane names, comma-separated, with " and N more" if there
+    are more, in `arena` (for error texts). */
+const char *zl_lanes_names (zl_lanes_t *self, zl_arena_t *arena, uint32_t max);
+/*  The sum of every lane's depth. */
+uint64_t zl_lanes_total_depth (zl_lanes_t *self);
+
+/*  Count `delta` jobs into (> 0) or out of (< 0) the depth of `lane` and
+    `tenant`: queued (ready or delayed), or reserved while being admitted. */
+void zl_lanes_count_depth (zl_lane_t *lane, zl_tenant_t *tenant, int64_t delta);
+/*  Count `delta` jobs into or out of the running jobs of `lane` and
+    `tenant`. */
+void zl_lanes_count_running (zl_lane_t *lane, zl_tenant_t *tenant, int delta);
+/*  Pause (dispatch nothing from it) or resume `lane`. */
+void zl_lane_set_paused (zl_lane_t *lane, bool paused);
 
 #endif

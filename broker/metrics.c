@@ -171,3 +171,24 @@ zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len)
     *len = size;
     return buf;
 }
+
+int
+zl_metrics_page (void *source, const char *path, const char *query, char **body, size_t *len,
+                 const char **content_type)
+{
+    const zl_metrics_source_t *src = source;
+    if (strcmp (path, "/metrics"))
+        return 404;
+    bool by_tenant = true;
+    for (const char *p = query; *p;) {
+        size_t n = strcspn (p, "&");
+        if (n == 9 && !strncmp (p, "tenants=0", 9))
+            by_tenant = false;
+        p += n + (p[n] == '&');
+    }
+    zl_stats_t st;
+    src->fill (src->arg, &st);
+    *body = zl_metrics_render (&st, by_tenant, len);
+    *content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return 200;
+}

@@ -20,4 +20,17 @@
     (label lane only): a page whose size does not grow with the tenants. */
 char *zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len);
 
+/*  Where the /metrics page gets the stats: `fill` builds them into `st` as
+    of now. */
+typedef struct {
+    void (*fill) (void *arg, zl_stats_t *st);
+    void *arg;
+} zl_metrics_source_t;
+
+/*  The page function of the HTTP endpoint (http.h) for `source`, a
+    zl_metrics_source_t: /metrics rendered, per lane only with the query
+    "tenants=0"; 404 for any other path. */
+int zl_metrics_page (void *source, const char *path, const char *query, char **body, size_t *len,
+                     const char **content_type);
+
 #endif

@@ -24,8 +24,7 @@ static void
 s_free (zl_producer_conn_t *p)
 {
     free (p->name);
-    free (p->acc);
-    free (p->rej);
+    zl_producer_outbox_free (&p->out);
     free (p);
 }
 
@@ -80,30 +79,51 @@ zl_producers_remove (zl_producers_t *self, zl_producer_conn_t *producer)
     s_free (producer);
 }
 
-void
-zl_producer_conn_accept (zl_producer_conn_t *p, uint64_t seq, uint64_t job_id, bool duplicate)
-{
-    if (p->n_acc == p->cap_acc) {
-        p->cap_acc = p->cap_acc ? p->cap_acc * 2 : 64;
-        p->acc = zl_realloc (p->acc, p->cap_acc * sizeof *p->acc);
-    }
-    p->acc[p->n_acc++] = (zl_acceptance_t){seq, job_id, duplicate};
-}
-
-void
-zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
-                    uint32_t retry_after_ms)
-{
-    if (p->n_rej == p->cap_rej) {
-        p->cap_rej = p->cap_rej ? p->cap_rej * 2 : 16;
-        p->rej = zl_realloc (p->rej, p->cap_rej * sizeof *p->rej);
-    }
-    p->rej[p->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
-}
-
 zl_producer_conn_t **
 zl_producers_all (zl_producers_t *self, size_t *count)
 {
     *count = self->n;
     return self->all;
+}
+
+void
+zl_producer_conn_restart (zl_producer_conn_t *p, const char *name, int64_t now_ms)
+{
+    free (p->name);
+    p->name = name && name[0] ? zl_strdup (name) : NULL;
+    p->received = 0;
+    p->limit = 0;
+    p->last_seen_ms = now_ms;
+}
+
+void
+zl_producer_conn_seen (zl_producer_conn_t *p, int64_t now_ms)
+{
+    p->last_seen_ms = now_ms;
+}
+
+bool
+zl_producer_conn_take_credit (zl_producer_conn_t *p)
+{
+    return ++p->received <= p->limit;
+}
+
+void
+zl_producer_conn_grant (zl_producer_conn_t *p, uint64_t share)
+{
+    uint64_t limit = p->received + share;
+    if (limit > p->limit)
+        p->limit = limit;
+}
+
+uint64_t
+zl_producer_conn_limit (const zl_producer_conn_t *p)
+{
+    return p->limit;
+}
+
+const char *
+zl_producer_conn_name (const zl_producer_conn_t *p)
+{
+    return p->name ? p->name : p->key;
 }

@@ -1,5 +1,7 @@
 #include "scheduler.h"
 
+#include "bucket.h"
+#include "clock.h"
 #include "heap.h"
 #include "u64map.h"
 #include "zl_alloc.h"
@@ -28,6 +30,23 @@ typedef struct {
 
 enum { PARK_NONE = 0, PARK_CAP, PARK_TIME };
 
+// The scheduler's own state of a lane, by lane index (lane.h holds only what
+// the lane module writes).
+typedef struct {
+    bool live;          // set up (a flow of the lane exists)
+    heap_t heap;        // its backlogged flows
+    double vtime;       // fair-queuing virtual time of this lane
+    double pass;        // weighted share of workers serving several lanes
+    zl_bucket_t bucket; // the lane's dispatch rate limit
+} lane_state_t;
+
+// ... and of a tenant, by tenant index.
+typedef struct {
+    bool live;
+    zl_bucket_t bucket; // the tenant's dispatch rate limit
+    zl_flow_t *capped;  // flows parked by this tenant's cap
+} tenant_state_t;
+
 static bool s_wake_less (const void *a, const void *b);
 
 struct _zl_sched_t {
@@ -40,7 +59,81 @@ struct _zl_sched_t {
     zl_u64map_t *by_key;       // (lane, tenant) -> flow
     zl_flow_t **flows;
     size_t n_flows, cap_flows;
+    lane_state_t *lane_st; // by lane index
+    uint32_t n_lane_st, cap_lane_st;
+    tenant_state_t *tenant_st; // by tenant index
+    uint32_t n_tenant_st, cap_tenant_st;
 };
+
+static inline lane_state_t *
+s_lane (zl_sched_t *self, const zl_lane_t *lane)
+{
+    return &self->lane_st[lane->index];
+}
+
+static inline tenant_state_t *
+s_tenant (zl_sched_t *self, const zl_tenant_t *tenant)
+{
+    return &self->tenant_st[tenant->index];
+}
+
+// The scheduler's state of `lane`, set up on first use.
+static lane_state_t *
+s_track_lane (zl_sched_t *self, const zl_lane_t *lane)
+{
+    if (lane->index >= self->cap_lane_st) {
+        uint32_t cap = self->cap_lane_st ? self->cap_lane_st : 8;
+        while (cap <= lane->index)
+            cap *= 2;
+        self->lane_st = zl_realloc (self->lane_st, cap * sizeof *self->lane_st);
+        memset (self->lane_st + self->cap_lane_st, 0,
+                (cap - self->cap_lane_st) * sizeof *self->lane_st);
+        self->cap_lane_st = cap;
+    }
+    if (lane->index >= self->n_lane_st)
+        self->n_lane_st = lane->index + 1;
+    lane_state_t *ls = s_lane (self, lane);
+    if (!ls->live) {
+        ls->live = true;
+        zl_bucket_init (&ls->bucket, lane->cfg.rate, lane->cfg.burst, zl_clock_mono_ms ());
+    }
+    return ls;
+}
+
+// The scheduler's state of `tenant`, set up on first use.
+static tenant_state_t *
+s_track_tenant (zl_sched_t *self, const zl_tenant_t *tenant)
+{
+    if (tenant->index >= self->cap_tenant_st) {
+        uint32_t cap = self->cap_tenant_st ? self->cap_tenant_st : 16;
+        while (cap <= tenant->index)
+            cap *= 2;
+        self->tenant_st = zl_realloc (self->tenant_st, cap * sizeof *self->tenant_st);
+        memset (self->tenant_st + self->cap_tenant_st, 0,
+                (cap - self->cap_tenant_st) * sizeof *self->tenant_st);
+        self->cap_tenant_st = cap;
+    }
+    if (tenant->index >= self->n_tenant_st)
+        self->n_tenant_st = tenant->index + 1;
+    tenant_state_t *ts = s_tenant (self, tenant);
+    if (!ts->live) {
+        ts->live = true;
+        zl_bucket_init (&ts->bucket, tenant->cfg.rate, tenant->cfg.burst, zl_clock_mono_ms ());
+    }
+    return ts;
+}
+
+zl_bucket_t *
+zl_sched_lane_bucket (zl_sched_t *self, const zl_lane_t *lane)
+{
+    return &s_track_lane (self, lane)->bucket;
+}
+
+zl_bucket_t *
+zl_sched_tenant_bucket (zl_sched_t *self, const zl_tenant_t *tenant)
+{
+    return &s_track_tenant (self, tenant)->bucket;
+}
 
 zl_sched_t *
 zl_sched_new (zl_sched_policy_t policy)
@@ -60,17 +153,13 @@ zl_sched_destroy (zl_sched_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_sched_t *self = *self_p;
-    for (size_t i = 0; i < self->n_flows; i++) {
-        zl_lane_t *lane = self->flows[i]->lane;
-        if (lane->heap) {
-            heap_t *h = lane->heap;
-            free (h->items);
-            free (h);
-            lane->heap = NULL;
-        }
+    for (size_t i = 0; i < self->n_flows; i++)
         free (self->flows[i]);
-    }
     free (self->flows);
+    for (uint32_t i = 0; i < self->n_lane_st; i++)
+        free (self->lane_st[i].heap.items);
+    free (self->lane_st);
+    free (self->tenant_st);
     zl_heap_destroy (&self->wake);
     free (self->lanes_waiting);
     zl_u64map_destroy (&self->by_key);
@@ -110,8 +199,8 @@ zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant)
     }
     flow->index = (uint32_t)self->n_flows;
     self->flows[self->n_flows++] = flow;
-    if (!lane->heap)
-        lane->heap = ZL_NEW (heap_t);
+    s_track_lane (self, lane);
+    s_track_tenant (self, tenant);
     return flow;
 }
 
@@ -222,10 +311,11 @@ s_heap_rekey (heap_t *h, zl_flow_t *f, uint64_t hi, uint64_t lo)
 // parked), no earlier than the lane's current virtual time, so it banks no
 // credit.
 static inline double
-s_vstart (zl_flow_t *flow, bool joins)
+s_vstart (zl_sched_t *self, zl_flow_t *flow, bool joins)
 {
-    if (joins && flow->lane->vtime > flow->vfinish)
-        return flow->lane->vtime;
+    double vtime = s_lane (self, flow->lane)->vtime;
+    if (joins && vtime > flow->vfinish)
+        return vtime;
     return flow->vfinish;
 }
 
@@ -253,12 +343,13 @@ s_hi (zl_sched_t *self, double v)
 static void
 s_enqueue (zl_sched_t *self, zl_flow_t *flow)
 {
-    flow->vstart = s_vstart (flow, flow->heap_idx == NO_SLOT);
+    flow->vstart = s_vstart (self, flow, flow->heap_idx == NO_SLOT);
     uint64_t hi = s_hi (self, flow->vstart), lo = flow->head->seq;
+    heap_t *h = &s_lane (self, flow->lane)->heap;
     if (flow->heap_idx == NO_SLOT)
-        s_heap_insert (flow->lane->heap, flow, hi, lo);
+        s_heap_insert (h, flow, hi, lo);
     else
-        s_heap_rekey (flow->lane->heap, flow, hi, lo);
+        s_heap_rekey (h, flow, hi, lo);
 }
 
 void
@@ -286,9 +377,10 @@ s_wake_less (const void *a, const void *b)
 
 // Why `flow` may not run now (PARK_*), and until when for PARK_TIME.
 static int
-s_held_back (zl_flow_t *flow, int64_t now_ms, int64_t *until)
+s_held_back (zl_sched_t *self, zl_flow_t *flow, int64_t now_ms, int64_t *until)
 {
     zl_tenant_t *t = flow->tenant;
+    zl_bucket_t *bucket = &s_tenant (self, t)->bucket;
     if (flow->paused_until_ms > now_ms) {
         *until = flow->paused_until_ms;
         return PARK_TIME;
@@ -297,8 +389,8 @@ s_held_back (zl_flow_t *flow, int64_t now_ms, int64_t *until)
         (flow->lane->cfg.tenant_max_in_flight &&
          flow->in_flight >= flow->lane->cfg.tenant_max_in_flight))
         return PARK_CAP;
-    if (!zl_bucket_ready (&t->bucket, now_ms)) {
-        *until = zl_bucket_next_ms (&t->bucket, now_ms);
+    if (!zl_bucket_ready (bucket, now_ms)) {
+        *until = zl_bucket_next_ms (bucket, now_ms);
         return PARK_TIME;
     }
     return PARK_NONE;
@@ -307,12 +399,13 @@ s_held_back (zl_flow_t *flow, int64_t now_ms, int64_t *until)
 static void
 s_park (zl_sched_t *self, zl_flow_t *flow, int why, int64_t until)
 {
-    s_heap_remove (flow->lane->heap, flow);
+    s_heap_remove (&s_lane (self, flow->lane)->heap, flow);
     flow->parked = (uint8_t)why;
     if (why == PARK_CAP) {
+        tenant_state_t *ts = s_tenant (self, flow->tenant);
         flow->capped++;
-        flow->park_next = flow->tenant->capped;
-        flow->tenant->capped = flow;
+        flow->park_next = ts->capped;
+        ts->capped = flow;
     } else {
         flow->throttled++;
         flow->wake_ms = until;
@@ -332,14 +425,15 @@ void
 zl_sched_released (zl_sched_t *self, zl_flow_t *flow)
 {
     zl_tenant_t *t = flow->tenant;
-    if (!t->capped)
+    tenant_state_t *ts = s_tenant (self, t);
+    if (!ts->capped)
         return;
     if (t->cfg.max_in_flight && t->in_flight >= t->cfg.max_in_flight)
         return; // still at the tenant's cap
     // below the tenant's cap: every flow it parked may try again (one that is
     // still at its own per-lane cap parks itself again on the next pop)
-    zl_flow_t *list = t->capped;
-    t->capped = NULL;
+    zl_flow_t *list = ts->capped;
+    ts->capped = NULL;
     while (list) {
         zl_flow_t *next = list->park_next;
         list->park_next = NULL;
@@ -378,20 +472,20 @@ zl_sched_next_wake (zl_sched_t *self)
 int
 zl_sched_has_ready (zl_sched_t *self, zl_lane_t *lane)
 {
-    heap_t *h = lane->heap;
-    return h && h->size > 0;
+    return lane->index < self->n_lane_st && s_lane (self, lane)->heap.size > 0;
 }
 
 zl_job_t *
 zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
 {
-    heap_t *h = lane->heap;
-    if (!h || h->size == 0)
+    if (!zl_sched_has_ready (self, lane))
         return NULL;
+    lane_state_t *ls = s_lane (self, lane);
+    heap_t *h = &ls->heap;
     if (lane->cfg.max_in_flight && lane->in_flight >= lane->cfg.max_in_flight)
         return NULL; // the lane's cap: a finishing job frees a slot
-    if (!zl_bucket_ready (&lane->bucket, now_ms)) {
-        int64_t next = zl_bucket_next_ms (&lane->bucket, now_ms);
+    if (!zl_bucket_ready (&ls->bucket, now_ms)) {
+        int64_t next = zl_bucket_next_ms (&ls->bucket, now_ms);
         if (self->lane_wake_ms < 0 || next < self->lane_wake_ms)
             self->lane_wake_ms = next;
         return NULL;
@@ -402,13 +496,13 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
             return NULL;
         flow = h->items[0].flow;
         int64_t until = 0;
-        int why = s_held_back (flow, now_ms, &until);
+        int why = s_held_back (self, flow, now_ms, &until);
         if (why == PARK_NONE)
             break;
         s_park (self, flow, why, until);
     }
-    zl_bucket_take (&lane->bucket, now_ms);
-    zl_bucket_take (&flow->tenant->bucket, now_ms);
+    zl_bucket_take (&ls->bucket, now_ms);
+    zl_bucket_take (&s_tenant (self, flow->tenant)->bucket, now_ms);
     zl_job_t *job = flow->head;
     flow->head = job->next;
     if (!flow->head)
@@ -417,8 +511,8 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     flow->ready--;
     if (self->policy == ZL_SCHED_WFQ) {
         double start = flow->vstart;
-        if (start > lane->vtime) // inside a quantum starts may come out of order
-            lane->vtime = start;
+        if (start > ls->vtime) // inside a quantum starts may come out of order
+            ls->vtime = start;
         job->est_us = flow->est_us;
         flow->vfinish = start + (double)job->est_us / (double)flow->tenant->cfg.weight;
     }
@@ -440,7 +534,7 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         if (lane->paused || !zl_sched_has_ready (self, lane))
             continue;
         uint32_t i = n++; // insertion sort by pass: workers serve few lanes
-        while (i > 0 && order[i - 1]->pass > lane->pass) {
+        while (i > 0 && s_lane (self, order[i - 1])->pass > s_lane (self, lane)->pass) {
             order[i] = order[i - 1];
             i--;
         }
@@ -452,9 +546,10 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         if (!job)
             continue; // held back (caps, rate): the next lane may run
         // no banked share for a lane that was idle
-        double start = lane->pass > self->lanes_vtime ? lane->pass : self->lanes_vtime;
+        lane_state_t *ls = s_lane (self, lane);
+        double start = ls->pass > self->lanes_vtime ? ls->pass : self->lanes_vtime;
         self->lanes_vtime = start;
-        lane->pass = start + (double)(job->est_us ? job->est_us : 1) / lane->cfg.weight;
+        ls->pass = start + (double)(job->est_us ? job->est_us : 1) / lane->cfg.weight;
         return job;
     }
     return NULL;
@@ -469,8 +564,9 @@ zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us)
     // estimate zl_sched_next charged (before the flow's own correction below
     // overwrites job->est_us)
     zl_lane_t *lane = flow->lane;
-    lane->pass += ((double)(run_us ? run_us : 1) - (double)(job->est_us ? job->est_us : 1)) /
-                  (double)lane->cfg.weight;
+    s_lane (self, lane)->pass +=
+        ((double)(run_us ? run_us : 1) - (double)(job->est_us ? job->est_us : 1)) /
+        (double)lane->cfg.weight;
     if (self->policy != ZL_SCHED_WFQ)
         return;
     // correct the estimate charged at dispatch with the real cost

@@ -10,10 +10,18 @@
     concurrency cap (tenant overall, or tenant in this lane) until one of its
     jobs finishes, or by time (the tenant's rate limit, or a worker's
     THROTTLED retry-after) in a wake heap until then. Parked flows cost
-    nothing per dispatch. */
+    nothing per dispatch.
+
+    Who writes what: the scheduler's own per-lane and per-tenant state
+    (virtual times, lane heaps, rate buckets, cap-parked lists) is private to
+    scheduler.c. Of a flow, the scheduler writes the queue and its keys
+    (head/tail to est_us below) and the gauge `ready` and counters `run_us`,
+    `throttled`, `capped`; the job state machine (jobs.c) writes the other
+    gauges and counters. */
 #ifndef ZL_SCHED_H
 #define ZL_SCHED_H
 
+#include "bucket.h"
 #include "config.h"
 #include "job.h"
 #include "lane.h"
@@ -78,6 +86,11 @@ zl_job_t *zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lan
 void zl_sched_charge (zl_sched_t *self, zl_job_t *job, uint64_t run_us);
 /*  Return the array of all flows and their count (borrowed). */
 zl_flow_t **zl_sched_flows (zl_sched_t *self, size_t *count);
+/*  The rate bucket the scheduler keeps for `lane` (its configured rate),
+    set up if it was not (borrowed; for tests and tools). */
+zl_bucket_t *zl_sched_lane_bucket (zl_sched_t *self, const zl_lane_t *lane);
+/*  The same for `tenant`. */
+zl_bucket_t *zl_sched_tenant_bucket (zl_sched_t *self, const zl_tenant_t *tenant);
 /*  The policy in force. */
 zl_sched_policy_t zl_sched_policy (zl_sched_t *self);
 /*  WFQ's quantum, in us of worker time per unit of weight (default

@@ -1,5 +1,7 @@
 #include "workers.h"
 
+#include "log.h"
+#include "text.h"
 #include "zl_alloc.h"
 
 #include <czmq.h>
@@ -37,8 +39,7 @@ s_free_worker (zl_worker_conn_t *w)
     free (w->name);
     free (w->curve_key);
     free (w->lanes);
-    free (w->out_jobs);
-    free (w->out_settled);
+    zl_worker_outbox_free (&w->out);
     free (w);
 }
 
@@ -130,9 +131,6 @@ zl_worker_conn_adopt (zl_worker_conn_t *to, zl_worker_conn_t *from)
         zl_worker_conn_release (from, job);
         zl_worker_conn_hold (to, job);
     }
-    for (uint32_t i = 0; i < from->n_settled; i++)
-        zl_worker_conn_queue_settled (to, from->out_settled[i].job_id, from->out_settled[i].lease);
-    from->n_settled = 0;
 }
 
 void
@@ -163,24 +161,18 @@ zl_worker_conn_release (zl_worker_conn_t *worker, zl_job_t *job)
 }
 
 void
-zl_worker_conn_queue_job (zl_worker_conn_t *worker, zl_job_t *job)
+zl_worker_conn_seen (zl_worker_conn_t *worker, int64_t now_ms)
 {
-    if (worker->n_out == worker->cap_out) {
-        worker->cap_out = worker->cap_out ? worker->cap_out * 2 : 16;
-        worker->out_jobs = zl_realloc (worker->out_jobs, worker->cap_out * sizeof (zl_job_t *));
-    }
-    worker->out_jobs[worker->n_out++] = job;
+    worker->last_seen_ms = now_ms;
 }
 
-void
-zl_worker_conn_queue_settled (zl_worker_conn_t *worker, uint64_t job_id, uint64_t lease)
+zl_worker_conn_t *
+zl_workers_silent (zl_workers_t *self, int64_t now_ms, int64_t limit_ms)
 {
-    if (worker->n_settled == worker->cap_settled) {
-        worker->cap_settled = worker->cap_settled ? worker->cap_settled * 2 : 16;
-        worker->out_settled =
-            zl_realloc (worker->out_settled, worker->cap_settled * sizeof (zl_lease_ref_t));
-    }
-    worker->out_settled[worker->n_settled++] = (zl_lease_ref_t){job_id, lease};
+    for (size_t i = 0; i < self->n; i++)
+        if (now_ms - self->all[i]->last_seen_ms > limit_ms)
+            return self->all[i];
+    return NULL;
 }
 
 zl_worker_conn_t **
@@ -190,22 +182,77 @@ zl_workers_all (zl_workers_t *self, size_t *count)
     return self->all;
 }
 
-zl_worker_conn_t *
-zl_workers_take_dirty (zl_workers_t *self)
-{
-    zl_worker_conn_t *list = NULL;
-    for (size_t i = 0; i < self->n; i++) {
-        zl_worker_conn_t *w = self->all[i];
-        if (w->n_out || w->n_settled) {
-            w->next_dirty = list;
-            list = w;
-        }
-    }
-    return list;
-}
-
 size_t
 zl_workers_count (zl_workers_t *self)
 {
     return self->n;
+}
+
+zl_worker_conn_t *
+zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_t *r,
+                  int64_t now_ms)
+{
+    const char *bad = zl_text_name_problem (env->turn, r->name, ZL_MAX_NAME, true);
+    if (bad) {
+        zl_replies_error (env->replies, env->sock, env->peer, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0,
+                          "Ready: field 'name' %s", bad);
+        return NULL;
+    }
+    if (r->n_lanes == 0) {
+        zl_replies_error (env->replies, env->sock, env->peer, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0,
+                          "Ready needs at least one lane");
+        return NULL;
+    }
+    zl_lane_t **lanes = zl_arena_alloc (env->turn, r->n_lanes * sizeof (zl_lane_t *));
+    uint32_t n = 0;
+    zl_refusals_t ref;
+    zl_refusals_init (&ref, env->replies, env->sock, env->peer, "Ready lane", r->n_lanes, false);
+    bool undeclared = false;
+    for (size_t i = 0; i < r->n_lanes; i++) {
+        if ((bad = zl_text_name_problem (env->turn, r->lanes[i], ZL_MAX_NAME, false))) {
+            zl_refusals_add (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "field 'lanes[%zu]' %s", i,
+                             bad);
+            continue;
+        }
+        if (env->may_take && !env->may_take (env->may_arg, r->lanes[i])) {
+            zl_refusals_add (&ref, ZL_CTR_UNAUTHORIZED, ZL_ERR_UNAUTHORIZED, 0, 0,
+                             "this key may not take jobs from lane '%s'", r->lanes[i]);
+            continue;
+        }
+        zl_lane_t *lane = zl_lanes_lookup (env->lanes, r->lanes[i]);
+        if (!lane) {
+            undeclared = true;
+            zl_refusals_add (&ref, ZL_CTR_UNKNOWN_LANE, ZL_ERR_UNKNOWN_LANE, 0, 0,
+                             "lane '%s' is not declared", r->lanes[i]);
+            continue;
+        }
+        bool seen = false;
+        for (uint32_t j = 0; j < n; j++)
+            seen |= lanes[j] == lane;
+        if (!seen)
+            lanes[n++] = lane;
+    }
+    zl_refusals_send (&ref, undeclared ? zl_arena_printf (env->turn, "(declared: %s)",
+                                                          zl_lanes_names (env->lanes, env->turn,
+                                                                          ZL_LANE_LIST_MAX))
+                                       : NULL);
+    if (n == 0)
+        return NULL;
+    zl_worker_conn_t *w = zl_workers_add (self, env->peer, r->name, r->instance, env->curve_key,
+                                          lanes, n, r->capacity, now_ms);
+    env->counters[ZL_CTR_WORKERS_READY]++;
+    zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
+             w->capacity ? "ready" : "draining", n, w->capacity);
+    // the same worker process on a new connection: its leases follow it
+    zl_worker_conn_t *old = zl_workers_find_instance (self, r->instance, env->curve_key, w);
+    if (old) {
+        uint32_t moved = old->in_flight;
+        zl_worker_conn_adopt (w, old);
+        zl_replies_move_settled (env->replies, w, old);
+        zl_workers_remove (self, old);
+        env->counters[ZL_CTR_WORKERS_RECONNECTED]++;
+        zl_info ("broker", "worker %s reconnected: its %u lease(s) move to the new connection",
+                 w->name, moved);
+    }
+    return w;
 }

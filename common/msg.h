@@ -12,6 +12,12 @@
 
 #define ZL_PROTOCOL_VERSION 1
 
+// The limits on text fields the broker enforces (README, "Protocol").
+#define ZL_MAX_NAME 128          // tenant, lane, worker, client names, header keys
+#define ZL_MAX_KEY 256           // idempotency keys
+#define ZL_MAX_HEADERS 64        // headers per job
+#define ZL_MAX_HEADER_VALUE 4096 // bytes per header value
+
 typedef struct {
     const uint8_t *data;
     size_t len;

@@ -718,15 +718,15 @@ s_set_tenant_rate (world_t *w, size_t t, double rate, double burst)
 {
     w->tenant[t]->cfg.rate = rate;
     w->tenant[t]->cfg.burst = burst;
-    zl_bucket_init (&w->tenant[t]->bucket, rate, burst, T0);
+    zl_bucket_init (zl_sched_tenant_bucket (w->sched, w->tenant[t]), rate, burst, T0);
 }
 
 static void
-s_set_lane_rate (zl_lane_t *lane, double rate, double burst)
+s_set_lane_rate (world_t *w, zl_lane_t *lane, double rate, double burst)
 {
     lane->cfg.rate = rate;
     lane->cfg.burst = burst;
-    zl_bucket_init (&lane->bucket, rate, burst, T0);
+    zl_bucket_init (zl_sched_lane_bucket (w->sched, lane), rate, burst, T0);
 }
 
 static const zl_sched_policy_t s_policies[2] = {ZL_SCHED_WFQ, ZL_SCHED_FIFO};
@@ -1113,7 +1113,7 @@ test_lane_rate_holds (void **state)
         uint32_t weights[2] = {1, 1};
         world_t *w = s_world (s_policies[p], weights, 2, 64);
         zl_lane_t *other = zl_lanes_lookup (w->lanes, "other");
-        s_set_lane_rate (w->lane, 20, 5);
+        s_set_lane_rate (w, w->lane, 20, 5);
         for (int k = 0; k < 4; k++)
             for (size_t t = 0; t < 2; t++) {
                 s_push_in (w, w->lane, t);
@@ -1128,7 +1128,7 @@ test_lane_rate_holds (void **state)
                 zl_job_t *job = s_pop_at (w, w->lane, now);
                 if (!job) {
                     // held by the lane's bucket: next_wake names its next token
-                    zl_bucket_t copy = w->lane->bucket;
+                    zl_bucket_t copy = *zl_sched_lane_bucket (w->sched, w->lane);
                     int64_t next = zl_bucket_next_ms (&copy, now);
                     assert_true (next > now);
                     int64_t nw = zl_sched_next_wake (w->sched);
@@ -1291,20 +1291,20 @@ test_next_wake_reports_the_earliest (void **state)
     assert_true (s_in_wake_heap (w->flow[0]));
     assert_true (s_in_wake_heap (w->flow[1]));
     // each waits for its bucket's next token: 500 ms and 100 ms on
-    int64_t t0_next = s_next_token (&w->tenant[0]->bucket, now);
-    int64_t t1_next = s_next_token (&w->tenant[1]->bucket, now);
+    int64_t t0_next = s_next_token (zl_sched_tenant_bucket (w->sched, w->tenant[0]), now);
+    int64_t t1_next = s_next_token (zl_sched_tenant_bucket (w->sched, w->tenant[1]), now);
     assert_true (t0_next >= T0 + 500 && t0_next <= T0 + 501); // next_ms: <= 1 ms late
     assert_true (t1_next >= T0 + 100 && t1_next <= T0 + 101);
     assert_int_equal (w->flow[0]->wake_ms, t0_next);
     assert_int_equal (w->flow[1]->wake_ms, t1_next);
     assert_int_equal (zl_sched_next_wake (w->sched), t1_next);
     // a lane bucket that runs dry earlier comes first
-    s_set_lane_rate (other, 50, 1); // a token per 20 ms
+    s_set_lane_rate (w, other, 50, 1); // a token per 20 ms
     s_push_in (w, other, 2);
     s_push_in (w, other, 2);
     assert_non_null (s_pop_at (w, other, now));
     assert_null (s_pop_at (w, other, now));
-    int64_t lane_next = s_next_token (&other->bucket, now);
+    int64_t lane_next = s_next_token (zl_sched_lane_bucket (w->sched, other), now);
     assert_true (lane_next >= T0 + 20 && lane_next <= T0 + 21);
     assert_int_equal (zl_sched_next_wake (w->sched), lane_next);
     // wake at that time: the lane's time is gone, t1's is next
@@ -1330,8 +1330,10 @@ test_next_wake_reports_the_earliest (void **state)
     assert_int_equal (got[2], 0);
     assert_true (s_in_wake_heap (w->flow[2]));
     assert_int_equal (w->flow[2]->wake_ms, T0 + 2000);
-    assert_int_equal (w->flow[1]->wake_ms, s_next_token (&w->tenant[1]->bucket, now));
-    assert_int_equal (w->flow[0]->wake_ms, s_next_token (&w->tenant[0]->bucket, now));
+    assert_int_equal (w->flow[1]->wake_ms,
+                      s_next_token (zl_sched_tenant_bucket (w->sched, w->tenant[1]), now));
+    assert_int_equal (w->flow[0]->wake_ms,
+                      s_next_token (zl_sched_tenant_bucket (w->sched, w->tenant[0]), now));
     assert_true (w->flow[1]->wake_ms < w->flow[0]->wake_ms);
     assert_int_equal (zl_sched_next_wake (w->sched), w->flow[1]->wake_ms);
     s_world_destroy (&w);
@@ -1362,7 +1364,8 @@ s_many_parked (zl_sched_policy_t policy, bool by_rate)
         snprintf (name, sizeof name, "held%zu", i);
         zl_tenant_t *t = zl_lanes_tenant (lanes, name);
         if (by_rate)
-            zl_bucket_init (&t->bucket, 1, 1, T0); // one now, the next in 1 s
+            zl_bucket_init (zl_sched_tenant_bucket (sched, t), 1, 1,
+                            T0); // one now, the next in 1 s
         else
             t->cfg.max_in_flight = 1;
         held[i] = zl_sched_flow (sched, lane, t);
@@ -1445,7 +1448,7 @@ s_many_parked (zl_sched_policy_t policy, bool by_rate)
                   (unsigned long long)parks_after, (unsigned long long)parks);
     // and they come back: by time, or as their jobs end
     if (by_rate) {
-        int64_t next = s_next_token (&held[0]->tenant->bucket, T0);
+        int64_t next = s_next_token (zl_sched_tenant_bucket (sched, held[0]->tenant), T0);
         assert_true (next >= T0 + 1000 && next <= T0 + 1001);
         assert_int_equal (zl_sched_next_wake (sched), next);
         zl_sched_wake (sched, next - 1);

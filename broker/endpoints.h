@@ -1,0 +1,40 @@
+/*  endpoints: the broker's sockets -- the frontend, backend and admin
+    ROUTERs and the events PUB -- made with their options, bound to the
+    configured addresses (ephemeral ports resolved) and named in the ports
+    file. The loop polls and drains them (broker.c); replies.c sends on
+    them. */
+#ifndef ZL_ENDPOINTS_H
+#define ZL_ENDPOINTS_H
+
+#include "config.h"
+#include "replies.h"
+
+#include <czmq.h>
+#include <stddef.h>
+
+typedef struct _zl_endpoints_t zl_endpoints_t;
+
+/*  Return the sockets for `cfg` (borrowed; must outlive them), not yet
+    bound. */
+zl_endpoints_t *zl_endpoints_new (const zl_broker_config_t *cfg);
+/*  Close the sockets; nulls the caller's pointer. */
+void zl_endpoints_destroy (zl_endpoints_t **self_p);
+/*  The ROUTER socket `sock` (a libzmq socket, borrowed). */
+void *zl_endpoints_router (zl_endpoints_t *self, zl_sock_t sock);
+/*  The events PUB socket (borrowed). */
+void *zl_endpoints_events (zl_endpoints_t *self);
+/*  The czmq sockets in the order frontend, backend, admin, events, and
+    their names, for the security setup (borrowed, ZL_SOCK_COUNT + 1). */
+zsock_t **zl_endpoints_zsocks (zl_endpoints_t *self, const char ***names);
+/*  Bind every socket to its configured address. Returns 0, or -1 with the
+    reason in `err`. */
+int zl_endpoints_bind (zl_endpoints_t *self, char *err, size_t errlen);
+/*  The address bound for "frontend", "backend", "events" or "admin", or
+    NULL. */
+const char *zl_endpoints_bound (zl_endpoints_t *self, const char *which);
+/*  Write the bound addresses to `path` (and `metrics`, if not NULL), by
+    renaming a whole file into place. Returns 0, or -1 with `err`. */
+int zl_endpoints_write_ports (zl_endpoints_t *self, const char *path, const char *metrics,
+                              char *err, size_t errlen);
+
+#endif

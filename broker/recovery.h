@@ -1,0 +1,32 @@
+/*  recovery: the broker's state rebuilt from the store at start -- queues,
+    timers, the DLQ and the id counter -- one stored job at a time through
+    the job state machine (zl_jobs_restore); the attempts that were running
+    when the broker stopped count as failed. A lane no longer declared keeps
+    its stored jobs (the lane comes back with the default settings). */
+#ifndef ZL_RECOVERY_H
+#define ZL_RECOVERY_H
+
+#include "jobs.h"
+#include "lane.h"
+#include "scheduler.h"
+#include "store.h"
+
+#include <stddef.h>
+
+/*  What recovery works on (borrowed). */
+typedef struct {
+    zl_store_t *store;
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_jobs_t *jobs;
+    const char *where;                // the data directory, for messages
+    int (*commit) (void *commit_arg); // the broker's commit: 0 or -1
+    void *commit_arg;
+} zl_recovery_env_t;
+
+/*  Recover everything the store holds, commit what recovery changed (the
+    failed attempts) and log a summary. Returns 0, or -1 with the reason in
+    `err`. */
+int zl_recover (const zl_recovery_env_t *env, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,476 @@
+#include "replies.h"
+
+#include "jobs.h"
+#include "log.h"
+#include "producers.h"
+#include "text.h"
+#include "workers.h"
+#include "zl_alloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define DISPATCH_FRAME_JOBS 256 // jobs per Dispatch frame
+#define DISPATCH_FRAME_BYTES (4u << 20)
+
+static const char *s_sock_names[ZL_SOCK_COUNT] = {"frontend", "backend", "admin"};
+
+// An admin reply held until the turn's commit (its strings are in the turn
+// arena, which lives until the next turn).
+typedef struct {
+    zl_peer_t peer;
+    zl_msg_t msg;
+} admin_later_t;
+
+struct _zl_replies_t {
+    zl_replies_env_t env;
+    zl_arena_t *frame;  // records loaded for one Dispatch frame or event
+    uint64_t *dead_ids; // dead-lettered this turn
+    size_t n_dead, cap_dead;
+    admin_later_t *later; // admin replies that report a change
+    size_t n_later, cap_later;
+    int dump; // wire_dump's file, or -1
+};
+
+const char *
+zl_sock_name (zl_sock_t sock)
+{
+    return (unsigned)sock < ZL_SOCK_COUNT ? s_sock_names[sock] : "?";
+}
+
+zl_replies_t *
+zl_replies_new (const zl_replies_env_t *env)
+{
+    zl_replies_t *self = ZL_NEW (zl_replies_t);
+    self->env = *env;
+    self->frame = zl_arena_new (256 * 1024);
+    self->dump = -1;
+    return self;
+}
+
+static void
+s_dump_frame (void *arg, const void *frame, size_t size)
+{
+    uint8_t len[4] = {(uint8_t)size, (uint8_t)(size >> 8), (uint8_t)(size >> 16),
+                      (uint8_t)(size >> 24)};
+    struct iovec iov[2] = {{len, sizeof len}, {(void *)frame, size}};
+    if (writev (*(int *)arg, iov, 2) < 0)
+        zl_debug ("broker", "wire_dump: %s", strerror (errno));
+}
+
+int
+zl_replies_dump_to (zl_replies_t *self, const char *path, char *err, size_t errlen)
+{
+    self->dump = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (self->dump < 0) {
+        snprintf (err, errlen, "cannot open wire_dump %s: %s", path, strerror (errno));
+        return -1;
+    }
+    zl_codec_set_tap (self->env.codec, s_dump_frame, &self->dump);
+    zl_warn ("broker", "wire_dump: every frame sent is appended to %s", path);
+    return 0;
+}
+
+void
+zl_replies_destroy (zl_replies_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    zl_replies_t *self = *self_p;
+    if (self->dump >= 0) {
+        zl_codec_set_tap (self->env.codec, NULL, NULL);
+        close (self->dump);
+    }
+    zl_arena_destroy (&self->frame);
+    free (self->dead_ids);
+    free (self->later);
+    free (self);
+    *self_p = NULL;
+}
+
+// ---------------------------------------------------------------- at once
+int
+zl_replies_send (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer, const zl_msg_t *msg)
+{
+    if (zl_wire_send_to (self->env.socks[sock], peer, self->env.codec, msg) == 0)
+        return 0;
+    self->env.counters[ZL_CTR_UNREACHABLE]++;
+    zl_debug ("broker", "%s: %s not delivered: %s", s_sock_names[sock],
+              zl_msg_kind_name (msg->kind), zmq_strerror (errno));
+    return -1;
+}
+
+void
+zl_replies_error (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
+                  zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id, uint64_t lease,
+                  const char *fmt, ...)
+{
+    char text[516];
+    va_list ap;
+    va_start (ap, fmt);
+    int n = vsnprintf (text, sizeof text, fmt, ap);
+    va_end (ap);
+    // an echoed name must not be cut inside a character: replies are text
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof text - 1 ? (size_t)n : sizeof text - 1;
+    text[zl_text_cut (text, len, 511)] = '\0';
+    self->env.counters[counter]++;
+    zl_warn ("broker", "%s: %s: %s", s_sock_names[sock], zl_error_code_name (code), text);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    reply.u.error = (zl_error_t){code, text, job_id, lease};
+    zl_replies_send (self, sock, peer, &reply);
+}
+
+void
+zl_replies_publish (zl_replies_t *self, const char *topic, const zl_msg_t *msg)
+{
+    if (zl_wire_publish (self->env.events, topic, self->env.codec, msg) == 0)
+        self->env.counters[ZL_CTR_EVENTS_PUBLISHED]++;
+}
+
+void
+zl_replies_dlq_alert (zl_replies_t *self, zl_now_t now)
+{
+    zl_dlq_t *dlq = zl_jobs_dlq (self->env.jobs);
+    zl_job_t *oldest = zl_dlq_first (dlq);
+    if (!oldest)
+        return;
+    zl_msg_t ev = {.kind = ZL_MSG_DLQ_ALERT};
+    ev.u.dlq_alert.depth = zl_dlq_depth (dlq);
+    ev.u.dlq_alert.oldest_age_ms = (uint64_t)(now.wall_ms - oldest->dead_at_ms);
+    zl_replies_publish (self, "alert.dlq", &ev);
+}
+
+// ---------------------------------------------------------------- refusals
+void
+zl_refusals_init (zl_refusals_t *r, zl_replies_t *replies, zl_sock_t sock, const zl_peer_t *peer,
+                  const char *what, size_t total, bool job_items)
+{
+    memset (r, 0, sizeof *r);
+    r->replies = replies;
+    r->sock = sock;
+    r->peer = peer;
+    r->what = what;
+    r->total = total;
+    r->job_items = job_items;
+}
+
+void
+zl_refusals_add (zl_refusals_t *r, zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
+                 uint64_t lease, const char *fmt, ...)
+{
+    r->replies->env.counters[counter]++;
+    if ((unsigned)code < ZL_ERR_CODE_COUNT)
+        r->by_code[code]++;
+    if (r->n == 0) {
+        va_list ap;
+        va_start (ap, fmt);
+        int n = vsnprintf (r->first, sizeof r->first, fmt, ap);
+        va_end (ap);
+        size_t len = n < 0 ? 0 : (size_t)n < sizeof r->first ? (size_t)n : sizeof r->first - 1;
+        r->first[zl_text_cut (r->first, len, sizeof r->first - 5)] = '\0';
+        r->code = code;
+        r->job_id = job_id;
+        r->lease = lease;
+        if (r->job_items)
+            r->items = zl_arena_alloc (r->replies->env.turn, r->total * sizeof *r->items);
+    }
+    if (r->job_items)
+        r->items[r->n] = (zl_item_error_t){job_id, lease, code};
+    r->n++;
+}
+
+void
+zl_refusals_send (zl_refusals_t *r, const char *tail)
+{
+    if (!r->n)
+        return;
+    zl_arena_t *turn = r->replies->env.turn;
+    const char *text = r->first;
+    if (r->total > 1) {
+        char counts[256];
+        size_t k = 0;
+        counts[0] = '\0';
+        for (int c = 0; c < ZL_ERR_CODE_COUNT && k < sizeof counts; c++)
+            if (r->by_code[c]) {
+                int w = snprintf (counts + k, sizeof counts - k, "%s%u %s", k ? ", " : "",
+                                  r->by_code[c], zl_error_code_name ((zl_error_code_t)c));
+                k += w > 0 ? (size_t)w : 0;
+            }
+        text = zl_arena_printf (turn, "%zu of %zu %s items refused (%s); the first: %s", r->n,
+                                r->total, r->what, counts, r->first);
+    }
+    if (tail)
+        text = zl_arena_printf (turn, "%s %s", text, tail);
+    zl_warn ("broker", "%s: %s: %s", s_sock_names[r->sock], zl_error_code_name (r->code), text);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    reply.u.error = (zl_error_t){r->code,
+                                 text,
+                                 r->job_id,
+                                 r->lease,
+                                 r->job_items ? r->n : 0,
+                                 r->job_items ? r->items : NULL};
+    zl_replies_send (r->replies, r->sock, r->peer, &reply);
+}
+
+// ---------------------------------------------------------------- queued
+#define S_PUSH(arr, n, cap, first)                                                                 \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            (cap) = (cap) ? (cap)*2 : (first);                                                     \
+            (arr) = zl_realloc ((arr), (size_t)(cap) * sizeof *(arr));                             \
+        }                                                                                          \
+    } while (0)
+
+void
+zl_replies_accept (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, uint64_t job_id,
+                   bool duplicate)
+{
+    (void)self;
+    zl_producer_outbox_t *o = &p->out;
+    S_PUSH (o->acc, o->n_acc, o->cap_acc, 64);
+    o->acc[o->n_acc++] = (zl_acceptance_t){seq, job_id, duplicate};
+}
+
+void
+zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
+                   const char *reason, uint32_t retry_after_ms)
+{
+    (void)self;
+    zl_producer_outbox_t *o = &p->out;
+    S_PUSH (o->rej, o->n_rej, o->cap_rej, 16);
+    o->rej[o->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
+}
+
+void
+zl_replies_credit_due (zl_replies_t *self, zl_producer_conn_t *p)
+{
+    (void)self;
+    p->out.sent_limit = UINT64_MAX;
+}
+
+bool
+zl_replies_producer_pending (const zl_producer_conn_t *p)
+{
+    return p->out.n_acc || p->out.n_rej;
+}
+
+void
+zl_replies_dispatch (zl_replies_t *self, zl_worker_conn_t *w, zl_job_t *job)
+{
+    (void)self;
+    zl_worker_outbox_t *o = &w->out;
+    S_PUSH (o->jobs, o->n_jobs, o->cap_jobs, 16);
+    o->jobs[o->n_jobs++] = job;
+}
+
+void
+zl_replies_settled (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, uint64_t lease)
+{
+    (void)self;
+    zl_worker_outbox_t *o = &w->out;
+    S_PUSH (o->settled, o->n_settled, o->cap_settled, 16);
+    o->settled[o->n_settled++] = (zl_lease_ref_t){job_id, lease};
+}
+
+void
+zl_replies_move_settled (zl_replies_t *self, zl_worker_conn_t *to, zl_worker_conn_t *from)
+{
+    for (uint32_t i = 0; i < from->out.n_settled; i++)
+        zl_replies_settled (self, to, from->out.settled[i].job_id, from->out.settled[i].lease);
+    from->out.n_settled = 0;
+}
+
+void
+zl_replies_dead (zl_replies_t *self, uint64_t job_id)
+{
+    S_PUSH (self->dead_ids, self->n_dead, self->cap_dead, 16);
+    self->dead_ids[self->n_dead++] = job_id;
+}
+
+void
+zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply)
+{
+    S_PUSH (self->later, self->n_later, self->cap_later, 8);
+    self->later[self->n_later++] = (admin_later_t){*peer, *reply};
+}
+
+void
+zl_producer_outbox_free (zl_producer_outbox_t *out)
+{
+    free (out->acc);
+    free (out->rej);
+    out->acc = NULL;
+    out->rej = NULL;
+    out->n_acc = out->cap_acc = out->n_rej = out->cap_rej = 0;
+}
+
+void
+zl_worker_outbox_free (zl_worker_outbox_t *out)
+{
+    free (out->jobs);
+    free (out->settled);
+    out->jobs = NULL;
+    out->settled = NULL;
+    out->n_jobs = out->cap_jobs = out->n_settled = out->cap_settled = 0;
+}
+
+// ---------------------------------------------------------------- after the commit
+static void
+s_flush_producers (zl_replies_t *self, zl_producers_t *producers)
+{
+    size_t n;
+    zl_producer_conn_t **all = zl_producers_all (producers, &n);
+    for (size_t i = 0; i < n; i++) {
+        zl_producer_conn_t *p = all[i];
+        zl_producer_outbox_t *o = &p->out;
+        if (o->n_acc) {
+            zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
+            m.u.accepted = (zl_accepted_t){o->n_acc, o->acc};
+            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            o->n_acc = 0;
+        }
+        if (o->n_rej) {
+            zl_msg_t m = {.kind = ZL_MSG_REJECTED};
+            m.u.rejected = (zl_rejected_t){o->n_rej, o->rej};
+            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            o->n_rej = 0;
+        }
+        uint64_t limit = zl_producer_conn_limit (p);
+        if (limit != o->sent_limit) {
+            zl_msg_t m = {.kind = ZL_MSG_CREDIT};
+            m.u.credit.limit = limit;
+            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            o->sent_limit = limit;
+        }
+    }
+}
+
+static void
+s_flush_admin (zl_replies_t *self)
+{
+    for (size_t i = 0; i < self->n_later; i++)
+        zl_replies_send (self, ZL_SOCK_ADMIN, &self->later[i].peer, &self->later[i].msg);
+    self->n_later = 0;
+}
+
+static void
+s_publish_dead (zl_replies_t *self)
+{
+    for (size_t i = 0; i < self->n_dead; i++) {
+        zl_job_t *job = zl_jobs_find (self->env.jobs, self->dead_ids[i]);
+        zl_msg_t ev = {.kind = ZL_MSG_DEAD_LETTER};
+        zl_arena_reset (self->frame);
+        if (!job || job->state != ZL_JOB_DEAD ||
+            zl_jobs_dead_letter (self->env.jobs, job, true, self->frame, &ev.u.dead_letter) != 0)
+            continue;
+        const char *topic = zl_arena_printf (self->env.turn, "dlq.%s.%s", job->flow->lane->name,
+                                             job->flow->tenant->name);
+        zl_replies_publish (self, topic, &ev);
+    }
+    self->n_dead = 0;
+}
+
+// The Job message for a leased job, its payload read from the store into
+// the frame arena.
+static int
+s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
+{
+    zl_job_rec_t rec;
+    if (zl_jobs_load (self->env.jobs, job, self->frame, &rec, NULL) != ZL_STORE_OK)
+        return -1;
+    const char *key = rec.idempotency_key;
+    if (!key[0]) {
+        char *k = zl_arena_alloc (self->frame, 32);
+        snprintf (k, 32, "job-%" PRIu64, job->id);
+        key = k;
+    }
+    *out = (zl_job_msg_t){.job_id = job->id,
+                          .lease = job->lease->token,
+                          .attempt = job->attempt,
+                          .tenant = job->flow->tenant->name,
+                          .lane = job->flow->lane->name,
+                          .payload = rec.payload,
+                          .n_headers = rec.n_headers,
+                          .headers = rec.headers,
+                          .idempotency_key = key,
+                          .lease_ms = job->lease_ms,
+                          .max_run_ms = job->max_run_ms,
+                          .max_attempts = job->max_attempts,
+                          .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms};
+    return 0;
+}
+
+// Settled, then the leased jobs in Dispatch frames of at most
+// DISPATCH_FRAME_JOBS jobs or DISPATCH_FRAME_BYTES of payload. Returns 0,
+// or -1 once a send failed (ROUTER_MANDATORY: the connection is gone).
+static int
+s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
+{
+    void *sock = self->env.socks[ZL_SOCK_BACKEND];
+    zl_worker_outbox_t *o = &w->out;
+    bool ok = true;
+    if (o->n_settled) {
+        zl_msg_t m = {.kind = ZL_MSG_SETTLED};
+        m.u.settled = (zl_settled_t){o->n_settled, o->settled};
+        ok = zl_wire_send_to (sock, &w->peer, self->env.codec, &m) == 0;
+        o->n_settled = 0;
+    }
+    size_t k = 0, bytes = 0;
+    zl_arena_reset (self->frame);
+    for (uint32_t i = 0; i < o->n_jobs && ok; i++) {
+        zl_job_t *job = o->jobs[i];
+        if (job->state == ZL_JOB_LEASED && s_job_msg (self, job, &msgs[k]) == 0) {
+            bytes += msgs[k].payload.len;
+            k++;
+        }
+        if (k &&
+            (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == o->n_jobs)) {
+            zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
+            m.u.dispatch = (zl_dispatch_t){k, msgs};
+            ok = zl_wire_send_to (sock, &w->peer, self->env.codec, &m) == 0;
+            k = 0;
+            bytes = 0;
+            zl_arena_reset (self->frame);
+        }
+    }
+    o->n_jobs = 0;
+    if (ok)
+        return 0;
+    self->env.counters[ZL_CTR_UNREACHABLE]++;
+    return -1;
+}
+
+zl_worker_conn_t **
+zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *workers,
+                  size_t *n_gone)
+{
+    // The events go before the workers' flush: a worker found gone there
+    // can dead-letter a job in a batch the next turn commits, and its event
+    // waits for that.
+    s_flush_producers (self, producers);
+    s_flush_admin (self);
+    s_publish_dead (self);
+    size_t n;
+    zl_worker_conn_t **all = zl_workers_all (workers, &n);
+    zl_worker_conn_t **gone = zl_arena_alloc (self->env.turn, (n ? n : 1) * sizeof *gone);
+    zl_job_msg_t *msgs = NULL;
+    *n_gone = 0;
+    for (size_t i = 0; i < n; i++) {
+        zl_worker_conn_t *w = all[i];
+        if (!w->out.n_jobs && !w->out.n_settled)
+            continue;
+        if (!msgs)
+            msgs = zl_arena_alloc (self->env.turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
+        if (s_flush_worker (self, w, msgs) != 0)
+            gone[(*n_gone)++] = w;
+    }
+    return gone;
+}
