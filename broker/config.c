@@ -4,16 +4,10 @@
 #include "zl_alloc.h"
 
 #include <czmq.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void
-s_set_str (char **slot, const char *value)
-{
-    free (*slot);
-    *slot = zl_strdup (value);
-}
 
 void
 zl_broker_config_defaults (zl_broker_config_t *cfg)
@@ -84,48 +78,88 @@ zl_broker_config_tenant (zl_broker_config_t *cfg, const char *name)
         return -1;                                                                                 \
     } while (0)
 
+/*  The keys of a section, as data: a key's name, the parser of its text, the
+    field the value goes to, and for integers the bounds it must keep. A
+    parser checks the text and the bounds before it writes: a value it
+    refuses leaves the field as it was. */
+typedef struct s_key s_key_t;
+typedef int (s_parse_fn) (const s_key_t *key, const char *value, void *field, char *err,
+                          size_t errlen);
+struct s_key {
+    const char *name;
+    s_parse_fn *parse;
+    size_t offset;      // of the field in its struct
+    uint64_t min, max;  // integers: with `bounds` set, the value must be in [min, max],
+    const char *bounds; // and this is the message when it is not
+};
+
+typedef struct {
+    const char *what; // the section's kind, for "unknown <what> key"
+    const s_key_t *keys;
+    size_t n_keys;
+} s_keyset_t;
+
 static int
-s_dur (const char *key, const char *value, uint64_t *out, char *err, size_t errlen)
+s_in_bounds (const s_key_t *k, uint64_t v, char *err, size_t errlen)
 {
-    if (zl_parse_duration_ms (value, out) != 0)
-        ERR ("%s: '%s' is not a duration (e.g. 250ms, 30s, 5m)", key, value);
+    if (k->bounds && (v < k->min || v > k->max))
+        ERR ("%s", k->bounds);
     return 0;
 }
 
 static int
-s_num (const char *key, const char *value, uint64_t *out, char *err, size_t errlen)
-{
-    if (zl_parse_size (value, out) != 0)
-        ERR ("%s: '%s' is not a number", key, value);
-    return 0;
-}
-
-static int
-s_u32 (const char *key, const char *value, uint32_t *out, char *err, size_t errlen)
+s_dur (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
     uint64_t v;
-    if (s_num (key, value, &v, err, errlen) != 0)
+    if (zl_parse_duration_ms (value, &v) != 0)
+        ERR ("%s: '%s' is not a duration (e.g. 250ms, 30s, 5m)", k->name, value);
+    if (s_in_bounds (k, v, err, errlen) != 0)
         return -1;
-    if (v > UINT32_MAX)
-        ERR ("%s: %s is too large", key, value);
-    *out = (uint32_t)v;
+    *(uint64_t *)field = v;
     return 0;
 }
 
 static int
-s_real (const char *key, const char *value, double *out, char *err, size_t errlen)
+s_num (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    uint64_t v;
+    if (zl_parse_size (value, &v) != 0)
+        ERR ("%s: '%s' is not a number", k->name, value);
+    if (s_in_bounds (k, v, err, errlen) != 0)
+        return -1;
+    *(uint64_t *)field = v;
+    return 0;
+}
+
+static int
+s_u32 (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    uint64_t v;
+    if (zl_parse_size (value, &v) != 0)
+        ERR ("%s: '%s' is not a number", k->name, value);
+    if (v > UINT32_MAX)
+        ERR ("%s: %s is too large", k->name, value);
+    if (s_in_bounds (k, v, err, errlen) != 0)
+        return -1;
+    *(uint32_t *)field = (uint32_t)v;
+    return 0;
+}
+
+static int
+s_real (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
     char *end;
     double v = strtod (value, &end);
     if (end == value || *end || v < 0)
-        ERR ("%s: '%s' is not a non-negative number", key, value);
-    *out = v;
+        ERR ("%s: '%s' is not a non-negative number", k->name, value);
+    *(double *)field = v;
     return 0;
 }
 
 static int
-s_bool (const char *key, const char *value, bool *out, char *err, size_t errlen)
+s_bool (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
+    bool *out = field;
     if (!strcmp (value, "1") || !strcmp (value, "true") || !strcmp (value, "yes") ||
         !strcmp (value, "on"))
         *out = true;
@@ -133,73 +167,156 @@ s_bool (const char *key, const char *value, bool *out, char *err, size_t errlen)
              !strcmp (value, "off"))
         *out = false;
     else
-        ERR ("%s: '%s' is not a boolean (true/false)", key, value);
+        ERR ("%s: '%s' is not a boolean (true/false)", k->name, value);
     return 0;
 }
 
-static const char *const s_lane_keys[] = {
-    "weight",  "lease",     "max_attempts",  "backoff_base",         "backoff_cap", "jitter",
-    "max_run", "max_depth", "max_in_flight", "tenant_max_in_flight", "rate",        "burst"};
-#define N_LANE_KEYS (sizeof s_lane_keys / sizeof s_lane_keys[0])
-
 static int
-s_set_lane_key (zl_lane_config_t *l, int key_index, const char *value, char *err, size_t errlen)
+s_str (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
-    const char *key = s_lane_keys[key_index];
-    switch (key_index) {
-    case 0:
-        if (s_u32 (key, value, &l->weight, err, errlen))
-            return -1;
-        if (l->weight == 0)
-            ERR ("weight must be at least 1");
-        return 0;
-    case 1:
-        if (s_dur (key, value, &l->lease_ms, err, errlen))
-            return -1;
-        if (l->lease_ms == 0 || l->lease_ms > UINT32_MAX)
-            ERR ("lease must be between 1ms and 49 days");
-        return 0;
-    case 2:
-        if (s_u32 (key, value, &l->max_attempts, err, errlen))
-            return -1;
-        if (l->max_attempts == 0 || l->max_attempts > 65535)
-            ERR ("max_attempts must be between 1 and 65535");
-        return 0;
-    case 3: return s_dur (key, value, &l->backoff_base_ms, err, errlen);
-    case 4: return s_dur (key, value, &l->backoff_cap_ms, err, errlen);
-    case 5: return s_bool (key, value, &l->jitter, err, errlen);
-    case 6:
-        if (s_dur (key, value, &l->max_run_ms, err, errlen))
-            return -1;
-        if (l->max_run_ms > UINT32_MAX)
-            ERR ("max_run must be at most 49 days");
-        return 0;
-    case 7: return s_num (key, value, &l->max_depth, err, errlen);
-    case 8: return s_u32 (key, value, &l->max_in_flight, err, errlen);
-    case 9: return s_u32 (key, value, &l->tenant_max_in_flight, err, errlen);
-    case 10: return s_real (key, value, &l->rate, err, errlen);
-    default: return s_real (key, value, &l->burst, err, errlen);
-    }
+    char **slot = field;
+    free (*slot);
+    *slot = zl_strdup (value);
+    return 0;
 }
 
 static int
-s_lane_key_index (const char *key)
+s_durability (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < N_LANE_KEYS; i++)
-        if (!strcmp (key, s_lane_keys[i]))
-            return (int)i;
-    return -1;
+    zl_durability_t *out = field;
+    if (!strcmp (value, "fsync"))
+        *out = ZL_DURABILITY_FSYNC;
+    else if (!strcmp (value, "none"))
+        *out = ZL_DURABILITY_NONE;
+    else
+        ERR ("%s: '%s' is not fsync or none", k->name, value);
+    return 0;
+}
+
+static int
+s_scheduler (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    zl_sched_policy_t *out = field;
+    if (!strcmp (value, "wfq"))
+        *out = ZL_SCHED_WFQ;
+    else if (!strcmp (value, "fifo"))
+        *out = ZL_SCHED_FIFO;
+    else
+        ERR ("%s: '%s' is not wfq or fifo", k->name, value);
+    return 0;
+}
+
+//  A parser and the offset of `field` in `st`; does not compile unless the
+//  field has the C type that parser writes.
+#define S_FIELD(st, field, ctype)                                                                  \
+    (offsetof (st, field) + 0 * sizeof (_Generic(((st *)0)->field, ctype : 1)))
+#define S_DUR(st, field) s_dur, S_FIELD (st, field, uint64_t)
+#define S_NUM(st, field) s_num, S_FIELD (st, field, uint64_t)
+#define S_U32(st, field) s_u32, S_FIELD (st, field, uint32_t)
+#define S_REAL(st, field) s_real, S_FIELD (st, field, double)
+#define S_BOOL(st, field) s_bool, S_FIELD (st, field, bool)
+#define S_STR(st, field) s_str, S_FIELD (st, field, char *)
+
+static const s_key_t s_broker_key_list[] = {
+    {"frontend", S_STR (zl_broker_config_t, frontend)},
+    {"backend", S_STR (zl_broker_config_t, backend)},
+    {"events", S_STR (zl_broker_config_t, events)},
+    {"admin", S_STR (zl_broker_config_t, admin)},
+    {"metrics", S_STR (zl_broker_config_t, metrics)},
+    {"ports_file", S_STR (zl_broker_config_t, ports_file)},
+    {"wire_dump", S_STR (zl_broker_config_t, wire_dump)},
+    {"data", S_STR (zl_broker_config_t, data_dir)},
+    {"durability", s_durability, S_FIELD (zl_broker_config_t, durability, zl_durability_t)},
+    {"scheduler", s_scheduler, S_FIELD (zl_broker_config_t, scheduler, zl_sched_policy_t)},
+    {"wfq_quantum_us", S_NUM (zl_broker_config_t, wfq_quantum_us)},
+    {"map_size", S_NUM (zl_broker_config_t, map_size), 1u << 20, UINT64_MAX,
+     "map_size must be at least 1MiB"},
+    {"max_payload", S_NUM (zl_broker_config_t, max_payload)},
+    {"heartbeat", S_DUR (zl_broker_config_t, heartbeat_ms)},
+    {"liveness", S_U32 (zl_broker_config_t, liveness)},
+    {"max_depth", S_NUM (zl_broker_config_t, max_depth)},
+    {"max_tenants", S_NUM (zl_broker_config_t, max_tenants)},
+    {"max_lanes", S_NUM (zl_broker_config_t, max_lanes)},
+    {"producer_window", S_NUM (zl_broker_config_t, producer_window)},
+    {"producer_idle", S_DUR (zl_broker_config_t, producer_idle_ms)},
+    {"dlq_retention", S_DUR (zl_broker_config_t, dlq_retention_ms)},
+    {"dlq_alert_interval", S_DUR (zl_broker_config_t, dlq_alert_ms)},
+    {"dedup_window", S_DUR (zl_broker_config_t, dedup_window_ms)},
+    {"resend_window", S_DUR (zl_broker_config_t, resend_window_ms)},
+    {"dedup_max_keys", S_NUM (zl_broker_config_t, dedup_max_keys)},
+    {"curve", S_BOOL (zl_broker_config_t, curve)},
+    {"insecure", S_BOOL (zl_broker_config_t, insecure)},
+    {"cert", S_STR (zl_broker_config_t, cert)},
+    {"clients", S_STR (zl_broker_config_t, clients)},
+    {"default_lane", S_STR (zl_broker_config_t, default_lane)},
+    {"auto_lanes", S_BOOL (zl_broker_config_t, auto_lanes)},
+};
+
+//  A key's index here is its bit in zl_lane_config_t.set_mask.
+static const s_key_t s_lane_key_list[] = {
+    {"weight", S_U32 (zl_lane_config_t, weight), 1, UINT32_MAX, "weight must be at least 1"},
+    {"lease", S_DUR (zl_lane_config_t, lease_ms), 1, UINT32_MAX,
+     "lease must be between 1ms and 49 days"},
+    {"max_attempts", S_U32 (zl_lane_config_t, max_attempts), 1, 65535,
+     "max_attempts must be between 1 and 65535"},
+    {"backoff_base", S_DUR (zl_lane_config_t, backoff_base_ms)},
+    {"backoff_cap", S_DUR (zl_lane_config_t, backoff_cap_ms)},
+    {"jitter", S_BOOL (zl_lane_config_t, jitter)},
+    {"max_run", S_DUR (zl_lane_config_t, max_run_ms), 0, UINT32_MAX,
+     "max_run must be at most 49 days"},
+    {"max_depth", S_NUM (zl_lane_config_t, max_depth)},
+    {"max_in_flight", S_U32 (zl_lane_config_t, max_in_flight)},
+    {"tenant_max_in_flight", S_U32 (zl_lane_config_t, tenant_max_in_flight)},
+    {"rate", S_REAL (zl_lane_config_t, rate)},
+    {"burst", S_REAL (zl_lane_config_t, burst)},
+};
+
+static const s_key_t s_tenant_key_list[] = {
+    {"weight", S_U32 (zl_tenant_config_t, weight), 1, UINT32_MAX, "weight must be at least 1"},
+    {"max_in_flight", S_U32 (zl_tenant_config_t, max_in_flight)},
+    {"max_depth", S_NUM (zl_tenant_config_t, max_depth)},
+    {"rate", S_REAL (zl_tenant_config_t, rate)},
+    {"burst", S_REAL (zl_tenant_config_t, burst)},
+};
+
+#define S_COUNT(list) (sizeof (list) / sizeof (list)[0])
+static const s_keyset_t s_broker_keys = {"broker", s_broker_key_list, S_COUNT (s_broker_key_list)};
+static const s_keyset_t s_lane_keys = {"lane", s_lane_key_list, S_COUNT (s_lane_key_list)};
+static const s_keyset_t s_tenant_keys = {"tenant", s_tenant_key_list, S_COUNT (s_tenant_key_list)};
+
+_Static_assert(S_COUNT (s_lane_key_list) <= 32, "zl_lane_config_t.set_mask has a bit per lane key");
+
+/*  Return the key of `set` named `name`, or NULL. */
+static const s_key_t *
+s_key_find (const s_keyset_t *set, const char *name)
+{
+    for (size_t i = 0; i < set->n_keys; i++)
+        if (!strcmp (set->keys[i].name, name))
+            return &set->keys[i];
+    return NULL;
+}
+
+/*  Set the key `name` of `set` in the struct at `base` from `value`; returns
+    the key, or NULL with a reason in `err`. */
+static const s_key_t *
+s_key_set (const s_keyset_t *set, void *base, const char *name, const char *value, char *err,
+           size_t errlen)
+{
+    const s_key_t *k = s_key_find (set, name);
+    if (!k) {
+        snprintf (err, errlen, "unknown %s key '%s'", set->what, name);
+        return NULL;
+    }
+    return k->parse (k, value, (char *)base + k->offset, err, errlen) == 0 ? k : NULL;
 }
 
 static int
 s_set_lane (zl_lane_config_t *l, const char *key, const char *value, char *err, size_t errlen)
 {
-    int k = s_lane_key_index (key);
-    if (k < 0)
-        ERR ("unknown lane key '%s'", key);
-    if (s_set_lane_key (l, k, value, err, errlen) != 0)
+    const s_key_t *k = s_key_set (&s_lane_keys, l, key, value, err, errlen);
+    if (!k)
         return -1;
-    l->set_mask |= 1u << k;
+    l->set_mask |= 1u << (k - s_lane_key_list);
     return 0;
 }
 
@@ -208,119 +325,26 @@ static int
 s_set_lane_default (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
                     size_t errlen)
 {
-    int k = s_lane_key_index (key);
-    if (k < 0)
-        ERR ("unknown lane key '%s'", key);
-    if (s_set_lane_key (&cfg->lane_defaults, k, value, err, errlen) != 0)
+    const s_key_t *k = s_key_set (&s_lane_keys, &cfg->lane_defaults, key, value, err, errlen);
+    if (!k)
         return -1;
-    for (size_t i = 0; i < cfg->n_lanes; i++)
-        if (!(cfg->lanes[i].set_mask & (1u << k)))
-            s_set_lane_key (&cfg->lanes[i], k, value, err, errlen);
+    uint32_t bit = 1u << (k - s_lane_key_list);
+    for (size_t i = 0; i < cfg->n_lanes; i++) // the text was just accepted: cannot fail
+        if (!(cfg->lanes[i].set_mask & bit))
+            k->parse (k, value, (char *)&cfg->lanes[i] + k->offset, err, errlen);
     return 0;
 }
 
 static int
 s_set_tenant (zl_tenant_config_t *t, const char *key, const char *value, char *err, size_t errlen)
 {
-    if (!strcmp (key, "weight")) {
-        if (s_u32 (key, value, &t->weight, err, errlen))
-            return -1;
-        if (t->weight == 0)
-            ERR ("weight must be at least 1");
-        return 0;
-    }
-    if (!strcmp (key, "max_in_flight"))
-        return s_u32 (key, value, &t->max_in_flight, err, errlen);
-    if (!strcmp (key, "max_depth"))
-        return s_num (key, value, &t->max_depth, err, errlen);
-    if (!strcmp (key, "rate"))
-        return s_real (key, value, &t->rate, err, errlen);
-    if (!strcmp (key, "burst"))
-        return s_real (key, value, &t->burst, err, errlen);
-    ERR ("unknown tenant key '%s'", key);
+    return s_key_set (&s_tenant_keys, t, key, value, err, errlen) ? 0 : -1;
 }
 
 static int
 s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
-    if (!strcmp (key, "frontend"))
-        s_set_str (&cfg->frontend, value);
-    else if (!strcmp (key, "backend"))
-        s_set_str (&cfg->backend, value);
-    else if (!strcmp (key, "events"))
-        s_set_str (&cfg->events, value);
-    else if (!strcmp (key, "admin"))
-        s_set_str (&cfg->admin, value);
-    else if (!strcmp (key, "metrics"))
-        s_set_str (&cfg->metrics, value);
-    else if (!strcmp (key, "ports_file"))
-        s_set_str (&cfg->ports_file, value);
-    else if (!strcmp (key, "wire_dump"))
-        s_set_str (&cfg->wire_dump, value);
-    else if (!strcmp (key, "data"))
-        s_set_str (&cfg->data_dir, value);
-    else if (!strcmp (key, "durability")) {
-        if (!strcmp (value, "fsync"))
-            cfg->durability = ZL_DURABILITY_FSYNC;
-        else if (!strcmp (value, "none"))
-            cfg->durability = ZL_DURABILITY_NONE;
-        else
-            ERR ("durability: '%s' is not fsync or none", value);
-    } else if (!strcmp (key, "scheduler")) {
-        if (!strcmp (value, "wfq"))
-            cfg->scheduler = ZL_SCHED_WFQ;
-        else if (!strcmp (value, "fifo"))
-            cfg->scheduler = ZL_SCHED_FIFO;
-        else
-            ERR ("scheduler: '%s' is not wfq or fifo", value);
-    } else if (!strcmp (key, "wfq_quantum_us"))
-        return s_num (key, value, &cfg->wfq_quantum_us, err, errlen);
-    else if (!strcmp (key, "map_size")) {
-        if (s_num (key, value, &cfg->map_size, err, errlen))
-            return -1;
-        if (cfg->map_size < (1u << 20))
-            ERR ("map_size must be at least 1MiB");
-    } else if (!strcmp (key, "max_payload"))
-        return s_num (key, value, &cfg->max_payload, err, errlen);
-    else if (!strcmp (key, "heartbeat"))
-        return s_dur (key, value, &cfg->heartbeat_ms, err, errlen);
-    else if (!strcmp (key, "liveness"))
-        return s_u32 (key, value, &cfg->liveness, err, errlen);
-    else if (!strcmp (key, "max_depth"))
-        return s_num (key, value, &cfg->max_depth, err, errlen);
-    else if (!strcmp (key, "max_tenants"))
-        return s_num (key, value, &cfg->max_tenants, err, errlen);
-    else if (!strcmp (key, "max_lanes"))
-        return s_num (key, value, &cfg->max_lanes, err, errlen);
-    else if (!strcmp (key, "producer_window"))
-        return s_num (key, value, &cfg->producer_window, err, errlen);
-    else if (!strcmp (key, "producer_idle"))
-        return s_dur (key, value, &cfg->producer_idle_ms, err, errlen);
-    else if (!strcmp (key, "dlq_retention"))
-        return s_dur (key, value, &cfg->dlq_retention_ms, err, errlen);
-    else if (!strcmp (key, "dlq_alert_interval"))
-        return s_dur (key, value, &cfg->dlq_alert_ms, err, errlen);
-    else if (!strcmp (key, "dedup_window"))
-        return s_dur (key, value, &cfg->dedup_window_ms, err, errlen);
-    else if (!strcmp (key, "resend_window"))
-        return s_dur (key, value, &cfg->resend_window_ms, err, errlen);
-    else if (!strcmp (key, "dedup_max_keys"))
-        return s_num (key, value, &cfg->dedup_max_keys, err, errlen);
-    else if (!strcmp (key, "curve"))
-        return s_bool (key, value, &cfg->curve, err, errlen);
-    else if (!strcmp (key, "insecure"))
-        return s_bool (key, value, &cfg->insecure, err, errlen);
-    else if (!strcmp (key, "cert"))
-        s_set_str (&cfg->cert, value);
-    else if (!strcmp (key, "clients"))
-        s_set_str (&cfg->clients, value);
-    else if (!strcmp (key, "default_lane"))
-        s_set_str (&cfg->default_lane, value);
-    else if (!strcmp (key, "auto_lanes"))
-        return s_bool (key, value, &cfg->auto_lanes, err, errlen);
-    else
-        ERR ("unknown broker key '%s'", key);
-    return 0;
+    return s_key_set (&s_broker_keys, cfg, key, value, err, errlen) ? 0 : -1;
 }
 
 int

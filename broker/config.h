@@ -3,13 +3,12 @@
 #ifndef ZL_BROKER_CONFIG_H
 #define ZL_BROKER_CONFIG_H
 
+#include "sched_policy.h" // zl_sched_policy_t (not scheduler.h: its lane.h includes this file)
+#include "store.h"        // zl_durability_t
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-typedef enum { ZL_SCHED_WFQ = 0, ZL_SCHED_FIFO = 1 } zl_sched_policy_t;
-#define ZL_SCHED_QUANTUM_US 1000 // WFQ's default quantum (zl_sched_set_quantum)
-typedef enum { ZL_DURABILITY_FSYNC = 0, ZL_DURABILITY_NONE = 1 } zl_durability_t;
 
 typedef struct {
     char *name;

@@ -19,6 +19,102 @@ s_on_signal (int sig)
     s_stop = 1;
 }
 
+/*  How far reading the command line got: on, or stop with exit 0 (--help)
+    or 2 (a bad flag, value or config file). */
+typedef enum { S_GO = 0, S_DONE, S_BAD } s_step_t;
+
+typedef struct {
+    zl_broker_config_t *cfg;
+    int verbose; // -v given this many times
+} s_cli_t;
+
+/*  The work of a flag that does more than set one config key. `value` is
+    its argument (NULL for a flag that takes none). Returns S_GO, S_DONE, or
+    S_BAD with the reason in `err`. */
+typedef s_step_t (s_flag_fn) (s_cli_t *cli, char *value, char *err, size_t errlen);
+
+/*  A flag: its names, what it does (set `key` to its argument, or to
+    `fixed` if it takes none; or call `fn`) and its line in --help. */
+typedef struct {
+    char short_name;   // 0: long only
+    const char *name;  // long name, after "--"
+    const char *arg;   // its argument's name in --help; NULL: the flag takes none
+    const char *key;   // the config key it sets (zl_broker_config_set) ...
+    const char *fixed; // ... to this, for a flag without an argument
+    s_flag_fn *fn;     // or, with no key, this does the work
+    const char *help;  // a '\n' continues it on the next line, under its start
+} s_flag_t;
+
+static s_step_t s_flag_config (s_cli_t *cli, char *value, char *err, size_t errlen);
+static s_step_t s_flag_lane (s_cli_t *cli, char *value, char *err, size_t errlen);
+static s_step_t s_flag_set (s_cli_t *cli, char *value, char *err, size_t errlen);
+static s_step_t s_flag_verbose (s_cli_t *cli, char *value, char *err, size_t errlen);
+static s_step_t s_flag_help (s_cli_t *cli, char *value, char *err, size_t errlen);
+
+// clang-format off
+#define KEY(name, arg, key, help) {0, name, arg, key, NULL, NULL, help}
+#define SWITCH(name, key, fixed, help) {0, name, NULL, key, fixed, NULL, help}
+#define FN(short_name, name, arg, fn, help) {short_name, name, arg, NULL, NULL, fn, help}
+// clang-format on
+
+/*  Every flag, in --help order. */
+static const s_flag_t s_flags[] = {
+    FN ('c', "config", "FILE", s_flag_config, "zconfig file (see deploy/broker.cfg)"),
+    KEY ("frontend", "EP", "frontend", "producer endpoint        [tcp://127.0.0.1:5570]"),
+    KEY ("backend", "EP", "backend", "worker endpoint          [tcp://127.0.0.1:5571]"),
+    KEY ("events", "EP", "events", "DLQ events PUB endpoint  [tcp://127.0.0.1:5572]"),
+    KEY ("admin", "EP", "admin", "admin endpoint           [tcp://127.0.0.1:5573]"),
+    KEY ("metrics", "EP", "metrics", "Prometheus page, GET /metrics (plain HTTP) [none]"),
+    KEY ("ports-file", "FILE", "ports_file", "write the bound endpoints here (for port 0 / '*')"),
+    KEY ("data", "DIR", "data", "data directory           [./zlane-data]"),
+    KEY ("durability", "MODE", "durability", "fsync | none             [fsync]"),
+    KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
+    KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
+    KEY ("wfq-quantum-us", "N", "wfq_quantum_us",
+         "wfq: tenants within N us of worker time / weight\n"
+         "of each other go in arrival order, 0 = exact [1000]"),
+    FN (0, "lane", "NAME[:WEIGHT]", s_flag_lane, "declare a lane (repeatable)"),
+    SWITCH ("auto-lanes", "auto_lanes", "true", "create undeclared lanes on first use"),
+    KEY ("default-lane", "NAME", "default_lane", "jobs for undeclared lanes go to this lane"),
+    KEY ("max-payload", "SIZE", "max_payload", "largest payload accepted [1MiB]"),
+    KEY ("max-depth", "N", "max_depth", "most jobs queued in all  [10000000]"),
+    KEY ("producer-window", "N", "producer_window", "most credit one producer holds [20000]"),
+    KEY ("heartbeat", "DUR", "heartbeat", "heartbeat interval       [1s]"),
+    KEY ("liveness", "N", "liveness", "missed heartbeats before a worker is dead [3]"),
+    KEY ("lease", "DUR", "defaults/lane/lease", "default lease            [30s]"),
+    KEY ("max-attempts", "N", "defaults/lane/max_attempts", "default attempts before the DLQ [5]"),
+    KEY ("backoff-base", "DUR", "defaults/lane/backoff_base", "retry backoff base       [1s]"),
+    KEY ("backoff-cap", "DUR", "defaults/lane/backoff_cap", "retry backoff cap        [5m]"),
+    SWITCH ("no-jitter", "defaults/lane/jitter", "false",
+            "retry at the backoff bound (experiments only)"),
+    KEY ("max-run", "DUR", "defaults/lane/max_run", "default max run time, 0 = none [0]"),
+    KEY ("dlq-alert", "DUR", "dlq_alert_interval", "alert.dlq event interval [10s]"),
+    KEY ("dlq-retention", "DUR", "dlq_retention",
+         "purge dead letters older than this, 0 = keep [0]"),
+    KEY ("dedup-window", "DUR", "dedup_window", "idempotency key window   [24h]"),
+    KEY ("resend-window", "DUR", "resend_window",
+         "window of keys a client library made for its\n"
+         "own resends (longer than job deadlines) [10m]"),
+    KEY ("dedup-max-keys", "N", "dedup_max_keys",
+         "most idempotency keys kept, 0 = a quarter of\n"
+         "map_size at 140 bytes a key [0]"),
+    SWITCH ("curve", "curve", "true", "CURVE encryption + authentication on every socket"),
+    KEY ("cert", "FILE", "cert", "the broker's secret certificate (zlane-ctl keygen)"),
+    KEY ("clients", "DIR", "clients",
+         "public certificates of the clients allowed in; each\n"
+         "carries role, tenants and lanes (zlane-ctl keygen)"),
+    SWITCH ("insecure", "insecure", "true", "allow non-loopback endpoints without CURVE (warns)"),
+    FN (0, "set", "KEY=VALUE", s_flag_set, "any config key, e.g. lanes/chat/rate=50"),
+    FN ('v', "verbose", NULL, s_flag_verbose, "debug logging (twice: protocol trace)"),
+    FN ('h', "help", NULL, s_flag_help, "this help"),
+};
+#undef KEY
+#undef SWITCH
+#undef FN
+#define S_N_FLAGS (sizeof s_flags / sizeof s_flags[0])
+#define S_LONG_ONLY 256 // getopt_long's value for s_flags[i] without a short name: S_LONG_ONLY + i
+#define S_HELP_WIDTH 20 // --help: "  -c, " then "--name ARG" padded to this, a space, the text
+
 static void
 s_usage (FILE *out)
 {
@@ -27,51 +123,171 @@ s_usage (FILE *out)
                   "The zlane job broker: accepts jobs from producers, leases them to workers,\n"
                   "retries failures with backoff and parks poison jobs in a dead-letter queue.\n"
                   "\n"
-                  "Options (each also settable in the config file; flags win):\n"
-                  "  -c, --config FILE        zconfig file (see deploy/broker.cfg)\n"
-                  "      --frontend EP        producer endpoint        [tcp://127.0.0.1:5570]\n"
-                  "      --backend EP         worker endpoint          [tcp://127.0.0.1:5571]\n"
-                  "      --events EP          DLQ events PUB endpoint  [tcp://127.0.0.1:5572]\n"
-                  "      --admin EP           admin endpoint           [tcp://127.0.0.1:5573]\n"
-                  "      --metrics EP         Prometheus page, GET /metrics (plain HTTP) [none]\n"
-                  "      --ports-file FILE    write the bound endpoints here (for port 0 / '*')\n"
-                  "      --data DIR           data directory           [./zlane-data]\n"
-                  "      --durability MODE    fsync | none             [fsync]\n"
-                  "      --map-size SIZE      the store's size limit   [4GiB]\n"
-                  "      --scheduler S        wfq | fifo               [wfq]\n"
-                  "      --wfq-quantum-us N   wfq: tenants within N us of worker time / weight\n"
-                  "                           of each other go in arrival order, 0 = exact [1000]\n"
-                  "      --lane NAME[:WEIGHT] declare a lane (repeatable)\n"
-                  "      --auto-lanes         create undeclared lanes on first use\n"
-                  "      --default-lane NAME  jobs for undeclared lanes go to this lane\n"
-                  "      --max-payload SIZE   largest payload accepted [1MiB]\n"
-                  "      --max-depth N        most jobs queued in all  [10000000]\n"
-                  "      --producer-window N  most credit one producer holds [20000]\n"
-                  "      --heartbeat DUR      heartbeat interval       [1s]\n"
-                  "      --liveness N         missed heartbeats before a worker is dead [3]\n"
-                  "      --lease DUR          default lease            [30s]\n"
-                  "      --max-attempts N     default attempts before the DLQ [5]\n"
-                  "      --backoff-base DUR   retry backoff base       [1s]\n"
-                  "      --backoff-cap DUR    retry backoff cap        [5m]\n"
-                  "      --no-jitter          retry at the backoff bound (experiments only)\n"
-                  "      --max-run DUR        default max run time, 0 = none [0]\n"
-                  "      --dlq-alert DUR      alert.dlq event interval [10s]\n"
-                  "      --dlq-retention DUR  purge dead letters older than this, 0 = keep [0]\n"
-                  "      --dedup-window DUR   idempotency key window   [24h]\n"
-                  "      --resend-window DUR  window of keys a client library made for its\n"
-                  "                           own resends (longer than job deadlines) [10m]\n"
-                  "      --dedup-max-keys N   most idempotency keys kept, 0 = a quarter of\n"
-                  "                           map_size at 140 bytes a key [0]\n"
-                  "      --curve              CURVE encryption + authentication on every socket\n"
-                  "      --cert FILE          the broker's secret certificate (zlane-ctl keygen)\n"
-                  "      --clients DIR        public certificates of the clients allowed in; each\n"
-                  "                           carries role, tenants and lanes (zlane-ctl keygen)\n"
-                  "      --insecure           allow non-loopback endpoints without CURVE (warns)\n"
-                  "      --set KEY=VALUE      any config key, e.g. lanes/chat/rate=50\n"
-                  "  -v, --verbose            debug logging (twice: protocol trace)\n"
-                  "  -h, --help               this help\n"
-                  "\n"
+                  "Options (each also settable in the config file; flags win):\n");
+    for (size_t i = 0; i < S_N_FLAGS; i++) {
+        const s_flag_t *f = &s_flags[i];
+        char short_part[5] = "", long_part[64];
+        if (f->short_name)
+            snprintf (short_part, sizeof short_part, "-%c, ", f->short_name);
+        snprintf (long_part, sizeof long_part, "--%s%s%s", f->name, f->arg ? " " : "",
+                  f->arg ? f->arg : "");
+        fprintf (out, "  %-4s%-*s ", short_part, S_HELP_WIDTH, long_part);
+        for (const char *c = f->help; *c; c++)
+            if (*c == '\n')
+                fprintf (out, "\n%*s", 2 + 4 + S_HELP_WIDTH + 1, "");
+            else
+                fputc (*c, out);
+        fputc ('\n', out);
+    }
+    fprintf (out, "\n"
                   "Durations take ms, s, m, h suffixes; sizes take KiB, MiB, GiB.\n");
+}
+
+static s_step_t
+s_set (s_cli_t *cli, const char *key, const char *value, char *err, size_t errlen)
+{
+    return zl_broker_config_set (cli->cfg, key, value, err, errlen) == 0 ? S_GO : S_BAD;
+}
+
+// The config files were read before the flags (s_read_config_files).
+static s_step_t
+s_flag_config (s_cli_t *cli, char *value, char *err, size_t errlen)
+{
+    return S_GO;
+}
+
+// NAME[:WEIGHT]: lanes/NAME/weight, 1 without a weight.
+static s_step_t
+s_flag_lane (s_cli_t *cli, char *value, char *err, size_t errlen)
+{
+    char name[200];
+    snprintf (name, sizeof name, "%s", value);
+    char *colon = strchr (name, ':');
+    const char *weight = "1";
+    if (colon) {
+        *colon = '\0';
+        weight = colon + 1;
+    }
+    if (!name[0]) {
+        snprintf (err, errlen, "--lane needs a name");
+        return S_BAD;
+    }
+    char key[300];
+    snprintf (key, sizeof key, "lanes/%s/weight", name);
+    return s_set (cli, key, weight, err, errlen);
+}
+
+// KEY=VALUE, any key zl_broker_config_set takes.
+static s_step_t
+s_flag_set (s_cli_t *cli, char *value, char *err, size_t errlen)
+{
+    char *eq = strchr (value, '=');
+    if (!eq) {
+        snprintf (err, errlen, "--set wants KEY=VALUE, got '%s'", value);
+        return S_BAD;
+    }
+    *eq = '\0'; // cuts the argument in argv in two
+    return s_set (cli, value, eq + 1, err, errlen);
+}
+
+static s_step_t
+s_flag_verbose (s_cli_t *cli, char *value, char *err, size_t errlen)
+{
+    cli->verbose++;
+    return S_GO;
+}
+
+static s_step_t
+s_flag_help (s_cli_t *cli, char *value, char *err, size_t errlen)
+{
+    s_usage (stdout);
+    return S_DONE;
+}
+
+/*  Read the config files that -c/--config name, in order, so that the flags
+    override them. */
+static s_step_t
+s_read_config_files (zl_broker_config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if ((!strcmp (argv[i], "-c") || !strcmp (argv[i], "--config")) && i + 1 < argc)
+            path = argv[i + 1];
+        else if (!strncmp (argv[i], "--config=", 9))
+            path = argv[i] + 9;
+        if (path && zl_broker_config_load (cfg, path, err, errlen) != 0)
+            return S_BAD;
+    }
+    return S_GO;
+}
+
+/*  Carry out the flags in order. A flag getopt refuses (it says why) prints
+    the usage and returns S_BAD with `err` empty. */
+static s_step_t
+s_read_flags (s_cli_t *cli, int argc, char **argv, char *err, size_t errlen)
+{
+    struct option opts[S_N_FLAGS + 1];
+    char shorts[2 * S_N_FLAGS + 1];
+    size_t n_shorts = 0;
+    for (size_t i = 0; i < S_N_FLAGS; i++) {
+        const s_flag_t *f = &s_flags[i];
+        int val = f->short_name ? f->short_name : S_LONG_ONLY + (int)i;
+        opts[i] = (struct option){f->name, f->arg ? required_argument : no_argument, NULL, val};
+        if (f->short_name) {
+            shorts[n_shorts++] = f->short_name;
+            if (f->arg)
+                shorts[n_shorts++] = ':';
+        }
+    }
+    opts[S_N_FLAGS] = (struct option){0};
+    shorts[n_shorts] = '\0';
+
+    int c;
+    while ((c = getopt_long (argc, argv, shorts, opts, NULL)) != -1) {
+        const s_flag_t *f = NULL;
+        if (c >= S_LONG_ONLY && c < S_LONG_ONLY + (int)S_N_FLAGS)
+            f = &s_flags[c - S_LONG_ONLY];
+        for (size_t i = 0; !f && i < S_N_FLAGS; i++)
+            if (s_flags[i].short_name && s_flags[i].short_name == c)
+                f = &s_flags[i];
+        if (!f) { // '?'
+            s_usage (stderr);
+            err[0] = '\0';
+            return S_BAD;
+        }
+        s_step_t step = f->fn ? f->fn (cli, optarg, err, errlen)
+                              : s_set (cli, f->key, f->arg ? optarg : f->fixed, err, errlen);
+        if (step != S_GO)
+            return step;
+    }
+    if (optind < argc) {
+        snprintf (err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return S_BAD;
+    }
+    return S_GO;
+}
+
+/*  What the flags and files must say together: some lane, and a default
+    lane that exists. */
+static s_step_t
+s_check (const zl_broker_config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->n_lanes == 0 && !cfg->auto_lanes) {
+        snprintf (err, errlen,
+                  "no lanes declared: use --lane NAME, a lanes section in the config "
+                  "file, or --auto-lanes");
+        return S_BAD;
+    }
+    if (cfg->default_lane) {
+        bool declared = false;
+        for (size_t i = 0; i < cfg->n_lanes; i++)
+            declared |= !strcmp (cfg->lanes[i].name, cfg->default_lane);
+        if (!declared && !cfg->auto_lanes) {
+            snprintf (err, errlen, "default lane '%s' is not declared", cfg->default_lane);
+            return S_BAD;
+        }
+    }
+    return S_GO;
 }
 
 int
@@ -80,235 +296,22 @@ main (int argc, char **argv)
     zl_log_set_program ("zlane-broker");
     zl_broker_config_t cfg;
     zl_broker_config_defaults (&cfg);
-    char err[512];
+    s_cli_t cli = {.cfg = &cfg};
+    char err[512] = "";
 
-    enum {
-        O_FRONTEND = 256,
-        O_BACKEND,
-        O_EVENTS,
-        O_ADMIN,
-        O_METRICS,
-        O_PORTS,
-        O_DATA,
-        O_DUR,
-        O_MAP,
-        O_SCHED,
-        O_QUANTUM,
-        O_LANE,
-        O_AUTO,
-        O_DEFLANE,
-        O_MAXPAY,
-        O_DEPTH,
-        O_WINDOW,
-        O_HB,
-        O_LIVE,
-        O_LEASE,
-        O_ATTEMPTS,
-        O_BBASE,
-        O_BCAP,
-        O_NOJIT,
-        O_MAXRUN,
-        O_ALERT,
-        O_DEDUP,
-        O_RESEND,
-        O_MAXKEYS,
-        O_DLQ_RETENTION,
-        O_SET,
-        O_CURVE,
-        O_CERT,
-        O_CLIENTS,
-        O_INSECURE
-    };
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"frontend", required_argument, 0, O_FRONTEND},
-                                         {"backend", required_argument, 0, O_BACKEND},
-                                         {"events", required_argument, 0, O_EVENTS},
-                                         {"admin", required_argument, 0, O_ADMIN},
-                                         {"metrics", required_argument, 0, O_METRICS},
-                                         {"ports-file", required_argument, 0, O_PORTS},
-                                         {"data", required_argument, 0, O_DATA},
-                                         {"durability", required_argument, 0, O_DUR},
-                                         {"map-size", required_argument, 0, O_MAP},
-                                         {"scheduler", required_argument, 0, O_SCHED},
-                                         {"wfq-quantum-us", required_argument, 0, O_QUANTUM},
-                                         {"lane", required_argument, 0, O_LANE},
-                                         {"auto-lanes", no_argument, 0, O_AUTO},
-                                         {"default-lane", required_argument, 0, O_DEFLANE},
-                                         {"max-payload", required_argument, 0, O_MAXPAY},
-                                         {"max-depth", required_argument, 0, O_DEPTH},
-                                         {"producer-window", required_argument, 0, O_WINDOW},
-                                         {"heartbeat", required_argument, 0, O_HB},
-                                         {"liveness", required_argument, 0, O_LIVE},
-                                         {"lease", required_argument, 0, O_LEASE},
-                                         {"max-attempts", required_argument, 0, O_ATTEMPTS},
-                                         {"backoff-base", required_argument, 0, O_BBASE},
-                                         {"backoff-cap", required_argument, 0, O_BCAP},
-                                         {"no-jitter", no_argument, 0, O_NOJIT},
-                                         {"max-run", required_argument, 0, O_MAXRUN},
-                                         {"dlq-alert", required_argument, 0, O_ALERT},
-                                         {"dedup-window", required_argument, 0, O_DEDUP},
-                                         {"resend-window", required_argument, 0, O_RESEND},
-                                         {"dedup-max-keys", required_argument, 0, O_MAXKEYS},
-                                         {"dlq-retention", required_argument, 0, O_DLQ_RETENTION},
-                                         {"set", required_argument, 0, O_SET},
-                                         {"curve", no_argument, 0, O_CURVE},
-                                         {"cert", required_argument, 0, O_CERT},
-                                         {"clients", required_argument, 0, O_CLIENTS},
-                                         {"insecure", no_argument, 0, O_INSECURE},
-                                         {"verbose", no_argument, 0, 'v'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-
-    // the config file first, so that flags override it
-    for (int i = 1; i < argc; i++) {
-        const char *path = NULL;
-        if ((!strcmp (argv[i], "-c") || !strcmp (argv[i], "--config")) && i + 1 < argc)
-            path = argv[i + 1];
-        else if (!strncmp (argv[i], "--config=", 9))
-            path = argv[i] + 9;
-        if (path && zl_broker_config_load (&cfg, path, err, sizeof err) != 0) {
+    s_step_t step = s_read_config_files (&cfg, argc, argv, err, sizeof err);
+    if (step == S_GO)
+        step = s_read_flags (&cli, argc, argv, err, sizeof err);
+    if (step == S_GO)
+        step = s_check (&cfg, err, sizeof err);
+    if (step != S_GO) {
+        if (step == S_BAD && err[0])
             fprintf (stderr, "zlane-broker: %s\n", err);
-            {
-                zl_broker_config_free (&cfg);
-                return 2;
-            }
-        }
+        zl_broker_config_free (&cfg);
+        return step == S_DONE ? 0 : 2;
     }
-    int verbose = 0, c;
-    while ((c = getopt_long (argc, argv, "c:vh", opts, NULL)) != -1) {
-        const char *key = NULL;
-        char lane_key[300];
-        switch (c) {
-        case 'c': break;
-        case 'v': verbose++; break;
-        case 'h':
-            s_usage (stdout);
-            zl_broker_config_free (&cfg);
-            return 0;
-        case O_FRONTEND: key = "frontend"; break;
-        case O_BACKEND: key = "backend"; break;
-        case O_EVENTS: key = "events"; break;
-        case O_ADMIN: key = "admin"; break;
-        case O_METRICS: key = "metrics"; break;
-        case O_PORTS: key = "ports_file"; break;
-        case O_DATA: key = "data"; break;
-        case O_DUR: key = "durability"; break;
-        case O_MAP: key = "map_size"; break;
-        case O_SCHED: key = "scheduler"; break;
-        case O_QUANTUM: key = "wfq_quantum_us"; break;
-        case O_AUTO:
-            key = "auto_lanes";
-            optarg = "true";
-            break;
-        case O_DEFLANE: key = "default_lane"; break;
-        case O_MAXPAY: key = "max_payload"; break;
-        case O_DEPTH: key = "max_depth"; break;
-        case O_WINDOW: key = "producer_window"; break;
-        case O_HB: key = "heartbeat"; break;
-        case O_LIVE: key = "liveness"; break;
-        case O_ALERT: key = "dlq_alert_interval"; break;
-        case O_DEDUP: key = "dedup_window"; break;
-        case O_RESEND: key = "resend_window"; break;
-        case O_MAXKEYS: key = "dedup_max_keys"; break;
-        case O_DLQ_RETENTION: key = "dlq_retention"; break;
-        case O_CURVE:
-            key = "curve";
-            optarg = "true";
-            break;
-        case O_CERT: key = "cert"; break;
-        case O_CLIENTS: key = "clients"; break;
-        case O_INSECURE:
-            key = "insecure";
-            optarg = "true";
-            break;
-        case O_LEASE: key = "defaults/lane/lease"; break;
-        case O_ATTEMPTS: key = "defaults/lane/max_attempts"; break;
-        case O_BBASE: key = "defaults/lane/backoff_base"; break;
-        case O_BCAP: key = "defaults/lane/backoff_cap"; break;
-        case O_NOJIT:
-            key = "defaults/lane/jitter";
-            optarg = "false";
-            break;
-        case O_MAXRUN: key = "defaults/lane/max_run"; break;
-        case O_LANE: {
-            char name[200];
-            snprintf (name, sizeof name, "%s", optarg);
-            char *colon = strchr (name, ':');
-            const char *weight = "1";
-            if (colon) {
-                *colon = '\0';
-                weight = colon + 1;
-            }
-            if (!name[0]) {
-                fprintf (stderr, "zlane-broker: --lane needs a name\n");
-                {
-                    zl_broker_config_free (&cfg);
-                    return 2;
-                }
-            }
-            snprintf (lane_key, sizeof lane_key, "lanes/%s/weight", name);
-            key = lane_key;
-            optarg = (char *)weight;
-            break;
-        }
-        case O_SET: {
-            char *eq = strchr (optarg, '=');
-            if (!eq) {
-                fprintf (stderr, "zlane-broker: --set wants KEY=VALUE, got '%s'\n", optarg);
-                {
-                    zl_broker_config_free (&cfg);
-                    return 2;
-                }
-            }
-            *eq = '\0';
-            key = optarg;
-            optarg = eq + 1;
-            break;
-        }
-        default:
-            s_usage (stderr);
-            {
-                zl_broker_config_free (&cfg);
-                return 2;
-            }
-        }
-        if (key && zl_broker_config_set (&cfg, key, optarg, err, sizeof err) != 0) {
-            fprintf (stderr, "zlane-broker: %s\n", err);
-            {
-                zl_broker_config_free (&cfg);
-                return 2;
-            }
-        }
-    }
-    if (optind < argc) {
-        fprintf (stderr, "zlane-broker: unexpected argument '%s' (see --help)\n", argv[optind]);
-        {
-            zl_broker_config_free (&cfg);
-            return 2;
-        }
-    }
-    zl_log_set_level (verbose >= 2 ? ZL_LOG_TRACE : verbose ? ZL_LOG_DEBUG : ZL_LOG_INFO);
-    if (cfg.n_lanes == 0 && !cfg.auto_lanes) {
-        fprintf (stderr, "zlane-broker: no lanes declared: use --lane NAME, a lanes section "
-                         "in the config file, or --auto-lanes\n");
-        {
-            zl_broker_config_free (&cfg);
-            return 2;
-        }
-    }
+    zl_log_set_level (cli.verbose >= 2 ? ZL_LOG_TRACE : cli.verbose ? ZL_LOG_DEBUG : ZL_LOG_INFO);
 
-    if (cfg.default_lane) {
-        bool declared = false;
-        for (size_t i = 0; i < cfg.n_lanes; i++)
-            declared |= !strcmp (cfg.lanes[i].name, cfg.default_lane);
-        if (!declared && !cfg.auto_lanes) {
-            fprintf (stderr, "zlane-broker: default lane '%s' is not declared\n", cfg.default_lane);
-            {
-                zl_broker_config_free (&cfg);
-                return 2;
-            }
-        }
-    }
     zsys_handler_set (NULL); // our own signal handling, not czmq's
     zsys_init ();
     struct sigaction sa;

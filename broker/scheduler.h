@@ -22,9 +22,9 @@
 #define ZL_SCHED_H
 
 #include "bucket.h"
-#include "config.h"
 #include "job.h"
 #include "lane.h"
+#include "sched_policy.h" // zl_sched_policy_t, ZL_SCHED_QUANTUM_US
 
 #include <stddef.h>
 #include <stdint.h>

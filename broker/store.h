@@ -24,12 +24,15 @@
 #define ZL_STORE_H
 
 #include "arena.h"
-#include "config.h"
 #include "record.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/*  What a commit waits for: fsync (Accepted means on disk) or none (the page
+    cache only; a clean close still syncs). */
+typedef enum { ZL_DURABILITY_FSYNC = 0, ZL_DURABILITY_NONE = 1 } zl_durability_t;
 
 typedef struct _zl_store_t zl_store_t;
 

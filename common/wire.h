@@ -5,7 +5,6 @@
 
 #include "codec.h"
 
-#include <stddef.h>
 #include <stdint.h>
 
 #define ZL_PEER_ID_MAX 255
