@@ -1032,7 +1032,7 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
             if (!job)
                 continue;
             // a random token: a worker cannot guess another's lease
-            zl_jobs_lease (self->jobs, job, w, zl_rng_next (&self->rng) | 1, now);
+            zl_jobs_lease (self->jobs, job, w, now);
             zl_worker_conn_queue_job (w, job);
             self->counters[ZL_CTR_DISPATCHED]++;
             progress = true;

@@ -6,6 +6,7 @@
 
 #include "job.h"
 #include "lane.h"
+#include "lease.h"
 #include "wire.h"
 
 #include <stdbool.h>
