@@ -505,8 +505,8 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
             zl_job_t *job = zl_sched_next (self->sched, w->lanes, w->n_lanes, now.mono_ms);
             if (!job)
                 continue;
-            // a random token: a worker cannot guess another's lease
-            zl_jobs_lease (self->jobs, job, w, zl_rng_next (&self->rng) | 1, now);
+            // its token from the OS CSPRNG (lease.h): no worker can guess another's
+            zl_jobs_lease (self->jobs, job, w, now);
             zl_replies_dispatch (self->replies, w, job);
             self->counters[ZL_CTR_DISPATCHED]++;
             progress = true;

@@ -20,19 +20,9 @@ typedef enum {
 /*  Return "ready", "delayed", "leased" or "dead". */
 const char *zl_job_state_name (zl_job_state_t state);
 
-struct zl_worker_conn;
 struct zl_flow;
 
-/*  What only a leased job needs; allocated at lease, freed at settle. */
-typedef struct zl_lease {
-    uint64_t token;            // current lease token
-    int64_t lease_deadline_ms; // monotonic
-    int64_t run_deadline_ms;   // monotonic, 0 = none
-    int64_t started_at_ms;     // wall clock of this attempt's start
-    int64_t started_us;        // monotonic, for run time
-    struct zl_worker_conn *worker;
-    struct zl_job *prev, *next; // the holding worker's list of jobs
-} zl_lease_t;
+struct zl_lease; // lease.h: what only a leased job needs
 
 /*  80 bytes. Fields that no state uses at the same time share storage. */
 typedef struct zl_job {
@@ -47,7 +37,7 @@ typedef struct zl_job {
     };
     int64_t accepted_us; // monotonic time of acceptance (latency stats)
     union {
-        zl_lease_t *lease;       // LEASED
+        struct zl_lease *lease;  // LEASED (lease.h), allocated at lease, freed at settle
         struct zl_job *dlq_prev; // DEAD: previous in the DLQ
     };
     uint32_t timer_idx;    // position in the timer heap, UINT32_MAX if none

@@ -25,7 +25,8 @@ struct _zl_jobs_t {
     zl_u64map_t *by_id; // every live job (ready, delayed, leased, dead)
     zl_sched_t *sched;
     zl_timers_t *timers;
-    zl_rng_t *rng;
+    zl_rng_t *rng;             // backoff jitter
+    zl_lease_tokens_t *tokens; // lease tokens (CSPRNG)
     zl_store_t *store;
     zl_dlq_t *dlq;
     zl_arena_t *scratch; // state records read during a transition
@@ -77,7 +78,7 @@ static void
 s_job_free (zl_jobs_t *self, zl_job_t *job)
 {
     if (job->state == ZL_JOB_LEASED)
-        free (job->lease);
+        zl_lease_destroy (&job->lease);
     job->next = self->free_jobs;
     self->free_jobs = job;
 }
@@ -90,6 +91,7 @@ zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *
     self->sched = sched;
     self->timers = timers;
     self->rng = rng;
+    self->tokens = zl_lease_tokens_new ();
     self->store = store;
     self->dlq = zl_dlq_new ();
     self->scratch = zl_arena_new (16 * 1024);
@@ -107,7 +109,7 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     zl_job_t *job;
     while ((job = zl_u64map_next (self->by_id, &cursor, NULL)))
         if (job->state == ZL_JOB_LEASED)
-            free (job->lease);
+            zl_lease_destroy (&job->lease);
     while (self->chunks) {
         pool_chunk_t *next = self->chunks->next;
         free (self->chunks);
@@ -116,6 +118,7 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     zl_u64map_destroy (&self->by_id);
     zl_dlq_destroy (&self->dlq);
     zl_arena_destroy (&self->scratch);
+    zl_lease_tokens_destroy (&self->tokens);
     free (self->restored);
     free (self);
     *self_p = NULL;
@@ -250,8 +253,7 @@ s_unlease (zl_jobs_t *self, zl_job_t *job)
         zl_worker_conn_release (job->lease->worker, job);
     job->flow->in_flight--;
     zl_lanes_count_running (job->flow->lane, job->flow->tenant, -1);
-    free (job->lease);
-    job->lease = NULL;
+    zl_lease_destroy (&job->lease);
     zl_sched_released (self->sched, job->flow);
 }
 
@@ -337,7 +339,7 @@ static uint64_t
 s_run_us (const zl_job_t *job, uint64_t reported, zl_now_t now)
 {
     // trust the worker's measure when it gives one, bounded by what we saw
-    uint64_t seen = (uint64_t)(now.mono_us - job->lease->started_us);
+    uint64_t seen = zl_lease_run_us (job->lease, now);
     return reported && reported <= seen ? reported : seen;
 }
 
@@ -412,22 +414,12 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token,
-               zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, zl_now_t now)
 {
-    zl_lease_t *lease = zl_malloc (sizeof *lease);
-    lease->token = token;
-    lease->started_at_ms = now.wall_ms;
-    lease->started_us = now.mono_us;
-    lease->lease_deadline_ms = now.mono_ms + job->lease_ms;
-    lease->run_deadline_ms = job->max_run_ms ? now.mono_ms + job->max_run_ms : 0;
-    lease->worker = NULL;
     job->state = ZL_JOB_LEASED;
-    job->lease = lease;
+    job->lease = zl_lease_new (self->tokens, job->lease_ms, job->max_run_ms, now);
     job->attempt++;
-    job->due_ms = lease->lease_deadline_ms;
-    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms)
-        job->due_ms = lease->run_deadline_ms;
+    job->due_ms = zl_lease_due_ms (job->lease);
     zl_timers_set (self->timers, job);
     zl_worker_conn_hold (worker, job);
     job->flow->in_flight++;
@@ -502,13 +494,9 @@ zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_
     zl_settle_rc_t rc = s_lookup (self, worker, ext->job_id, ext->lease, &job);
     if (rc != ZL_SETTLE_OK)
         return rc;
-    zl_lease_t *lease = job->lease;
-    lease->lease_deadline_ms = now.mono_ms + ext->lease_ms;
-    job->due_ms = lease->lease_deadline_ms;
-    if (lease->run_deadline_ms && lease->run_deadline_ms < job->due_ms) {
-        job->due_ms = lease->run_deadline_ms;
+    if (zl_lease_extend (job->lease, ext->lease_ms, now))
         rc = ZL_SETTLE_MAX_RUN; // extended, but only as far as max run allows
-    }
+    job->due_ms = zl_lease_due_ms (job->lease);
     zl_timers_set (self->timers, job);
     return rc;
 }
@@ -518,7 +506,7 @@ zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_
 static void
 s_abandon (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
 {
-    zl_sched_charge (self->sched, job, (uint64_t)(now.mono_us - job->lease->started_us));
+    zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
     char *worker_name = zl_strdup (job->lease->worker ? job->lease->worker->name : "");
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, error), now);
@@ -557,7 +545,7 @@ zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now)
         if (job->state != ZL_JOB_LEASED)
             continue; // cannot happen: only delayed and leased jobs have timers
         zl_lease_t *lease = job->lease;
-        bool max_run = lease->run_deadline_ms && now.mono_ms >= lease->run_deadline_ms;
+        bool max_run = zl_lease_max_run_reached (lease, now.mono_ms);
         char error[128];
         snprintf (error, sizeof error,
                   max_run ? "max run time of %u ms exceeded" : "lease of %u ms lapsed",

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "dlq.h"
 #include "job.h"
+#include "lease.h"
 #include "msg.h"
 #include "rng.h"
 #include "scheduler.h"
@@ -45,7 +46,9 @@ typedef enum {
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
 
-/*  Return a job table using (borrowing) `sched`, `timers`, `rng` and `store`. */
+/*  Return a job table using (borrowing) `sched`, `timers`, `rng` (backoff
+    jitter) and `store`. Lease tokens come from its own CSPRNG token source
+    (lease.h), not from `rng`. */
 zl_jobs_t *zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *store);
 /*  Destroy the table and every job in it; nulls the caller's pointer. */
 void zl_jobs_destroy (zl_jobs_t **self_p);
@@ -67,9 +70,9 @@ zl_store_rc_t zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *
 zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow_t *flow,
                           zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
-    the new token `lease`: attempt + 1, lease timer armed. */
-void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t lease,
-                    zl_now_t now);
+    a new lease (lease.h: a fresh unguessable token, deadlines from the job's
+    lease_ms and max_run_ms): attempt + 1, timer armed at the lease's due time. */
+void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, zl_now_t now);
 /*  Settlements and extensions quote (job_id, lease) and must come from the
     worker holding the lease (ZL_SETTLE_NOT_HOLDER otherwise). */
 /*  Ack (job_id, lease) from `worker`; on success the job is deleted. */

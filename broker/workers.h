@@ -8,6 +8,7 @@
 
 #include "job.h"
 #include "lane.h"
+#include "lease.h"
 #include "replies.h"
 #include "wire.h"
 

@@ -85,7 +85,6 @@ typedef struct {
     zl_worker_conn_t *w1, *w2;
     uint64_t ids[MAX_IDS];
     size_t n_ids;
-    uint64_t next_lease;
     event_t events[MAX_EVENTS];
     size_t n_events;
     int64_t restart_t; // the restart's clock, for zl_jobs_restore
@@ -197,7 +196,6 @@ s_setup (void **state)
     zl_peer_t p1 = s_peer ("peer-one"), p2 = s_peer ("peer-two");
     fx->w1 = zl_workers_add (fx->workers, &p1, "w1", 0, NULL, &fx->lane, 1, 16, at (0).mono_ms);
     fx->w2 = zl_workers_add (fx->workers, &p2, "w2", 0, NULL, &fx->lane, 1, 16, at (0).mono_ms);
-    fx->next_lease = 0x5000;
     *state = fx;
     return 0;
 }
@@ -489,7 +487,7 @@ s_lease (fx_t *fx, zl_worker_conn_t *w, zl_job_t *expect, zl_now_t now)
     assert_non_null (job);
     if (expect)
         assert_ptr_equal (job, expect);
-    zl_jobs_lease (fx->jobs, job, w, fx->next_lease++, now);
+    zl_jobs_lease (fx->jobs, job, w, now);
     s_step (fx);
     return job;
 }
@@ -515,7 +513,8 @@ s_nack (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, zl_fail_clas
 }
 
 static zl_settle_rc_t
-s_extend (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
+s_extend (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms,
+          zl_now_t now)
 {
     zl_extend_item_t ext = {.job_id = id, .lease = lease, .lease_ms = lease_ms};
     zl_settle_rc_t rc = zl_jobs_extend (fx->jobs, w, &ext, now);

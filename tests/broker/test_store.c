@@ -112,7 +112,9 @@ s_open (const char *dir)
 static void
 s_path (char *out, size_t size, const char *dir, const char *name)
 {
-    snprintf (out, size, "%s/%s", dir, name);
+    int n = snprintf (out, size, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= size)
+        fail_msg ("path too long: %s/%s", dir, name);
 }
 
 static void
@@ -563,7 +565,6 @@ typedef struct {
     zl_lane_t *work, *mail, *bulk;
     zl_worker_conn_t *w1, *w2, *w3;
     zl_now_t now; // the clock this life of the broker reads
-    uint64_t next_lease;
     size_t restored;
 } world_t;
 
@@ -619,7 +620,6 @@ s_world_new (const char *dir, zl_now_t now)
     w->w1 = s_add_worker (w, "w1");
     w->w2 = s_add_worker (w, "w2");
     w->w3 = s_add_worker (w, "w3");
-    w->next_lease = 1000;
     return w;
 }
 
@@ -676,7 +676,7 @@ s_w_lease (world_t *w, zl_lane_t *lane, zl_job_t *expect, zl_worker_conn_t *work
     assert_non_null (job);
     if (expect)
         assert_ptr_equal (job, expect);
-    zl_jobs_lease (w->jobs, job, worker, w->next_lease++, w->now);
+    zl_jobs_lease (w->jobs, job, worker, w->now);
     return job;
 }
 
