@@ -1,5 +1,6 @@
 #include "workers.h"
 
+#include "lease.h"
 #include "log.h"
 #include "text.h"
 #include "zl_alloc.h"

@@ -8,7 +8,6 @@
 
 #include "job.h"
 #include "lane.h"
-#include "lease.h"
 #include "replies.h"
 #include "wire.h"
 

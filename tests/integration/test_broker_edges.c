@@ -164,6 +164,32 @@ s_admin (zlt_client_t *admin, zl_admin_op_t op, const char *lane, uint64_t job_i
 // A paused lane dispatches nothing, even to a worker with room; resumed, it
 // does. Admin requests that cannot be done get ok=false with the reason and
 // count in err_admin_refused.
+static void test_lane_pause_and_refused_admin (void **state);
+
+// A heartbeat the broker cannot deliver (the worker's connection is gone
+// but liveness has not declared it dead yet) is counted in
+// err_peer_unreachable, like every other failed send.
+static void
+test_failed_heartbeats_counted (void **state)
+{
+    (void)state;
+    const char *args[] = {"--lane", "a", "--heartbeat", "100ms", "--liveness", "5", NULL};
+    zlt_broker_t *broker = zlt_broker_start (args);
+    assert_non_null (broker);
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
+    zlt_client_t *worker = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "backend"));
+    s_ready (worker, 1);
+    assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
+    uint64_t before = zlt_counter (admin, "err_peer_unreachable");
+    zlt_client_destroy (&worker); // no job is sent to it: only heartbeats
+    assert_int_equal (zlt_wait_counter (admin, "workers_dead", 1, WAIT_MS), 0);
+    uint64_t after = zlt_counter (admin, "err_peer_unreachable");
+    if (after <= before)
+        fail_msg ("heartbeats to a gone worker: err_peer_unreachable %llu before, %llu after",
+                  (unsigned long long)before, (unsigned long long)after);
+    zlt_client_destroy (&admin);
+}
+
 static void
 test_lane_pause_and_refused_admin (void **state)
 {
@@ -351,6 +377,7 @@ main (void)
         cmocka_unit_test_teardown (test_metrics_page, zlt_teardown),
         cmocka_unit_test_teardown (test_dlq_retention, zlt_teardown),
         cmocka_unit_test_teardown (test_lane_pause_and_refused_admin, zlt_teardown),
+        cmocka_unit_test_teardown (test_failed_heartbeats_counted, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
