@@ -16,7 +16,8 @@ zl_broker_t *zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen);
 void zl_broker_destroy (zl_broker_t **self_p);
 /*  Run one loop turn: wait at most `max_wait_ms` for input, then drain ->
     apply -> fire timers -> dispatch -> commit -> reply. Returns 0, or -1 if
-    the wait was interrupted or the store failed (then the broker stops). */
+    the wait was interrupted or the store failed (then the broker stops:
+    every later call returns -1 at once, sending nothing). */
 int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
 /*  Run turns until `*stop` becomes non-zero. Returns 0, or -1 after a store
     failure. */
