@@ -633,8 +633,8 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
     if (n == 0)
         return;
     const char *key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL;
-    zl_worker_conn_t *w = zl_workers_add (self->workers, ctx->peer, r->name, r->instance, key, lanes, n,
-                                      r->capacity, ctx->now.mono_ms);
+    zl_worker_conn_t *w = zl_workers_add (self->workers, ctx->peer, r->name, r->instance, key,
+                                          lanes, n, r->capacity, ctx->now.mono_ms);
     self->counters[ZL_CTR_WORKERS_READY]++;
     zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
              w->capacity ? "ready" : "draining", n, w->capacity);
@@ -1149,7 +1149,8 @@ s_flush_workers (zl_broker_t *self, zl_now_t now)
     size_t n_gone = 0;
     size_t n;
     zl_workers_all (self->workers, &n);
-    zl_worker_conn_t **gone = zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_worker_conn_t *));
+    zl_worker_conn_t **gone =
+        zl_arena_alloc (self->turn, (n ? n : 1) * sizeof (zl_worker_conn_t *));
     zl_job_msg_t *msgs = zl_arena_alloc (self->turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
     for (zl_worker_conn_t *w = zl_workers_take_dirty (self->workers); w; w = w->next_dirty) {
         bool ok = true;

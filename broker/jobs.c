@@ -40,7 +40,6 @@ struct _zl_jobs_t {
     size_t n_restored, cap_restored;
 };
 
-
 const char *
 zl_job_state_name (zl_job_state_t state)
 {
@@ -414,7 +413,8 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
 }
 
 void
-zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token, zl_now_t now)
+zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, uint64_t token,
+               zl_now_t now)
 {
     zl_lease_t *lease = zl_malloc (sizeof *lease);
     lease->token = token;
@@ -497,7 +497,8 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
 }
 
 zl_settle_rc_t
-zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext, zl_now_t now)
+zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext,
+                zl_now_t now)
 {
     zl_job_t *job = NULL;
     zl_settle_rc_t rc = s_lookup (self, worker, ext->job_id, ext->lease, &job);

@@ -82,8 +82,8 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
     job's max run deadline it is extended only to that deadline and
     ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
-zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_t *ext,
-                               zl_now_t now);
+zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker,
+                               const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);
     each counts as a failed attempt and is ready again at once, or
     dead-lettered if that was its last attempt. */

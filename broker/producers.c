@@ -91,8 +91,8 @@ zl_producer_conn_accept (zl_producer_conn_t *p, uint64_t seq, uint64_t job_id, b
 }
 
 void
-zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
-                    uint32_t retry_after_ms)
+zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
+                         const char *reason, uint32_t retry_after_ms)
 {
     if (p->n_rej == p->cap_rej) {
         p->cap_rej = p->cap_rej ? p->cap_rej * 2 : 16;

@@ -39,8 +39,8 @@ void zl_producers_remove (zl_producers_t *self, zl_producer_conn_t *producer);
 /*  Queue an acceptance for this turn. */
 void zl_producer_conn_accept (zl_producer_conn_t *p, uint64_t seq, uint64_t job_id, bool duplicate);
 /*  Queue a rejection for this turn (`reason` must outlive the turn). */
-void zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code, const char *reason,
-                         uint32_t retry_after_ms);
+void zl_producer_conn_reject (zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
+                              const char *reason, uint32_t retry_after_ms);
 /*  Return all producers (borrowed) and their count. */
 zl_producer_conn_t **zl_producers_all (zl_producers_t *self, size_t *count);
 

@@ -42,14 +42,14 @@ void zl_workers_destroy (zl_workers_t **self_p);
 zl_worker_conn_t *zl_workers_lookup (zl_workers_t *self, const zl_peer_t *peer);
 /*  Register (or re-register) the worker `peer`. Returns it (borrowed). */
 zl_worker_conn_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, const char *name,
-                              uint64_t instance, const char *curve_key, zl_lane_t **lanes,
-                              uint32_t n_lanes, uint32_t capacity, int64_t now_ms);
+                                  uint64_t instance, const char *curve_key, zl_lane_t **lanes,
+                                  uint32_t n_lanes, uint32_t capacity, int64_t now_ms);
 /*  Forget `worker` (its held jobs must have been released). */
 void zl_workers_remove (zl_workers_t *self, zl_worker_conn_t *worker);
 /*  Return another worker than `except` registered with `instance` (nonzero)
     and the same CURVE key (both NULL without CURVE), or NULL. */
 zl_worker_conn_t *zl_workers_find_instance (zl_workers_t *self, uint64_t instance,
-                                        const char *curve_key, const zl_worker_conn_t *except);
+                                            const char *curve_key, const zl_worker_conn_t *except);
 /*  Move every job `from` holds, and its queued Settled entries, to `to`
     (the same worker process on a new connection); `from` is left holding
     nothing, to be removed. */

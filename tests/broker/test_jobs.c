@@ -515,7 +515,8 @@ s_nack (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, zl_fail_clas
 }
 
 static zl_settle_rc_t
-s_extend (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms, zl_now_t now)
+s_extend (fx_t *fx, zl_worker_conn_t *w, uint64_t id, uint64_t lease, uint32_t lease_ms,
+          zl_now_t now)
 {
     zl_extend_item_t ext = {.job_id = id, .lease = lease, .lease_ms = lease_ms};
     zl_settle_rc_t rc = zl_jobs_extend (fx->jobs, w, &ext, now);
