@@ -112,7 +112,9 @@ s_open (const char *dir)
 static void
 s_path (char *out, size_t size, const char *dir, const char *name)
 {
-    snprintf (out, size, "%s/%s", dir, name);
+    int n = snprintf (out, size, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= size)
+        fail_msg ("path too long: %s/%s", dir, name);
 }
 
 static void
