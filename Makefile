@@ -6,8 +6,11 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 # seconds each libFuzzer target runs in `make test` (fuzz_smoke)
 export ZLANE_FUZZ_SECONDS ?= 30
+# compiler warnings are errors in these builds (the fuzz build of fuzz_smoke
+# too); WERROR=OFF for a compiler that warns about more than gcc 12 does
+WERROR     ?= ON
 
-.PHONY: all deps build build-asan demo test bench experiments fuzz clean format
+.PHONY: all deps build build-asan demo test check-format bench experiments fuzz clean format
 
 all: build
 
@@ -15,20 +18,26 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZLANE_WERROR=$(WERROR) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS) -- -s
 
 build-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZLANE_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZLANE_SANITIZE=ON \
+	  -DZLANE_WERROR=$(WERROR) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) -- -s
+
+# every tracked .c/.h formatted with the committed .clang-format (clang-format 14)
+check-format: deps
+	@scripts/check-format.sh
 
 demo: build
 	@deploy/demo.sh $(BUILD)/bin
 
-# The whole suite on the normal build (unit tests in parallel, then the
+# The format check first, then the builds (warnings are errors), then the
+# whole suite on the normal build (unit tests in parallel, then the
 # process-level tests one at a time so their timings are their own), then
 # again under ASan + UBSan (the 20,000-job crash test only once).
-test: build build-asan
+test: check-format build build-asan
 	cd $(BUILD) && ctest --output-on-failure -j2 -LE integration
 	cd $(BUILD) && ctest --output-on-failure -L integration
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j2 -LE "integration|slow"

@@ -622,6 +622,8 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 int
 zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 {
+    if (self->failed) // stopped: a later commit would send the failed turn's replies
+        return ZL_TURN_STORE_FAILED;
     // 1. wait for input or the next timer
     zl_now_t now = zl_now ();
     int64_t wake = self->next_heartbeat_ms;

@@ -24,7 +24,8 @@ typedef enum {
 
 /*  Run one loop turn: wait at most `max_wait_ms` for input, then drain ->
     apply -> fire timers -> dispatch -> commit -> reply. Returns ZL_TURN_OK,
-    ZL_TURN_INTERRUPTED, or ZL_TURN_STORE_FAILED (then the broker stops). */
+    ZL_TURN_INTERRUPTED, or ZL_TURN_STORE_FAILED (then the broker stops:
+    every later call returns ZL_TURN_STORE_FAILED at once, sending nothing). */
 int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
 /*  Run turns until `*stop` becomes non-zero. Returns 0, or -1 after a store
     failure. */

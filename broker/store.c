@@ -96,6 +96,9 @@ struct _zl_store_t {
     int64_t evicted_min_age_ms;  // that key's age
     uint64_t evicted_min_window; // and window
     int64_t evict_logged_ms;
+    // fault injection (zl_store_set_fault): the error an injected write gave
+    // the turn's batch, and the Submit's nested one; 0 = none
+    int txn_fault, sub_fault;
 };
 
 static MDB_txn *
@@ -105,6 +108,28 @@ s_txn (zl_store_t *self)
 }
 
 static void s_room_lost (zl_store_t *self, const char *what);
+
+// ---------------------------------------------------------------- fault injection
+static zl_store_fault_fn *s_fault_fn;
+static void *s_fault_ctx;
+
+void
+zl_store_set_fault (zl_store_fault_fn *fn, void *ctx)
+{
+    s_fault_fn = fn;
+    s_fault_ctx = ctx;
+}
+
+// The error injected into a write or the commit, or 0. An injected write
+// error loses the batch it was in, as a real one does in LMDB.
+static int
+s_fault (zl_store_t *self, zl_store_fault_t where)
+{
+    int rc = s_fault_fn ? s_fault_fn (s_fault_ctx, where) : 0;
+    if (rc && where == ZL_STORE_FAULT_WRITE)
+        *(self->sub ? &self->sub_fault : &self->txn_fault) = rc;
+    return rc;
+}
 
 static zl_store_rc_t
 s_rc (zl_store_t *self, int rc, const char *what)
@@ -1103,6 +1128,7 @@ zl_store_begin (zl_store_t *self)
     zl_arena_reset (self->scratch);
     self->batch_full = false;
     self->has_last_key = false;
+    self->txn_fault = 0;
     return s_rc (self, mdb_txn_begin (self->env, NULL, 0, &self->txn), "begin");
 }
 
@@ -1118,14 +1144,20 @@ zl_store_sub_begin (zl_store_t *self)
     zl_store_rc_t rc = zl_store_begin (self);
     if (rc != ZL_STORE_OK)
         return rc;
+    self->sub_fault = 0;
     return s_rc (self, mdb_txn_begin (self->env, self->txn, 0, &self->sub), "nested begin");
 }
 
 zl_store_rc_t
 zl_store_sub_commit (zl_store_t *self)
 {
-    int rc = mdb_txn_commit (self->sub);
+    int rc = self->sub_fault;
+    if (rc)
+        mdb_txn_abort (self->sub);
+    else
+        rc = mdb_txn_commit (self->sub);
     self->sub = NULL;
+    self->sub_fault = 0;
     return s_rc (self, rc, "nested commit");
 }
 
@@ -1135,6 +1167,7 @@ zl_store_sub_abort (zl_store_t *self)
     if (self->sub)
         mdb_txn_abort (self->sub);
     self->sub = NULL;
+    self->sub_fault = 0;
     // appended ids of the aborted batch may be reused by no one (ids only
     // grow), but the append position must go back to what is on record
     MDB_cursor *c;
@@ -1171,7 +1204,11 @@ zl_store_commit (zl_store_t *self)
         self->tick = false;
     }
     int64_t t0 = zl_clock_mono_us ();
-    int rc = mdb_txn_commit (self->txn);
+    int rc = self->txn_fault ? self->txn_fault : s_fault (self, ZL_STORE_FAULT_COMMIT);
+    if (rc)
+        mdb_txn_abort (self->txn);
+    else
+        rc = mdb_txn_commit (self->txn);
     self->txn = NULL;
     uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
     self->commits++;
@@ -1218,12 +1255,15 @@ s_sync_append_pos (zl_store_t *self)
 zl_store_rc_t
 zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
 {
+    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
+    if (rc)
+        return s_rc (self, rc, "put job");
     void *handle;
     size_t size = zl_record_job_prepare (self->scratch, rec, &handle);
     s_sync_append_pos (self);
     MDB_val k = s_id (&id), v = {size, NULL};
     unsigned flags = MDB_RESERVE | (id > self->last_append_id ? MDB_APPEND : 0);
-    int rc = mdb_put (s_txn (self), self->jobs, &k, &v, flags);
+    rc = mdb_put (s_txn (self), self->jobs, &k, &v, flags);
     if (rc == MDB_KEYEXIST && (flags & MDB_APPEND)) {
         // the append position was stale: put it in its place
         self->last_append_id = UINT64_MAX;
@@ -1248,10 +1288,13 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
 zl_store_rc_t
 zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec)
 {
+    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
+    if (rc)
+        return s_rc (self, rc, "put state");
     void *handle;
     size_t size = zl_record_state_prepare (self->scratch, rec, &handle);
     MDB_val k = s_id (&id), v = {size, NULL};
-    int rc = mdb_put (s_txn (self), self->state, &k, &v, MDB_RESERVE);
+    rc = mdb_put (s_txn (self), self->state, &k, &v, MDB_RESERVE);
     if (rc)
         return s_rc (self, rc, "put state");
     zl_record_write (handle, v.mv_data);
@@ -1261,8 +1304,11 @@ zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec)
 zl_store_rc_t
 zl_store_del_job (zl_store_t *self, uint64_t id)
 {
+    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
+    if (rc)
+        return s_rc (self, rc, "delete job");
     MDB_val k = s_id (&id);
-    int rc = mdb_del (s_txn (self), self->jobs, &k, NULL);
+    rc = mdb_del (s_txn (self), self->jobs, &k, NULL);
     if (rc && rc != MDB_NOTFOUND)
         return s_rc (self, rc, "delete job");
     rc = mdb_del (s_txn (self), self->state, &k, NULL);
@@ -1274,6 +1320,9 @@ zl_store_del_job (zl_store_t *self, uint64_t id)
 zl_store_rc_t
 zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const zl_idem_rec_t *rec)
 {
+    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
+    if (rc)
+        return s_rc (self, rc, "put idem");
     uint8_t d[IDEM_KEY_LEN];
     s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
     // a key far from the last one (another prefix) may cost a page of its
@@ -1293,7 +1342,7 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const 
             self->room_bytes -= self->page_size;
         }
     }
-    int rc = s_item_put (self, s_txn (self), d, rec);
+    rc = s_item_put (self, s_txn (self), d, rec);
     if (rc)
         return s_rc (self, rc, "put idem");
     // the expiry log of its class, in id (= time) order
@@ -1312,6 +1361,9 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const 
 zl_store_rc_t
 zl_store_set_next_id (zl_store_t *self, uint64_t next_id)
 {
+    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
+    if (rc)
+        return s_rc (self, rc, "put next id");
     MDB_val k = {7, "next_id"}, v = {sizeof next_id, &next_id};
     return s_rc (self, mdb_put (s_txn (self), self->meta, &k, &v, 0), "put next id");
 }

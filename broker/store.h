@@ -144,4 +144,16 @@ int zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t
 /*  Fill `st` (walks the free list once). */
 void zl_store_stats (zl_store_t *self, zl_store_stats_t *st);
 
+/*  Fault injection, for tests; inert until set. Process-wide: a test reaches
+    the store a broker owns. `fn` is asked before every write of a batch
+    (zl_store_put_*, zl_store_del_job, zl_store_set_next_id) and before the
+    commit of the turn's batch; it returns 0 to let the operation run, or an
+    error (EIO, ENOSPC, an MDB_* code) that the operation fails with as if
+    LMDB had returned it. A failed write loses its batch (the commit of a
+    turn whose write failed fails too); a failed commit aborts the batch.
+    zl_store_set_fault (NULL, NULL) removes it. */
+typedef enum { ZL_STORE_FAULT_WRITE, ZL_STORE_FAULT_COMMIT } zl_store_fault_t;
+typedef int (zl_store_fault_fn) (void *ctx, zl_store_fault_t where);
+void zl_store_set_fault (zl_store_fault_fn *fn, void *ctx);
+
 #endif

@@ -7,6 +7,7 @@ packages=(gcc make cmake pkg-config
           libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
           libcmocka-dev liblmdb-dev iproute2 procps
           clang libclang-rt-dev  # libFuzzer: the fuzz targets of make test
+          clang-format           # scripts/check-format.sh, the first step of make test
           protobuf-compiler python3-protobuf)  # proto3 decoding in Python: tests/wire
 if [ "$#" -gt 0 ]; then packages+=("$@"); fi
 

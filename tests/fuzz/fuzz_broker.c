@@ -4,13 +4,14 @@
     One in-process broker (lanes a and b, inproc endpoints, a fresh temp data
     dir, durability none, a 16 MiB map) lives across inputs and is rebuilt
     every ZLANE_FUZZ_RESET inputs (default 2000) so that state stays bounded.
-    Three harness DEALERs ("<c>0", "<c>1", "<c>2") are connected to each
-    ROUTER, so replies to them are delivered: the harness reads them back and
-    remembers the job ids and lease tokens it saw (Accepted, Dispatch).
+    Its peers and clock are tests/support/broker_harness: three harness
+    DEALERs ("<c>0", "<c>1", "<c>2") are connected to each ROUTER, so replies
+    to them are delivered: the target reads them back and remembers the job
+    ids and lease tokens it saw (Accepted, Dispatch).
 
-    The clock is the harness's: zl_clock_* are defined here (so common's
-    clock.o is not linked) and advance only when an input says so, which
-    makes leases lapse, delays end and workers die on demand.
+    The clock is the harness's (it defines zl_clock_*, so common's clock.o
+    is not linked) and advances only when an input says so, which makes
+    leases lapse, delays end and workers die on demand.
 
     An input is a sequence of at most 64 records (truncation tolerant):
       flags:u8  [idlen:u8 id:idlen]  len:u16le  frame:len
@@ -23,7 +24,7 @@
                      40000 ms or 25 h
     Each frame goes through zl_broker_feed (a whole broker turn). */
 #include "broker.h"
-#include "clock.h"
+#include "broker_harness.h"
 #include "codec.h"
 #include "config.h"
 #include "log.h"
@@ -39,7 +40,6 @@
 #error "compile with -DFUZZ_SOCKET=\"frontend\" (or backend, admin)"
 #endif
 
-#define N_PEERS 3
 #define MAX_RECORDS 64
 #define RING 64
 #define SEED_JOBS 32
@@ -53,48 +53,18 @@ static const char *s_socks[3] = {"frontend", "backend", "admin"};
 static struct {
     zl_broker_config_t cfg;
     zl_broker_t *broker;
-    char data_dir[256];
-    zsock_t *peers[3][N_PEERS]; // [socket][peer]: harness DEALERs
-    zl_codec_t *codec;          // the harness's own (the broker has one)
-    lease_t leases[RING];       // recently dispatched (job id, lease)
+    char *data_dir;
+    zlh_t *harness;       // its peers
+    zl_codec_t *codec;    // the target's own, to patch frames (the broker has one)
+    lease_t leases[RING]; // recently dispatched (job id, lease)
     size_t n_leases, next_lease;
     uint64_t ids[RING]; // recently accepted or dispatched job ids
     size_t n_ids, next_id;
-    unsigned generation; // brokers built so far (endpoint names)
+    unsigned generation; // brokers built so far (seed keys)
     unsigned inputs;     // inputs fed to this broker
     unsigned reset_every;
     uint64_t seq;
 } S;
-
-// ---------------------------------------------------------------- the clock
-// Fixed epochs plus what the inputs advanced: runs do not depend on the time.
-static int64_t s_advance_us;
-#define MONO_EPOCH_US (1000000LL * 1000000)
-#define WALL_EPOCH_US (1767225600LL * 1000000) // 2026-01-01
-
-int64_t
-zl_clock_mono_us (void)
-{
-    return MONO_EPOCH_US + s_advance_us;
-}
-
-int64_t
-zl_clock_mono_ms (void)
-{
-    return zl_clock_mono_us () / 1000;
-}
-
-int64_t
-zl_clock_wall_us (void)
-{
-    return WALL_EPOCH_US + s_advance_us;
-}
-
-int64_t
-zl_clock_wall_ms (void)
-{
-    return zl_clock_wall_us () / 1000;
-}
 
 // ---------------------------------------------------------------- harness peers
 static int
@@ -125,42 +95,16 @@ s_remember_lease (uint64_t id, uint64_t lease)
     s_remember_id (id);
 }
 
-// Read everything the broker sent to the harness peers; remember job ids and
-// leases. Returns how many messages were read.
-static int
-s_drain_peers (void)
-{
-    int n = 0;
-    for (int s = 0; s < 3; s++)
-        for (int p = 0; p < N_PEERS; p++) {
-            void *sock = zsock_resolve (S.peers[s][p]);
-            zmq_msg_t m;
-            zmq_msg_init (&m);
-            while (zmq_msg_recv (&m, sock, ZMQ_DONTWAIT) >= 0) {
-                n++;
-                zl_msg_t msg;
-                if (zl_codec_decode (S.codec, zmq_msg_data (&m), zmq_msg_size (&m), &msg) !=
-                    ZL_DECODE_OK)
-                    continue;
-                if (msg.kind == ZL_MSG_DISPATCH)
-                    for (size_t i = 0; i < msg.u.dispatch.n; i++)
-                        s_remember_lease (msg.u.dispatch.jobs[i].job_id,
-                                          msg.u.dispatch.jobs[i].lease);
-                else if (msg.kind == ZL_MSG_ACCEPTED)
-                    for (size_t i = 0; i < msg.u.accepted.n; i++)
-                        s_remember_id (msg.u.accepted.jobs[i].job_id);
-            }
-            zmq_msg_close (&m);
-        }
-    return n;
-}
-
+// zlh_drain's callback: remember the job ids and leases the broker sent.
 static void
-s_peer_id (int sock, int peer, char out[4])
+s_remember (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_t *msg)
 {
-    out[0] = "pwa"[sock];
-    out[1] = (char)('0' + peer);
-    out[2] = '\0';
+    if (msg->kind == ZL_MSG_DISPATCH)
+        for (size_t i = 0; i < msg->u.dispatch.n; i++)
+            s_remember_lease (msg->u.dispatch.jobs[i].job_id, msg->u.dispatch.jobs[i].lease);
+    else if (msg->kind == ZL_MSG_ACCEPTED)
+        for (size_t i = 0; i < msg->u.accepted.n; i++)
+            s_remember_id (msg->u.accepted.jobs[i].job_id);
 }
 
 // Feed one frame. A broker whose store failed stops (zl_broker_run returns):
@@ -172,20 +116,18 @@ s_feed (const char *which, const void *peer, size_t peer_len, const void *data, 
         fprintf (stderr, "fuzz: zl_broker_feed failed: the broker would stop here\n");
         abort ();
     }
-    s_drain_peers ();
+    zlh_drain (S.harness, s_remember, NULL);
 }
 
 // Encode `msg` and feed it to the broker as harness peer `peer` of `which`.
 static void
 s_feed_msg (const char *which, int peer, const zl_msg_t *msg)
 {
-    char id[4];
-    s_peer_id (s_sock_index (which), peer, id);
-    size_t size;
-    const void *data = zl_codec_encode (S.codec, msg, &size);
-    if (!data)
+    if (zlh_feed (S.harness, (zlh_sock_t)s_sock_index (which), peer, msg) != 0) {
+        fprintf (stderr, "fuzz: zl_broker_feed failed: the broker would stop here\n");
         abort ();
-    s_feed (which, id, strlen (id), data, size);
+    }
+    zlh_drain (S.harness, s_remember, NULL);
 }
 
 // ---------------------------------------------------------------- seeding
@@ -247,16 +189,12 @@ s_seed_state (void)
 static void
 s_teardown (void)
 {
-    for (int s = 0; s < 3; s++)
-        for (int p = 0; p < N_PEERS; p++)
-            zsock_destroy (&S.peers[s][p]);
+    zlh_destroy (&S.harness);
     zl_broker_destroy (&S.broker);
-    if (S.data_dir[0]) {
-        char cmd[300];
-        snprintf (cmd, sizeof cmd, "rm -rf '%s'", S.data_dir);
-        if (system (cmd) != 0)
+    if (S.data_dir) {
+        if (zlh_rmdir (S.data_dir) != 0)
             fprintf (stderr, "fuzz: could not remove %s\n", S.data_dir);
-        S.data_dir[0] = '\0';
+        zstr_free (&S.data_dir);
     }
     zl_broker_config_free (&S.cfg);
 }
@@ -267,24 +205,12 @@ s_setup (void)
     S.generation++;
     S.inputs = 0;
     S.n_leases = S.next_lease = S.n_ids = S.next_id = 0;
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (S.data_dir, sizeof S.data_dir, "%s/zlane-fuzz-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp (S.data_dir)) {
-        perror ("fuzz: mkdtemp");
+    S.data_dir = zlh_tmpdir ("fuzz");
+    if (!S.data_dir)
         abort ();
-    }
     zl_broker_config_t *cfg = &S.cfg;
     zl_broker_config_defaults (cfg);
-    char ep[128];
-    char **slots[4] = {&cfg->frontend, &cfg->backend, &cfg->events, &cfg->admin};
-    const char *names[4] = {"frontend", "backend", "events", "admin"};
-    for (int i = 0; i < 4; i++) {
-        snprintf (ep, sizeof ep, "inproc://fuzz-%d-%u-%s", (int)getpid (), S.generation, names[i]);
-        free (*slots[i]);
-        *slots[i] = strdup (ep);
-    }
-    free (cfg->data_dir);
-    cfg->data_dir = strdup (S.data_dir);
+    zlh_config_inproc (cfg, S.data_dir);
     cfg->durability = ZL_DURABILITY_NONE;
     cfg->map_size = 16u << 20;
     cfg->max_payload = 1024;
@@ -303,31 +229,9 @@ s_setup (void)
         fprintf (stderr, "fuzz: zl_broker_new: %s\n", err);
         abort ();
     }
-    for (int s = 0; s < 3; s++)
-        for (int p = 0; p < N_PEERS; p++) {
-            char id[4];
-            s_peer_id (s, p, id);
-            zsock_t *d = zsock_new (ZMQ_DEALER);
-            zsock_set_linger (d, 0);
-            zsock_set_identity (d, id);
-            if (zsock_connect (d, "%s", zl_broker_endpoint (S.broker, s_socks[s])) != 0)
-                abort ();
-            S.peers[s][p] = d;
-        }
-    // Make the broker's ROUTERs learn the peers' routing ids: each peer sends
-    // a frame that is not an Envelope and waits for the broker's Error.
-    for (int s = 0; s < 3; s++)
-        for (int p = 0; p < N_PEERS; p++)
-            zmq_send (zsock_resolve (S.peers[s][p]), "x", 1, 0);
-    int replies = 0;
-    for (int tries = 0; tries < 100 && replies < 3 * N_PEERS; tries++) {
-        zl_broker_turn (S.broker, 10);
-        replies += s_drain_peers ();
-    }
-    if (replies < 3 * N_PEERS) {
-        fprintf (stderr, "fuzz: harness peers not connected (%d replies)\n", replies);
+    S.harness = zlh_new (S.broker);
+    if (!S.harness)
         abort ();
-    }
     s_seed_state ();
 }
 
@@ -433,7 +337,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             peer = data + pos;
             pos += peer_len;
         } else {
-            s_peer_id (sock, flags & 3, id);
+            zlh_peer_id ((zlh_sock_t)sock, flags & 3, id);
             peer_len = strlen (id);
         }
         size_t len = 0;
@@ -448,7 +352,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         // a patched frame lives in the harness codec's encode arena
         if (flags & 4)
             frame = s_patch (frame, &len);
-        s_advance_us += advance_ms[(flags >> 3) & 7] * 1000;
+        zlh_clock_advance_us (advance_ms[(flags >> 3) & 7] * 1000);
         s_feed (which, peer, peer_len, frame, len);
     }
     return 0;

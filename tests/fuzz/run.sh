@@ -3,11 +3,13 @@
 # their own, replay tests/fuzz/regressions, then fuzz each target for a while
 # starting from a copy of tests/fuzz/corpus. Fails if any target crashes.
 #
-#   tests/fuzz/run.sh [-b BUILD_DIR] [-s SECONDS] [TARGET...]
+#   tests/fuzz/run.sh [-b BUILD_DIR] [-s SECONDS] [-W] [TARGET...]
 #
 #   -b DIR      the fuzz build directory            [<repo>/build-fuzz]
 #   -s SECONDS  seconds per target when neither FUZZ_SECONDS nor
 #               ZLANE_FUZZ_SECONDS is set            [60]
+#   -W          compiler warnings are errors (ZLANE_WERROR; fuzz_smoke
+#               passes it when its build has ZLANE_WERROR on)
 #   TARGET      fuzz_envelope fuzz_broker_frontend fuzz_broker_backend
 #               fuzz_broker_admin fuzz_http          [all]
 #
@@ -20,11 +22,13 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$src/build-fuzz
 default_seconds=60
-while getopts "b:s:h" opt; do
+werror=OFF
+while getopts "b:s:Wh" opt; do
   case $opt in
     b) build=$OPTARG ;;
     s) default_seconds=$OPTARG ;;
-    h) sed -n '2,18p' "$0"; exit 0 ;;
+    W) werror=ON ;;
+    h) sed -n '2,19p' "$0"; exit 0 ;;
     *) exit 2 ;;
   esac
 done
@@ -61,7 +65,7 @@ fi
 mkdir -p "$build"
 echo "fuzz: building ${targets[*]} with $clang in $build"
 if ! { cmake -S "$src" -B "$build" -DCMAKE_C_COMPILER="$clang" -DZLANE_FUZZ=ON \
-         -DZLANE_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug &&
+         -DZLANE_TESTS=OFF -DZLANE_WERROR="$werror" -DCMAKE_BUILD_TYPE=Debug &&
        cmake --build "$build" -j2 --target "${targets[@]}"; } >"$build/build.log" 2>&1; then
   tail -40 "$build/build.log"
   echo "fuzz: the build failed (log: $build/build.log)"

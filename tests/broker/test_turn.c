@@ -1,0 +1,738 @@
+/*  test_turn: the broker's turn, its order and its promise, through the
+    broker's public API (zl_broker_feed, zl_broker_turn) on the in-process
+    harness the fuzz targets use (tests/support/broker_harness: inproc peers,
+    a fake clock), with store faults injected through zl_store_set_fault.
+
+    The order: every reply that promises a state change (Credit, Accepted,
+    Rejected, Dispatch, Settled, an admin reply that changed something, a
+    DeadLetter event) leaves after the turn's commit. The fault hook is also
+    the observer: asked for the commit, it reads what the peers received so
+    far, which must hold none of them (an Error for bad input, sent at once,
+    shows that it would see them).
+
+    The promise: when the commit fails (or a store write of the turn does),
+    none of them leaves, zl_broker_feed and zl_broker_turn return -1 and keep
+    refusing, and a broker restarted on the same data dir recovers exactly
+    what earlier turns committed: the failed turn's Submit, Ack, dead-letter
+    and redrive are not there. */
+#include "broker.h"
+#include "broker_harness.h"
+#include "config.h"
+#include "log.h"
+#include "msg.h"
+#include "store.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#define MAX_SEEN 64 // messages one turn sends the harness
+#define MAX_IDS 16  // job ids one message carries
+
+// ---------------------------------------------------------------- what arrived
+// One message a harness peer (or the SUB) received, as much as the tests read.
+typedef struct {
+    zlh_sock_t sock;
+    int peer;
+    zl_msg_kind_t kind;
+    size_t n; // jobs, items, dead letters
+    uint64_t ids[MAX_IDS];
+    uint64_t leases[MAX_IDS];
+    uint32_t attempts[MAX_IDS]; // dispatch
+    uint64_t limit;             // credit
+    zl_reject_code_t reject;    // rejected: the first job's
+    zl_error_code_t error;      // error
+    bool ok;                    // admin reply
+    uint64_t count;             //   redrive, purge
+    char topic[64];             // event
+} seen_t;
+
+typedef struct {
+    seen_t items[MAX_SEEN];
+    size_t n;
+} seen_log_t;
+
+static struct {
+    char *dir;
+    zl_broker_config_t cfg;
+    zl_broker_t *broker;
+    zlh_t *h;           // NULL while a broker starts: the hook then only counts
+    seen_log_t early;   // what had arrived when the turn asked for its commit
+    seen_log_t got;     // what arrived after (zl_broker_feed returned)
+    int commits;        // commits asked for in the last feed
+    int commit_fault;   // the error the commits fail with (0 = none)
+    int write_fault;    // the error one write fails with ...
+    int write_fault_at; //   the how-manieth write from now (0 = none)
+    int writes;         // writes since the test last set it to 0
+} T;
+
+static void
+s_record (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_t *m)
+{
+    seen_log_t *log = ctx;
+    if (log->n == MAX_SEEN)
+        fail_msg ("more than %d messages in one turn", MAX_SEEN);
+    seen_t *s = &log->items[log->n++];
+    memset (s, 0, sizeof *s);
+    s->sock = sock;
+    s->peer = peer;
+    s->kind = m->kind;
+    if (topic)
+        snprintf (s->topic, sizeof s->topic, "%s", topic);
+    switch (m->kind) {
+    case ZL_MSG_ACCEPTED:
+        for (size_t i = 0; i < m->u.accepted.n && s->n < MAX_IDS; i++)
+            s->ids[s->n++] = m->u.accepted.jobs[i].job_id;
+        break;
+    case ZL_MSG_REJECTED:
+        s->n = m->u.rejected.n;
+        s->reject = m->u.rejected.n ? m->u.rejected.jobs[0].code : ZL_REJECT_UNSPECIFIED;
+        break;
+    case ZL_MSG_CREDIT: s->limit = m->u.credit.limit; break;
+    case ZL_MSG_DISPATCH:
+        for (size_t i = 0; i < m->u.dispatch.n && s->n < MAX_IDS; i++) {
+            s->ids[s->n] = m->u.dispatch.jobs[i].job_id;
+            s->leases[s->n] = m->u.dispatch.jobs[i].lease;
+            s->attempts[s->n++] = m->u.dispatch.jobs[i].attempt;
+        }
+        break;
+    case ZL_MSG_SETTLED:
+        for (size_t i = 0; i < m->u.settled.n && s->n < MAX_IDS; i++) {
+            s->ids[s->n] = m->u.settled.items[i].job_id;
+            s->leases[s->n++] = m->u.settled.items[i].lease;
+        }
+        break;
+    case ZL_MSG_DEAD_LETTER:
+        s->ids[0] = m->u.dead_letter.job_id;
+        s->n = 1;
+        break;
+    case ZL_MSG_ERROR: s->error = m->u.error.code; break;
+    case ZL_MSG_ADMIN_REPLY:
+        s->ok = m->u.admin_reply.ok;
+        s->count = m->u.admin_reply.count;
+        for (size_t i = 0; i < m->u.admin_reply.n_dead_letters && s->n < MAX_IDS; i++)
+            s->ids[s->n++] = m->u.admin_reply.dead_letters[i].job_id;
+        break;
+    default: break;
+    }
+}
+
+// The store's fault hook, and the observer of the commit.
+static int
+s_fault (void *ctx, zl_store_fault_t where)
+{
+    if (where == ZL_STORE_FAULT_COMMIT) {
+        T.commits++;
+        if (T.h)
+            zlh_drain (T.h, s_record, &T.early);
+        return T.commit_fault;
+    }
+    if (++T.writes == T.write_fault_at) {
+        T.write_fault_at = 0; // once
+        return T.write_fault;
+    }
+    return 0;
+}
+
+// The first message of `kind` in `log` (to `sock`, any peer), or NULL.
+static const seen_t *
+s_find (const seen_log_t *log, zlh_sock_t sock, zl_msg_kind_t kind)
+{
+    for (size_t i = 0; i < log->n; i++)
+        if (log->items[i].sock == sock && log->items[i].kind == kind)
+            return &log->items[i];
+    return NULL;
+}
+
+// A message that says a state change happened (it must wait for the commit).
+static bool
+s_promises (const seen_t *s)
+{
+    switch (s->kind) {
+    case ZL_MSG_ACCEPTED:
+    case ZL_MSG_REJECTED:
+    case ZL_MSG_CREDIT:
+    case ZL_MSG_DISPATCH:
+    case ZL_MSG_SETTLED:
+    case ZL_MSG_DEAD_LETTER:
+    case ZL_MSG_ADMIN_REPLY: return true;
+    default: return false;
+    }
+}
+
+static void
+s_assert_no_promise (const seen_log_t *log, const char *when)
+{
+    for (size_t i = 0; i < log->n; i++)
+        if (s_promises (&log->items[i]))
+            fail_msg ("%s: a %s reached %c%d", when, zl_msg_kind_name (log->items[i].kind),
+                      "pwae"[log->items[i].sock], log -> items[i].peer);
+}
+
+// ---------------------------------------------------------------- the broker
+static void
+s_start (void)
+{
+    zl_broker_config_defaults (&T.cfg);
+    zlh_config_inproc (&T.cfg, T.dir);
+    zl_broker_config_lane (&T.cfg, "a");
+    char err[512];
+    T.broker = zl_broker_new (&T.cfg, err, sizeof err);
+    if (!T.broker)
+        fail_msg ("zl_broker_new: %s", err);
+    zlh_t *h = zlh_new (T.broker);
+    assert_non_null (h);
+    T.h = h;
+}
+
+static void
+s_stop (void)
+{
+    zlh_destroy (&T.h);
+    zl_broker_destroy (&T.broker);
+    zl_broker_config_free (&T.cfg);
+}
+
+// Stop and start again on the same data dir, faults cleared.
+static void
+s_restart (void)
+{
+    T.commit_fault = T.write_fault = T.write_fault_at = 0;
+    s_stop ();
+    s_start ();
+}
+
+static int
+s_setup (void **state)
+{
+    (void)state;
+    memset (&T, 0, sizeof T);
+    zl_log_set_level (ZL_LOG_ERROR);
+    T.dir = zlh_tmpdir ("turn");
+    assert_non_null (T.dir);
+    zl_store_set_fault (s_fault, NULL);
+    s_start ();
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    (void)state;
+    s_stop ();
+    zl_store_set_fault (NULL, NULL);
+    zlh_rmdir (T.dir);
+    free (T.dir);
+    return 0;
+}
+
+// ---------------------------------------------------------------- feeding
+// Feed `msg` as peer `peer` of `sock`: one turn. What arrived before its
+// commit is in T.early, the rest in T.got. Returns zl_broker_feed's answer.
+static int
+s_feed (zlh_sock_t sock, int peer, const zl_msg_t *msg)
+{
+    T.early.n = T.got.n = 0;
+    T.commits = 0;
+    int rc = zlh_feed (T.h, sock, peer, msg);
+    zlh_drain (T.h, s_record, &T.got);
+    return rc;
+}
+
+// Feed and expect a committed turn whose promises all came after the commit.
+static void
+s_feed_ok (zlh_sock_t sock, int peer, const zl_msg_t *msg)
+{
+    assert_int_equal (s_feed (sock, peer, msg), 0);
+    assert_int_equal (T.commits, 1);
+    s_assert_no_promise (&T.early, "before the commit");
+}
+
+// Feed into a failing turn: -1, and nothing that promises anything.
+static void
+s_feed_fails (zlh_sock_t sock, int peer, const zl_msg_t *msg)
+{
+    assert_int_equal (s_feed (sock, peer, msg), -1);
+    s_assert_no_promise (&T.early, "failed turn, before the commit");
+    s_assert_no_promise (&T.got, "failed turn");
+}
+
+static zl_msg_t
+s_hello_msg (void)
+{
+    zl_msg_t m = {.kind = ZL_MSG_HELLO};
+    m.u.hello.client = "test-turn";
+    return m;
+}
+
+static void
+s_hello (int peer)
+{
+    zl_msg_t m = s_hello_msg ();
+    s_feed_ok (ZLH_FRONTEND, peer, &m);
+}
+
+// A Submit of `n` jobs (tenant t, lane a), seqs first_seq.. .
+static zl_msg_t
+s_submit_msg (uint64_t first_seq, size_t n)
+{
+    static zl_job_spec_t specs[MAX_IDS];
+    assert_true (n <= MAX_IDS);
+    for (size_t i = 0; i < n; i++)
+        specs[i] = (zl_job_spec_t){.seq = first_seq + i,
+                                   .tenant = "t",
+                                   .lane = "a",
+                                   .payload = {(const uint8_t *)"payload", 7},
+                                   .idempotency_key = ""};
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){n, specs};
+    return m;
+}
+
+// Submit `n` jobs from producer `peer` (after its Hello); their ids to `ids`.
+static void
+s_submit (int peer, uint64_t first_seq, size_t n, uint64_t *ids)
+{
+    zl_msg_t m = s_submit_msg (first_seq, n);
+    s_feed_ok (ZLH_FRONTEND, peer, &m);
+    const seen_t *acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    assert_int_equal (acc->peer, peer);
+    assert_int_equal (acc->n, n);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = acc->ids[i];
+}
+
+static zl_msg_t
+s_ready_msg (int peer, uint32_t capacity)
+{
+    static const char *lanes[] = {"a"};
+    static const char *names[ZLH_PEERS] = {"w0", "w1", "w2"};
+    zl_msg_t m = {.kind = ZL_MSG_READY};
+    m.u.ready = (zl_ready_t){names[peer], 1, lanes, capacity, 0};
+    return m;
+}
+
+static zl_msg_t
+s_ack_msg (uint64_t id, uint64_t lease)
+{
+    static zl_ack_item_t item;
+    item = (zl_ack_item_t){id, lease, 1000};
+    zl_msg_t m = {.kind = ZL_MSG_ACK};
+    m.u.ack = (zl_ack_t){1, &item};
+    return m;
+}
+
+static zl_msg_t
+s_nack_permanent_msg (uint64_t id, uint64_t lease)
+{
+    static zl_nack_item_t item;
+    item = (zl_nack_item_t){id, lease, ZL_FAIL_PERMANENT, "bad input", 0, 1000};
+    zl_msg_t m = {.kind = ZL_MSG_NACK};
+    m.u.nack = (zl_nack_t){1, &item};
+    return m;
+}
+
+static zl_msg_t
+s_admin_msg (zl_admin_op_t op, uint64_t id)
+{
+    static uint64_t ids[1];
+    zl_msg_t m = {.kind = ZL_MSG_ADMIN_REQUEST};
+    zl_admin_request_t *r = &m.u.admin_request;
+    r->request_id = 7;
+    r->op = op;
+    r->filter.lane = r->filter.tenant = "";
+    r->lane = "";
+    if (id) {
+        ids[0] = id;
+        r->filter.n_ids = 1;
+        r->filter.ids = ids;
+    } else
+        r->filter.all = true;
+    r->limit = 100;
+    return m;
+}
+
+// The dead letters' ids, by an admin "dlq list" (ascending as listed).
+static size_t
+s_dlq_list (uint64_t *ids)
+{
+    zl_msg_t m = s_admin_msg (ZL_ADMIN_DLQ_LIST, 0);
+    assert_int_equal (s_feed (ZLH_ADMIN, 0, &m), 0);
+    const seen_t *r = s_find (&T.got, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    if (!r)
+        r = s_find (&T.early, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY); // it describes memory: at once
+    assert_non_null (r);
+    assert_true (r->ok);
+    memcpy (ids, r->ids, r->n * sizeof *ids);
+    return r->n;
+}
+
+// The jobs a fresh worker `peer` with room for all gets at once, sorted.
+static size_t
+s_take_all (int peer, uint64_t *ids, uint64_t *leases, uint32_t *attempts)
+{
+    zl_msg_t m = s_ready_msg (peer, MAX_IDS);
+    s_feed_ok (ZLH_BACKEND, peer, &m);
+    size_t n = 0;
+    for (size_t i = 0; i < T.got.n; i++) {
+        const seen_t *s = &T.got.items[i];
+        if (s->kind != ZL_MSG_DISPATCH)
+            continue;
+        assert_int_equal (s->peer, peer);
+        for (size_t j = 0; j < s->n && n < MAX_IDS; j++, n++) {
+            ids[n] = s->ids[j];
+            if (leases)
+                leases[n] = s->leases[j];
+            if (attempts)
+                attempts[n] = s->attempts[j];
+        }
+    }
+    for (size_t i = 1; i < n; i++) // insertion sort, ids with their leases
+        for (size_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            uint64_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+            if (leases) {
+                t = leases[j];
+                leases[j] = leases[j - 1];
+                leases[j - 1] = t;
+            }
+            if (attempts) {
+                uint32_t a = attempts[j];
+                attempts[j] = attempts[j - 1];
+                attempts[j - 1] = a;
+            }
+        }
+    return n;
+}
+
+// After a failed turn: the broker refuses every further turn, fed or
+// polled, and sends nothing that promises (the failed turn's held replies
+// included), even once the store would work again (the fault was transient).
+static void
+s_assert_stopped (void)
+{
+    T.commit_fault = T.write_fault = T.write_fault_at = 0;
+    zl_msg_t hello = s_hello_msg ();
+    assert_int_equal (s_feed (ZLH_FRONTEND, 2, &hello), -1);
+    s_assert_no_promise (&T.early, "stopped broker, fed");
+    s_assert_no_promise (&T.got, "stopped broker, fed");
+    T.early.n = T.got.n = 0;
+    zlh_clock_advance_us (2000000); // timers due: heartbeats, liveness
+    assert_int_equal (zl_broker_turn (T.broker, 0), -1);
+    zlh_drain (T.h, s_record, &T.got);
+    s_assert_no_promise (&T.early, "stopped broker, a turn");
+    s_assert_no_promise (&T.got, "stopped broker, a turn");
+}
+
+// ---------------------------------------------------------------- the order
+static void
+test_turn_order_replies_after_the_commit (void **state)
+{
+    (void)state;
+    // bad input is answered at once, before the commit: the observer sees it
+    zl_msg_t early_submit = s_submit_msg (1, 1);
+    s_feed_ok (ZLH_FRONTEND, 1, &early_submit);
+    const seen_t *err = s_find (&T.early, ZLH_FRONTEND, ZL_MSG_ERROR);
+    assert_non_null (err);
+    assert_int_equal (err->peer, 1);
+    assert_int_equal (err->error, ZL_ERR_NOT_READY);
+
+    // Hello: Credit, after the commit
+    s_hello (0);
+    const seen_t *credit = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_CREDIT);
+    assert_non_null (credit);
+    assert_int_equal (credit->peer, 0);
+    assert_true (credit->limit > 0);
+    assert_null (s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+
+    // Submit: Accepted, after the commit
+    uint64_t ids[2];
+    s_submit (0, 1, 2, ids);
+    assert_true (ids[0] < ids[1]);
+
+    // Ready: Dispatch
+    zl_msg_t ready = s_ready_msg (0, 1);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+    const seen_t *d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_int_equal (d->peer, 0);
+    assert_int_equal (d->n, 1);
+    assert_int_equal (d->ids[0], ids[0]);
+    assert_int_equal (d->attempts[0], 1);
+    uint64_t lease0 = d->leases[0];
+
+    // Ack: Settled, then the freed capacity's Dispatch
+    zl_msg_t ack = s_ack_msg (ids[0], lease0);
+    s_feed_ok (ZLH_BACKEND, 0, &ack);
+    const seen_t *settled = s_find (&T.got, ZLH_BACKEND, ZL_MSG_SETTLED);
+    assert_non_null (settled);
+    assert_int_equal (settled->n, 1);
+    assert_int_equal (settled->ids[0], ids[0]);
+    assert_int_equal (settled->leases[0], lease0);
+    d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_true (settled < d); // in the order they arrived
+    assert_int_equal (d->ids[0], ids[1]);
+    uint64_t lease1 = d->leases[0];
+
+    // Nack PERMANENT: Settled, and the DeadLetter event on the PUB
+    zl_msg_t nack = s_nack_permanent_msg (ids[1], lease1);
+    s_feed_ok (ZLH_BACKEND, 0, &nack);
+    settled = s_find (&T.got, ZLH_BACKEND, ZL_MSG_SETTLED);
+    assert_non_null (settled);
+    assert_int_equal (settled->ids[0], ids[1]);
+    const seen_t *ev = s_find (&T.got, ZLH_EVENTS, ZL_MSG_DEAD_LETTER);
+    assert_non_null (ev);
+    assert_int_equal (ev->ids[0], ids[1]);
+    assert_string_equal (ev->topic, "dlq.a.t");
+
+    // redrive: "redrove 1", and the job goes out again (attempt 2)
+    zl_msg_t redrive = s_admin_msg (ZL_ADMIN_DLQ_REDRIVE, ids[1]);
+    s_feed_ok (ZLH_ADMIN, 0, &redrive);
+    const seen_t *reply = s_find (&T.got, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    assert_non_null (reply);
+    assert_true (reply->ok);
+    assert_int_equal (reply->count, 1);
+    d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_int_equal (d->ids[0], ids[1]);
+}
+
+// ---------------------------------------------------------------- the promise
+static void
+test_failed_commit_submit (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t a;
+    s_submit (0, 1, 1, &a);
+
+    T.commit_fault = EIO;
+    zl_msg_t sub = s_submit_msg (2, 1);
+    s_feed_fails (ZLH_FRONTEND, 0, &sub);
+    assert_int_equal (T.commits, 1); // the commit was asked for, and failed
+    s_assert_stopped ();
+
+    // a restart recovers A, and not the failed turn's job
+    s_restart ();
+    uint64_t ids[MAX_IDS];
+    uint32_t attempts[MAX_IDS];
+    assert_int_equal (s_take_all (0, ids, NULL, attempts), 1);
+    assert_int_equal (ids[0], a);
+    assert_int_equal (attempts[0], 1);
+    // and works: a new Submit is accepted
+    s_hello (0);
+    uint64_t c;
+    s_submit (0, 1, 1, &c);
+    assert_true (c > a);
+}
+
+static void
+test_failed_commit_ack_and_dead_letter (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t ids[3];
+    s_submit (0, 1, 3, ids);
+    zl_msg_t ready = s_ready_msg (0, 2);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+    const seen_t *d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_int_equal (d->n, 2);
+    uint64_t lease_a = d->leases[0], lease_b = d->leases[1];
+    assert_int_equal (d->ids[0], ids[0]);
+    assert_int_equal (d->ids[1], ids[1]);
+    // A dies, committed: its event comes (so the SUB hears the PUB), C goes out
+    zl_msg_t nack = s_nack_permanent_msg (ids[0], lease_a);
+    s_feed_ok (ZLH_BACKEND, 0, &nack);
+    assert_non_null (s_find (&T.got, ZLH_EVENTS, ZL_MSG_DEAD_LETTER));
+    d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_int_equal (d->ids[0], ids[2]);
+
+    // B's death is not committed: no Settled, no event
+    T.commit_fault = EIO;
+    nack = s_nack_permanent_msg (ids[1], lease_b);
+    s_feed_fails (ZLH_BACKEND, 0, &nack);
+    s_assert_stopped ();
+
+    s_restart ();
+    uint64_t dead[MAX_IDS];
+    assert_int_equal (s_dlq_list (dead), 1);
+    assert_int_equal (dead[0], ids[0]);
+    uint64_t got[MAX_IDS], leases[MAX_IDS];
+    assert_int_equal (s_take_all (1, got, leases, NULL), 2); // B and C were leased
+    assert_int_equal (got[0], ids[1]);
+    assert_int_equal (got[1], ids[2]);
+
+    // B's Ack is not committed: no Settled
+    T.commit_fault = EIO;
+    zl_msg_t ack = s_ack_msg (got[0], leases[0]);
+    s_feed_fails (ZLH_BACKEND, 1, &ack);
+    s_assert_stopped ();
+
+    s_restart ();
+    assert_int_equal (s_dlq_list (dead), 1);
+    assert_int_equal (s_take_all (2, got, NULL, NULL), 2);
+    assert_int_equal (got[0], ids[1]);
+    assert_int_equal (got[1], ids[2]);
+}
+
+static void
+test_failed_commit_redrive (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t a;
+    s_submit (0, 1, 1, &a);
+    zl_msg_t ready = s_ready_msg (0, 1);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+    const seen_t *d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    zl_msg_t nack = s_nack_permanent_msg (a, d->leases[0]);
+    s_feed_ok (ZLH_BACKEND, 0, &nack);
+    assert_non_null (s_find (&T.got, ZLH_EVENTS, ZL_MSG_DEAD_LETTER));
+
+    // the redrive is not committed: no "redrove" reply, no Dispatch to w0
+    T.commit_fault = EIO;
+    zl_msg_t redrive = s_admin_msg (ZL_ADMIN_DLQ_REDRIVE, a);
+    s_feed_fails (ZLH_ADMIN, 0, &redrive);
+    s_assert_stopped ();
+
+    s_restart ();
+    uint64_t dead[MAX_IDS];
+    assert_int_equal (s_dlq_list (dead), 1);
+    assert_int_equal (dead[0], a);
+    uint64_t got[MAX_IDS];
+    assert_int_equal (s_take_all (0, got, NULL, NULL), 0);
+    // the redrive itself works
+    s_feed_ok (ZLH_ADMIN, 0, &redrive);
+    const seen_t *reply = s_find (&T.got, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    assert_non_null (reply);
+    assert_int_equal (reply->count, 1);
+    assert_non_null (s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH));
+}
+
+// A store write that fails in the middle of the turn (the first lease's
+// state, while dispatching) stops the broker as a failed commit does.
+static void
+test_failed_write_mid_turn (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t ids[2];
+    s_submit (0, 1, 2, ids);
+
+    T.write_fault = EIO;
+    T.write_fault_at = 1;
+    T.writes = 0;
+    zl_msg_t ready = s_ready_msg (0, 2);
+    s_feed_fails (ZLH_BACKEND, 0, &ready);
+    assert_int_equal (T.writes, 2); // the other lease's write went through, in memory
+    s_assert_stopped ();
+
+    // neither lease was committed: both jobs go out again as first attempts
+    s_restart ();
+    uint64_t got[MAX_IDS];
+    uint32_t attempts[MAX_IDS];
+    assert_int_equal (s_take_all (1, got, NULL, attempts), 2);
+    assert_int_equal (got[0], ids[0]);
+    assert_int_equal (got[1], ids[1]);
+    assert_int_equal (attempts[0], 1);
+    assert_int_equal (attempts[1], 1);
+}
+
+// A write that finds the store full inside a Submit's nested batch rejects
+// that Submit's jobs STORE_FULL after the commit; the rest of the turn is
+// committed and the broker goes on.
+static void
+test_full_write_in_a_submit (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t a;
+    s_submit (0, 1, 1, &a);
+
+    T.write_fault = ENOSPC;
+    T.write_fault_at = 1;
+    T.writes = 0;
+    zl_msg_t sub = s_submit_msg (2, 2);
+    s_feed_ok (ZLH_FRONTEND, 0, &sub);
+    assert_null (s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+    const seen_t *rej = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_REJECTED);
+    assert_non_null (rej);
+    assert_int_equal (rej->n, 2);
+    assert_int_equal (rej->reject, ZL_REJECT_STORE_FULL);
+
+    uint64_t c;
+    s_submit (0, 4, 1, &c);
+    s_restart ();
+    uint64_t got[MAX_IDS];
+    assert_int_equal (s_take_all (0, got, NULL, NULL), 2);
+    assert_int_equal (got[0], a);
+    assert_int_equal (got[1], c);
+}
+
+// ---------------------------------------------------------------- return codes
+static void
+s_on_alarm (int sig)
+{
+    (void)sig;
+}
+
+// Each of a turn's outcomes has its own value: done, interrupted by a
+// signal (nothing done, the broker goes on), the store failed (it stops),
+// and, for feed, a socket name that is not one.
+static void
+test_turn_return_codes (void **state)
+{
+    (void)state;
+    zl_msg_t hello = s_hello_msg ();
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &hello), ZL_TURN_OK);
+    uint8_t byte = 0;
+    assert_int_equal (zl_broker_feed (T.broker, "nowhere", "p", 1, &byte, 1), ZL_TURN_BAD_SOCKET);
+    // a signal during the wait (no SA_RESTART): the turn ends, interrupted
+    struct sigaction sa = {.sa_handler = s_on_alarm}, old;
+    sigemptyset (&sa.sa_mask);
+    assert_int_equal (sigaction (SIGALRM, &sa, &old), 0);
+    struct itimerval it = {.it_value = {0, 20000}}; // 20 ms into a wait of 5 s
+    assert_int_equal (setitimer (ITIMER_REAL, &it, NULL), 0);
+    int rc = zl_broker_turn (T.broker, 5000);
+    sigaction (SIGALRM, &old, NULL);
+    assert_int_equal (rc, ZL_TURN_INTERRUPTED);
+    assert_int_equal (zl_broker_turn (T.broker, 0), ZL_TURN_OK); // it goes on
+    T.commit_fault = EIO;
+    zl_msg_t sub = s_submit_msg (1, 1);
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_STORE_FAILED);
+    T.commit_fault = 0;
+    assert_int_equal (zl_broker_turn (T.broker, 0), ZL_TURN_STORE_FAILED);
+    assert_int_equal (zl_broker_feed (T.broker, "nowhere", "p", 1, &byte, 1), ZL_TURN_BAD_SOCKET);
+}
+
+#define T_(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        T_ (test_turn_order_replies_after_the_commit),
+        T_ (test_failed_commit_submit),
+        T_ (test_failed_commit_ack_and_dead_letter),
+        T_ (test_failed_commit_redrive),
+        T_ (test_failed_write_mid_turn),
+        T_ (test_full_write_in_a_submit),
+        T_ (test_turn_return_codes),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
