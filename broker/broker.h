@@ -1,5 +1,6 @@
-/*  broker: the zlane broker -- sockets, the event loop and the message
-    handlers. One thread owns all broker state. */
+/*  broker: the zlane broker -- the event loop, its sockets and the table of
+    message handlers (broker.c says the turn's order and where each noun
+    lives). One thread owns all broker state. */
 #ifndef ZL_BROKER_H
 #define ZL_BROKER_H
 
