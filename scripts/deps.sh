@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian packages zlane needs to build and test, when missing.
 # As root it installs them with apt-get; otherwise it names them and fails.
+#
+#   scripts/deps.sh [--test] [PACKAGE...]
+#
+# With no options: what the build and `make demo` need. --test (what `make
+# test` runs) adds what only the tests need: PostgreSQL, for the harness in
+# tests/support/pg_harness.c, which starts a throwaway cluster of its own for
+# each test (initdb, postgres on 127.0.0.1). The Debian package's own cluster
+# (15/main, port 5432) is not used: if installing the package created and
+# started it, it is stopped and set to start manually only.
+# Further arguments are more packages to install (e.g. beanstalkd).
 set -euo pipefail
 
 packages=(gcc make cmake pkg-config
@@ -9,6 +19,11 @@ packages=(gcc make cmake pkg-config
           clang libclang-rt-dev  # libFuzzer: the fuzz targets of make test
           clang-format           # scripts/check-format.sh, the first step of make test
           protobuf-compiler python3-protobuf)  # proto3 decoding in Python: tests/wire
+test_packages=(postgresql-15 libpq-dev)  # tests/support/pg_harness: initdb, postgres, libpq
+if [ "${1:-}" = --test ]; then
+  shift
+  packages+=("${test_packages[@]}")
+fi
 if [ "$#" -gt 0 ]; then packages+=("$@"); fi
 
 missing=()
@@ -28,3 +43,20 @@ echo "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# Installing postgresql-15 makes the cluster 15/main and starts it (where
+# services may start). The tests start their own; stop this one and keep it
+# from starting at boot (start.conf "manual": pg_ctlcluster still starts it
+# by hand). Only when this run installed the package: a cluster that was
+# there before is someone else's.
+if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ -f /etc/postgresql/15/main/start.conf ]; then
+  if pg_ctlcluster 15 main status >/dev/null 2>&1; then
+    echo "stopping the PostgreSQL cluster 15/main the package started (the tests run their own)"
+    pg_ctlcluster 15 main stop
+  fi
+  sed -i 's/^auto$/manual/' /etc/postgresql/15/main/start.conf
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload  # the generator reads start.conf
+    systemctl disable --quiet postgresql.service || true
+  fi
+fi
