@@ -3,6 +3,7 @@
 
 #include "zl_alloc.h"
 
+#include <czmq.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,27 @@ zl_eplist_new (const char *text)
         strcat (self->text, self->items[i]);
     }
     return self;
+}
+
+int
+zl_eplist_probe (zl_eplist_t *self, const char **bad)
+{
+    zsock_t *probe = zsock_new (ZMQ_DEALER);
+    if (!probe) {
+        errno = ENOMEM;
+        return -1;
+    }
+    zsock_set_linger (probe, 0);
+    int rc = 0, saved = 0;
+    for (size_t i = 0; rc == 0 && i < self->n; i++)
+        if (zmq_connect (zsock_resolve (probe), self->items[i]) < 0) {
+            saved = errno;
+            *bad = self->items[i];
+            rc = -1;
+        }
+    zsock_destroy (&probe);
+    errno = saved;
+    return rc;
 }
 
 void

@@ -20,6 +20,11 @@ typedef struct _zl_eplist_t zl_eplist_t;
     there are more than ZL_EPLIST_MAX. Caller owns. */
 zl_eplist_t *zl_eplist_new (const char *text);
 
+/*  Return 0 if ZeroMQ takes every endpoint of the list (tried on a
+    throwaway socket, closed at once), or -1 with errno, the refused one in
+    `*bad` (borrowed). */
+int zl_eplist_probe (zl_eplist_t *self, const char **bad);
+
 /*  Destroy the list; nulls the caller's pointer; NULL-safe. */
 void zl_eplist_destroy (zl_eplist_t **self_p);
 

@@ -980,32 +980,6 @@ zl_producer_opts_defaults (zl_producer_opts_t *opts)
                                  .max_batch = 256};
 }
 
-//  Return 0 if ZeroMQ takes every endpoint of the list, or -1 with errno
-//  after saying which it refuses. A throwaway socket, closed at once.
-static int
-s_check_endpoints (zl_eplist_t *brokers)
-{
-    zsock_t *probe = zsock_new (ZMQ_DEALER);
-    if (!probe) {
-        errno = ENOMEM;
-        return -1;
-    }
-    s_setsockopt_int (zsock_resolve (probe), ZMQ_LINGER, 0);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < zl_eplist_size (brokers); i++)
-        if (zmq_connect (zsock_resolve (probe), zl_eplist_at (brokers, i)) < 0) {
-            int saved = errno;
-            zl_error (S_COMPONENT, "bad broker endpoint '%s': %s", zl_eplist_at (brokers, i),
-                      zmq_strerror (saved));
-            errno = saved;
-            rc = -1;
-        }
-    int saved = errno;
-    zsock_destroy (&probe);
-    errno = saved;
-    return rc;
-}
-
 zl_producer_t *
 zl_producer_new (const zl_producer_opts_t *opts)
 {
@@ -1017,8 +991,10 @@ zl_producer_new (const zl_producer_opts_t *opts)
         errno = EINVAL;
         return NULL;
     }
-    if (s_check_endpoints (brokers) != 0) {
+    const char *bad = NULL;
+    if (zl_eplist_probe (brokers, &bad) != 0) {
         int saved = errno;
+        zl_error (S_COMPONENT, "bad broker endpoint '%s': %s", bad, zmq_strerror (saved));
         zl_eplist_destroy (&brokers);
         errno = saved;
         return NULL;
