@@ -110,6 +110,7 @@ struct _zl_producer_t {
     uint32_t backoff_ms;      // upper bound of the next move's delay
     bool leave;               // leave this broker at the end of the pump
     char leave_why[128];      // why, for the log
+    bool leave_loud;          // log it as info: a held connection or a NOT_LEADER
     bool dial_due;            // no socket: dial self->endpoint at dial_at_ms
     int64_t dial_at_ms;       //
     int64_t dial_deadline_ms; // roaming: leave if no handshake by then; 0 = none
@@ -591,6 +592,7 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
             bool named = zl_eplist_follow (self->brokers, msg->u.error.n_leader_endpoints,
                                            (const char *const *)msg->u.error.leader_endpoints);
             self->leave = true;
+            self->leave_loud = true;
             snprintf (self->leave_why, sizeof self->leave_why, "it is not the leader%s",
                       named ? "; the leader is elsewhere" : "");
             break;
@@ -897,6 +899,7 @@ s_leave_for_next (zl_producer_t *self, const char *why)
         return;
     zl_eplist_next (self->brokers);
     self->leave = true;
+    self->leave_loud = self->connected;
     snprintf (self->leave_why, sizeof self->leave_why, "%s", why);
 }
 
@@ -907,7 +910,7 @@ s_leave_for_next (zl_producer_t *self, const char *why)
 static void
 s_leave (zl_producer_t *self, int64_t now)
 {
-    bool was_connected = self->connected;
+    bool loud = self->leave_loud;
     if (self->connected)
         s_on_disconnected (self); // self->leave is still set: no second move
     s_close_socket (self);
@@ -918,7 +921,7 @@ s_leave (zl_producer_t *self, int64_t now)
     self->backoff_ms = self->backoff_ms >= S_RECONNECT_IVL_MAX_MS / 2 ? S_RECONNECT_IVL_MAX_MS
                                                                       : self->backoff_ms * 2;
     const char *next = zl_eplist_current (self->brokers);
-    if (was_connected)
+    if (loud)
         zl_info (S_COMPONENT, "leaving broker at %s (%s); trying %s in %llu ms", self->endpoint,
                  self->leave_why, next, (unsigned long long)delay);
     else
