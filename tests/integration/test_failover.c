@@ -62,6 +62,18 @@ s_free_ports (int *ports, int n)
         close (fds[i]);
 }
 
+// Fail the test if a process's stderr holds a sanitizer report.
+static void
+s_assert_no_sanitizer_report (const char *title, const char *path)
+{
+    char *text = zlt_read_file (path, NULL);
+    if (text && (strstr (text, "Sanitizer") || strstr (text, "runtime error:"))) {
+        zlt_dump_file (title, path, 6000);
+        fail_msg ("%s: a sanitizer report", title);
+    }
+    free (text);
+}
+
 // Return "<first>,<second>" (caller frees).
 static char *
 s_list (const char *first, const char *second)
@@ -342,6 +354,12 @@ test_dead_first_endpoint (void **state)
     assert_int_equal (zlt_proc_wait (worker, 15000), 0);
     zlt_proc_destroy (&worker);
     assert_int_equal (zlt_broker_stop (broker, 10000), 0);
+    s_assert_no_sanitizer_report ("zlane-worker stderr", worker_err);
+    s_assert_no_sanitizer_report ("zlane-submit stderr", err);
+    s_assert_no_sanitizer_report ("zlane-ctl stderr", ctl_err);
+    char *broker_err = zlt_path (dir, "broker.err");
+    s_assert_no_sanitizer_report ("zlane-broker stderr", broker_err);
+    free (broker_err);
     free (submit);
     free (in);
     free (out);
@@ -510,8 +528,8 @@ test_failover_to_second_broker (void **state)
     for (int w = 0; w < WORKERS; w++)
         worker_moves += s_count_in_file (worker_err[w], "; trying ");
     fprintf (stderr,
-             "failover: lost = %zu, duplicate executions = %zu, jobs = %d accepted, %zu of them "
-             "answered duplicate=true\n"
+             "failover: lost = %zu, duplicate executions = %zu, jobs = %d accepted (%zu said "
+             "duplicate: the keys are generated, so none should)\n"
              "failover: %zu executions, %zu of jobs nobody was told of\n"
              "failover: A killed at %zu ids printed and %zu executions; B listening %" PRId64
              " ms after the kill; first id printed after the kill at %" PRId64 " ms\n"
@@ -541,11 +559,16 @@ test_failover_to_second_broker (void **state)
         zlt_proc_signal (workers[w], SIGTERM);
         assert_int_equal (zlt_proc_wait (workers[w], 15000), 0);
         zlt_proc_destroy (&workers[w]);
+        s_assert_no_sanitizer_report ("zlane-worker stderr", worker_err[w]);
         free (worker_err[w]);
     }
     zlt_proc_destroy (&submit);
     zlt_client_destroy (&admin_b);
     assert_int_equal (zlt_broker_stop (b, 10000), 0);
+    s_assert_no_sanitizer_report ("zlane-submit stderr", err);
+    char *broker_err = zlt_path (zlt_broker_dir (b), "broker.err");
+    s_assert_no_sanitizer_report ("zlane-broker B stderr", broker_err);
+    free (broker_err);
     free (runs);
     free (ids);
     free (submit_bin);
