@@ -279,6 +279,14 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             zmq_msg_close (&frame);
             if (drc != ZL_DECODE_OK)
                 continue;
+            if (reply->kind == ZL_MSG_ADMIN_REQUEST) {
+                // our own request: the socket met itself (a dial to a closed
+                // loopback port can), no broker there
+                snprintf (why, sizeof why, "nothing but ourselves at %s", conn->endpoint);
+                fprintf (stderr, "zlane-ctl: %s\n", why);
+                next = true;
+                break;
+            }
             if (reply->kind == ZL_MSG_ERROR && reply->u.error.code == ZL_ERR_NOT_LEADER &&
                 hops < 2 * (int)n + 2) {
                 // a standby did nothing: ask the leader it names (or the next)

@@ -17,8 +17,9 @@
     Several brokers. The endpoint option may list several brokers (one
     leads, the others stand by). The producer talks to one at a time, on a
     socket of its own. It leaves it for another when it is silent (ZeroMQ's
-    heartbeats dropped the connection, a dial was refused, or no handshake
-    came within S_DIAL_TIMEOUT_MS), for the next of the list, round robin;
+    heartbeats dropped the connection, a dial was refused, no answer (the
+    handshake, then Credit for our Hello) came within S_DIAL_TIMEOUT_MS of
+    the dial, or the peer echoes our own Hello), for the next, round robin;
     and when it answers NOT_LEADER, for the leader it names (or the next).
     It closes that socket and dials the new endpoint after a full-jitter
     backoff that doubles on every move until a broker serves (Credit,
@@ -61,7 +62,7 @@
 #define S_HEARTBEAT_TIMEOUT_MS 3000
 #define S_REDIAL_MIN_MS 1000 // ZeroMQ gives up on a refused handshake: we dial again
 #define S_REDIAL_MAX_MS 30000
-#define S_DIAL_TIMEOUT_MS S_HEARTBEAT_TIMEOUT_MS // several brokers: no handshake by then, next
+#define S_DIAL_TIMEOUT_MS S_HEARTBEAT_TIMEOUT_MS // several brokers: no answer by then, next
 #define S_MONITOR_EVENTS                                                                           \
     (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |                                      \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
@@ -113,7 +114,7 @@ struct _zl_producer_t {
     bool leave_loud;          // log it as info: a held connection or a NOT_LEADER
     bool dial_due;            // no socket: dial self->endpoint at dial_at_ms
     int64_t dial_at_ms;       //
-    int64_t dial_deadline_ms; // roaming: leave if no handshake by then; 0 = none
+    int64_t dial_deadline_ms; // roaming: leave if the broker said nothing by then; 0 = none
 
     // jobs
     zl_pending_t *pending;
@@ -369,7 +370,7 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
 static void s_dial (zl_producer_t *self, int64_t now);
 static void s_leave_for_next (zl_producer_t *self, const char *why);
 
-//  Dial the next broker when due, leave one that gave no handshake in time,
+//  Dial the next broker when due, leave one that gave no answer in time,
 //  requeue due retries, dial again after a refused handshake and time out
 //  jobs past their deadline.
 static void
@@ -379,7 +380,7 @@ s_run_timers (zl_producer_t *self, int64_t now)
         s_dial (self, now);
     if (self->dial_deadline_ms && now >= self->dial_deadline_ms && !self->leave) {
         self->dial_deadline_ms = 0;
-        s_leave_for_next (self, "no handshake in time");
+        s_leave_for_next (self, "no answer in time");
     }
     if (self->redial_at_ms && now >= self->redial_at_ms && self->handle && !self->leave) {
         //  A connection whose handshake failed is not retried by ZeroMQ, but the
@@ -569,7 +570,19 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 {
     if (msg->kind == ZL_MSG_ACCEPTED || msg->kind == ZL_MSG_REJECTED || msg->kind == ZL_MSG_CREDIT)
         self->backoff_ms = S_RECONNECT_IVL_MS; // a broker that serves
+    self->dial_deadline_ms = 0;                // a broker answers: it is there
     switch (msg->kind) {
+    case ZL_MSG_HELLO:
+    case ZL_MSG_SUBMIT:
+        //  Our own words: the socket is connected to itself (a dial to a
+        //  closed loopback port can meet its own source port), or to another
+        //  client. No broker there: leave it, for the next (or a new dial).
+        if (!self->leave) {
+            zl_warn (S_COMPONENT, "the peer at %s is not a broker (it sent us %s)", self->endpoint,
+                     zl_msg_kind_name (msg->kind));
+            s_leave_for_next (self, "not a broker");
+        }
+        break;
     case ZL_MSG_ACCEPTED: s_on_accepted (self, &msg->u.accepted); break;
     case ZL_MSG_REJECTED: s_on_rejected (self, &msg->u.rejected, zl_clock_mono_ms ()); break;
     case ZL_MSG_CREDIT:
@@ -693,7 +706,6 @@ s_on_connected (zl_producer_t *self)
     self->refused[0] = '\0';
     self->redial_at_ms = 0;
     self->redial_ms = S_REDIAL_MIN_MS;
-    self->dial_deadline_ms = 0;
     self->stats.connects++;
     size_t resend = s_new_session (self);
     self->last_error[0] = '\0';
@@ -875,7 +887,7 @@ s_open_socket (zl_producer_t *self)
 }
 
 //  Open the socket for the endpoint in use; with several brokers, give it
-//  S_DIAL_TIMEOUT_MS to hand-shake.
+//  S_DIAL_TIMEOUT_MS to answer (the handshake, then Credit for our Hello).
 static void
 s_dial (zl_producer_t *self, int64_t now)
 {

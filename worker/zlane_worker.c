@@ -154,7 +154,8 @@ struct _zl_worker_t {
     int64_t last_sent_ms;    // last message to the broker
     int64_t reconnect_at_ms; // when to open a new connection (dealer == NULL)
     uint32_t backoff_ms;     // upper bound of the next reconnect delay
-    bool leave;              // a NOT_LEADER: leave this broker at the next tick
+    bool leave;              // leave this broker at the next tick: NOT_LEADER, or ...
+    bool not_broker;         // ... it is not a broker (it echoes us): the next
     bool draining;           // zl_worker_stop was called
     bool drain_cancelled;    // running jobs were cancelled for the shutdown
     int64_t drain_deadline_ms;
@@ -676,8 +677,9 @@ s_disconnect (zl_worker_t *self, int64_t now_ms)
     const char *left = zl_eplist_current (self->brokers);
     char was[ZL_EPLIST_MAX_LEN + 1];
     snprintf (was, sizeof was, "%s", left);
-    bool not_leader = self->leave;
+    bool not_leader = self->leave && !self->not_broker;
     self->leave = false;
+    self->not_broker = false;
     if (!not_leader)
         zl_eplist_next (self->brokers); // one endpoint: the same again
     zsock_destroy (&self->dealer);
@@ -860,6 +862,21 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     case ZL_MSG_SETTLED: s_on_settled (self, &msg->u.settled); break;
     case ZL_MSG_ERROR: s_on_error (self, &msg->u.error); break;
     case ZL_MSG_HEARTBEAT: break; // its arrival is the point
+    case ZL_MSG_READY:
+    case ZL_MSG_ACK:
+    case ZL_MSG_NACK:
+    case ZL_MSG_EXTEND:
+        // Our own words: the socket is connected to itself (a dial to a
+        // closed loopback port can meet its own source port), or to another
+        // worker, and would echo our heartbeats forever. No broker there:
+        // leave it as if it were silent.
+        if (!self->leave) {
+            zl_warn (S_COMPONENT, "%s is not a broker (it sent us %s)",
+                     zl_eplist_current (self->brokers), zl_msg_kind_name (msg->kind));
+            self->leave = true;
+            self->not_broker = true;
+        }
+        break;
     default:
         zl_warn (S_COMPONENT, "unexpected %s from broker, ignored", zl_msg_kind_name (msg->kind));
     }
@@ -896,7 +913,9 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
             zl_warn (S_COMPONENT, "undecodable frame from broker (rc %d), ignored", (int)rc);
             continue;
         }
-        if (msg.kind != ZL_MSG_ERROR || msg.u.error.code != ZL_ERR_NOT_LEADER)
+        if (msg.kind == ZL_MSG_DISPATCH || msg.kind == ZL_MSG_SETTLED ||
+            msg.kind == ZL_MSG_HEARTBEAT ||
+            (msg.kind == ZL_MSG_ERROR && msg.u.error.code != ZL_ERR_NOT_LEADER))
             self->backoff_ms = self->opts.reconnect_min_ms; // a broker that serves
         s_on_message (self, &msg, now_ms);
     }
