@@ -895,7 +895,7 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
             return;
         }
         // Any frame, even a bad one, shows the broker is alive; the backoff
-        // restarts unless it says it is not the leader (s_on_message).
+        // restarts only for what a serving broker sends (below).
         self->last_heard_ms = now_ms;
         if (zmq_msg_more (&frame)) {
             // Not ours (one Envelope per message): drop every part of it.
