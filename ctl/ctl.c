@@ -140,14 +140,20 @@ s_conn_open (conn_t *c, const opts_t *o, int type, zl_eplist_t *brokers, size_t 
     return 0;
 }
 
-// Parse a --admin or --events list; NULL after saying why.
+// Parse a --admin or --events list and check that ZeroMQ takes every
+// endpoint of it; NULL after saying why.
 static zl_eplist_t *
 s_brokers (const char *text, const char *what)
 {
     zl_eplist_t *brokers = zl_eplist_new (text);
+    const char *bad = NULL;
     if (!brokers)
         fprintf (stderr, "zlane-ctl: bad %s endpoint list '%s' (an entry is empty or too long)\n",
                  what, text);
+    else if (zl_eplist_probe (brokers, &bad) != 0) {
+        fprintf (stderr, "zlane-ctl: bad %s endpoint '%s': %s\n", what, bad, zmq_strerror (errno));
+        zl_eplist_destroy (&brokers);
+    }
     return brokers;
 }
 
