@@ -105,7 +105,7 @@ zl_error_code_name (zl_error_code_t code)
     static const char *names[ZL_ERR_CODE_COUNT] = {
         "unspecified", "bad_frame",   "bad_version", "unknown_kind", "invalid",
         "unknown_job", "stale_lease", "not_ready",   "unknown_lane", "unauthorized",
-        "not_found",   "internal",    "max_run",     "not_holder"};
+        "not_found",   "internal",    "max_run",     "not_holder",   "not_leader"};
     return (unsigned)code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -383,7 +383,9 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                     s->job_id,
                                     s->lease,
                                     s->n_items,
-                                    ARR (a, s->n_items, zl_item_error_t)};
+                                    ARR (a, s->n_items, zl_item_error_t),
+                                    s->n_leader_endpoints,
+                                    (const char **)s->leader_endpoints};
         for (size_t i = 0; i < s->n_items; i++)
             out->u.error.items[i] = (zl_item_error_t){s->items[i]->job_id, s->items[i]->lease,
                                                       (zl_error_code_t)s->items[i]->code};
@@ -953,6 +955,8 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->code = (Zlane__V1__ErrorCode)m->u.error.items[i].code;
             e->error->items[i] = o;
         }
+        e->error->n_leader_endpoints = m->u.error.n_leader_endpoints;
+        e->error->leader_endpoints = (char **)m->u.error.leader_endpoints;
         break;
     case ZL_MSG_DEAD_LETTER:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_DEAD_LETTER;

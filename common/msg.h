@@ -222,6 +222,7 @@ typedef enum {
     ZL_ERR_INTERNAL = 11,
     ZL_ERR_MAX_RUN = 12,
     ZL_ERR_NOT_HOLDER = 13,
+    ZL_ERR_NOT_LEADER = 14, // a standby: go to leader_endpoints, or the next broker
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -241,6 +242,8 @@ typedef struct {
     uint64_t lease;
     size_t n_items; // the refused items of one Ack, Nack or Extend
     zl_item_error_t *items;
+    size_t n_leader_endpoints; // NOT_LEADER: where the leader is, if known
+    const char **leader_endpoints;
 } zl_error_t;
 
 // ------------------------------------------------------------------ events

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "curve.h"
+#include "eplist.h"
 #include "json.h"
 #include "rng.h"
 #include "wire.h"
@@ -63,7 +64,11 @@ s_usage (FILE *out)
         "Options:\n"
         "  --admin EP     broker admin endpoint   [tcp://127.0.0.1:5573]\n"
         "  --events EP    broker events endpoint  [tcp://127.0.0.1:5572]\n"
-        "  --timeout DUR  how long to wait for the broker [5s]\n"
+        "                 Both take a comma-separated list (brokers sharing a store):\n"
+        "                 requests go to one at a time until one answers (a standby's\n"
+        "                 NOT_LEADER sends them to the leader); tail listens to all.\n"
+        "                 One --curve-server key serves for every broker of the list.\n"
+        "  --timeout DUR  how long to wait for the broker(s) [5s]\n"
         "  --json         machine-readable output (one JSON object per line)\n"
         "  --curve-server FILE  the broker's public certificate: talk CURVE\n"
         "                 (default $ZLANE_CURVE_SERVER)\n"
@@ -99,31 +104,57 @@ typedef struct {
     const char *endpoint;
 } conn_t;
 
-// Connect `c` to `endpoint` (`what` names it in errors). Returns 0, or 2
-// after saying why (a bad endpoint).
+#define S_HANDSHAKE_FAILED                                                                         \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                       \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+// Connect `c` to every endpoint of `brokers` from `first` on (one for
+// requests, all for tail); `what` names them in errors, `events` the
+// monitor events to watch. Returns 0, or 2 after saying why (a bad
+// endpoint).
 static int
-s_conn_open (conn_t *c, const opts_t *o, int type, const char *endpoint, const char *what)
+s_conn_open (conn_t *c, const opts_t *o, int type, zl_eplist_t *brokers, size_t first, size_t n,
+             const char *what, int events)
 {
+    static unsigned conns; // inproc names must be unique: sockets close lazily
     memset (c, 0, sizeof *c);
-    c->endpoint = endpoint;
+    c->endpoint = n == 1 ? zl_eplist_current (brokers) : zl_eplist_text (brokers);
     c->sock = zsock_new (type);
     c->handle = zsock_resolve (c->sock);
     int linger = 0;
     zmq_setsockopt (c->handle, ZMQ_LINGER, &linger, sizeof linger);
-    zl_curve_apply (&o->curve, c->sock);
+    zl_curve_apply (&o->curve, c->sock); // brokers of one deployment share their key
     char monitor[64];
-    snprintf (monitor, sizeof monitor, "inproc://zlane-ctl-monitor-%p", (void *)c);
+    snprintf (monitor, sizeof monitor, "inproc://zlane-ctl-monitor-%u", conns++);
     c->monitor = zsock_new (ZMQ_PAIR);
-    zmq_socket_monitor (c->handle, monitor,
-                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+    zmq_socket_monitor (c->handle, monitor, events);
     zmq_connect (zsock_resolve (c->monitor), monitor);
-    if (zmq_connect (c->handle, endpoint) != 0) {
-        fprintf (stderr, "zlane-ctl: bad %s endpoint '%s': %s\n", what, endpoint,
-                 zmq_strerror (errno));
-        return 2;
+    for (size_t i = first; i < first + n; i++) {
+        const char *endpoint = n == 1 ? zl_eplist_current (brokers) : zl_eplist_at (brokers, i);
+        if (zmq_connect (c->handle, endpoint) != 0) {
+            fprintf (stderr, "zlane-ctl: bad %s endpoint '%s': %s\n", what, endpoint,
+                     zmq_strerror (errno));
+            return 2;
+        }
     }
     return 0;
+}
+
+// Parse a --admin or --events list and check that ZeroMQ takes every
+// endpoint of it; NULL after saying why.
+static zl_eplist_t *
+s_brokers (const char *text, const char *what)
+{
+    zl_eplist_t *brokers = zl_eplist_new (text);
+    const char *bad = NULL;
+    if (!brokers)
+        fprintf (stderr, "zlane-ctl: bad %s endpoint list '%s' (an entry is empty or too long)\n",
+                 what, text);
+    else if (zl_eplist_probe (brokers, &bad) != 0) {
+        fprintf (stderr, "zlane-ctl: bad %s endpoint '%s': %s\n", what, bad, zmq_strerror (errno));
+        zl_eplist_destroy (&brokers);
+    }
+    return brokers;
 }
 
 static void
@@ -136,16 +167,19 @@ s_conn_close (conn_t *c)
     c->handle = NULL;
 }
 
-// Read one handshake failure from the monitor, if there is one, and write
-// it in words into `why`. Returns true if there was one.
-static bool
+typedef enum { S_CONN_OK = 0, S_CONN_REFUSED, S_CONN_NOBODY } s_conn_event_t;
+
+// Read one event from the monitor, if there is one: a handshake failure
+// (its reason in words in `why`: S_CONN_REFUSED) or a dial that found
+// nothing listening (S_CONN_NOBODY); S_CONN_OK if there was none.
+static s_conn_event_t
 s_conn_refused (conn_t *c, const opts_t *o, char *why, size_t size)
 {
     zmq_msg_t m;
     zmq_msg_init (&m);
     if (zmq_msg_recv (&m, zsock_resolve (c->monitor), ZMQ_DONTWAIT) < 0) {
         zmq_msg_close (&m);
-        return false;
+        return S_CONN_OK;
     }
     uint16_t event = 0;
     uint32_t value = 0;
@@ -158,6 +192,10 @@ s_conn_refused (conn_t *c, const opts_t *o, char *why, size_t size)
             break;
     zmq_msg_close (&m);
     bool curve = zl_curve_enabled (&o->curve);
+    if (event == ZMQ_EVENT_CONNECT_RETRIED) {
+        snprintf (why, size, "nothing answers at %s", c->endpoint);
+        return S_CONN_NOBODY;
+    }
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
         snprintf (why, size,
                   "the broker at %s refused this key (ZAP status %u): is its public "
@@ -175,72 +213,129 @@ s_conn_refused (conn_t *c, const opts_t *o, char *why, size_t size)
         snprintf (why, size, "the handshake with the broker at %s failed (event 0x%x, 0x%x)%s",
                   c->endpoint, event, value,
                   curve ? ": is --curve-server the broker's public certificate?" : "");
-    return true;
+    return S_CONN_REFUSED;
 }
 
 // ---------------------------------------------------------------- request
-// Send `req` and wait for the reply. Returns 0 with `reply` decoded (borrowed
-// from `codec`), 1 if the broker answered with an Error, 3 if it did not
-// answer in time or refused the handshake.
+// Send `req` and wait for the reply, from one broker of the --admin list at
+// a time: the first, then the next whenever one finds nothing listening,
+// refuses the handshake or stays silent for its share of --timeout, and the
+// leader a standby names (Error NOT_LEADER). Returns 0 with `reply` decoded
+// (borrowed from `codec`), 1 if a broker answered with another Error, 2 for
+// a bad endpoint, 3 if none answered in time or every one refused us.
 static int
 s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t *reply,
            conn_t *conn)
 {
-    if (s_conn_open (conn, o, ZMQ_DEALER, o->admin, "admin") != 0) {
-        s_conn_close (conn);
+    zl_eplist_t *brokers = s_brokers (o->admin, "admin");
+    if (!brokers)
         return 2;
-    }
-    void *s = conn->handle;
+    size_t n = zl_eplist_size (brokers);
     zl_rng_t rng;
     zl_rng_seed (&rng, 0);
     req->request_id = zl_rng_next (&rng) >> 1;
     zl_msg_t m = {.kind = ZL_MSG_ADMIN_REQUEST};
     m.u.admin_request = *req;
-    zl_wire_send (s, codec, &m, 0);
     int64_t deadline = zl_clock_mono_ms () + (int64_t)o->timeout_ms;
-    for (;;) {
-        long left = (long)(deadline - zl_clock_mono_ms ());
-        if (left <= 0)
+    size_t untried = n; // brokers of the list not yet tried since the last NOT_LEADER
+    int rc = 3, hops = 0;
+    char why[512] = "";
+    for (; untried > 0 && zl_clock_mono_ms () < deadline; untried--) {
+        if (s_conn_open (conn, o, ZMQ_DEALER, brokers, 0, 1, "admin",
+                         S_HANDSHAKE_FAILED | (n > 1 ? ZMQ_EVENT_CONNECT_RETRIED : 0)) != 0) {
+            rc = 2;
             break;
-        zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
-                                  {zsock_resolve (conn->monitor), 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll (items, 2, left) <= 0)
-            continue;
-        char why[512];
-        if (s_conn_refused (conn, o, why, sizeof why)) {
-            fprintf (stderr, "zlane-ctl: %s\n", why);
-            s_conn_close (conn);
-            return 3;
         }
-        if (!(items[0].revents & ZMQ_POLLIN))
-            continue;
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, s, 0) < 0) {
+        void *s = conn->handle;
+        zl_wire_send (s, codec, &m, 0);
+        // a share of what is left, so that every broker of the list gets one
+        int64_t now = zl_clock_mono_ms ();
+        int64_t until = now + (deadline - now) / (int64_t)untried;
+        bool next = false;
+        while (!next) {
+            long left = (long)(until - zl_clock_mono_ms ());
+            if (left <= 0)
+                break;
+            zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
+                                      {zsock_resolve (conn->monitor), 0, ZMQ_POLLIN, 0}};
+            if (zmq_poll (items, 2, left) <= 0)
+                continue;
+            s_conn_event_t ev = s_conn_refused (conn, o, why, sizeof why);
+            if (ev != S_CONN_OK) {
+                if (ev == S_CONN_REFUSED || n > 1)
+                    fprintf (stderr, "zlane-ctl: %s\n", why);
+                if (ev == S_CONN_REFUSED && n == 1) {
+                    zl_eplist_destroy (&brokers);
+                    s_conn_close (conn);
+                    return 3;
+                }
+                next = true;
+                break;
+            }
+            if (!(items[0].revents & ZMQ_POLLIN))
+                continue;
+            zmq_msg_t frame;
+            zmq_msg_init (&frame);
+            if (zmq_msg_recv (&frame, s, 0) < 0) {
+                zmq_msg_close (&frame);
+                continue;
+            }
+            zl_decode_rc_t drc =
+                zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame), reply);
             zmq_msg_close (&frame);
-            continue;
+            if (drc != ZL_DECODE_OK)
+                continue;
+            if (reply->kind == ZL_MSG_ADMIN_REQUEST) {
+                // our own request: the socket met itself (a dial to a closed
+                // loopback port can), no broker there
+                snprintf (why, sizeof why, "nothing but ourselves at %s", conn->endpoint);
+                fprintf (stderr, "zlane-ctl: %s\n", why);
+                next = true;
+                break;
+            }
+            if (reply->kind == ZL_MSG_ERROR && reply->u.error.code == ZL_ERR_NOT_LEADER &&
+                hops < 2 * (int)n + 2) {
+                // a standby did nothing: ask the leader it names (or the next)
+                fprintf (stderr, "zlane-ctl: the broker at %s is not the leader: %s\n",
+                         conn->endpoint, reply->u.error.message);
+                hops++;
+                bool named =
+                    zl_eplist_follow (brokers, reply->u.error.n_leader_endpoints,
+                                      (const char *const *)reply->u.error.leader_endpoints);
+                untried = named ? n + 2 : untried; // the leader, then the list again
+                s_conn_close (conn);
+                goto moved;
+            }
+            if (reply->kind == ZL_MSG_ERROR) {
+                fprintf (stderr, "zlane-ctl: broker error: %s: %s\n",
+                         zl_error_code_name (reply->u.error.code), reply->u.error.message);
+                zl_eplist_destroy (&brokers);
+                s_conn_close (conn);
+                return 1;
+            }
+            if (reply->kind == ZL_MSG_ADMIN_REPLY &&
+                reply->u.admin_reply.request_id == req->request_id) {
+                conn->endpoint = NULL; // it was the list's
+                zl_eplist_destroy (&brokers);
+                return 0; // conn stays open; the reply borrows nothing from it
+            }
         }
-        zl_decode_rc_t rc =
-            zl_codec_decode (codec, zmq_msg_data (&frame), zmq_msg_size (&frame), reply);
-        zmq_msg_close (&frame);
-        if (rc != ZL_DECODE_OK)
-            continue;
-        if (reply->kind == ZL_MSG_ERROR) {
-            fprintf (stderr, "zlane-ctl: broker error: %s: %s\n",
-                     zl_error_code_name (reply->u.error.code), reply->u.error.message);
-            s_conn_close (conn);
-            return 1;
-        }
-        if (reply->kind == ZL_MSG_ADMIN_REPLY && reply->u.admin_reply.request_id == req->request_id)
-            return 0; // the reply borrows nothing from the socket, but keep order simple
+        if (!next && n > 1)
+            fprintf (stderr, "zlane-ctl: no answer from the broker at %s\n", conn->endpoint);
+        s_conn_close (conn);
+        zl_eplist_next (brokers);
+        continue;
+    moved:;
     }
-    fprintf (stderr, "zlane-ctl: no answer from the broker at %s within %" PRIu64 " ms%s\n",
-             o->admin, o->timeout_ms,
-             zl_curve_enabled (&o->curve) ? ""
-                                          : " (if it runs with --curve, give --curve-server "
-                                            "and --cert)");
+    if (rc == 3)
+        fprintf (stderr, "zlane-ctl: no answer from the broker%s at %s within %" PRIu64 " ms%s\n",
+                 n > 1 ? "s" : "", zl_eplist_text (brokers), o->timeout_ms,
+                 zl_curve_enabled (&o->curve) ? ""
+                                              : " (if it runs with --curve, give --curve-server "
+                                                "and --cert)");
+    zl_eplist_destroy (&brokers);
     s_conn_close (conn);
-    return 3;
+    return rc;
 }
 
 static int
@@ -646,9 +741,15 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
         else
             return s_fail_usage ("tail: unexpected argument '%s'", argv[i]);
     }
+    // every broker of the list: only the leader publishes
+    zl_eplist_t *brokers = s_brokers (o->events, "events");
+    if (!brokers)
+        return 2;
     conn_t conn;
-    if (s_conn_open (&conn, o, ZMQ_SUB, o->events, "events") != 0) {
+    if (s_conn_open (&conn, o, ZMQ_SUB, brokers, 0, zl_eplist_size (brokers), "events",
+                     S_HANDSHAKE_FAILED) != 0) {
         s_conn_close (&conn);
+        zl_eplist_destroy (&brokers);
         return 2;
     }
     void *s = conn.handle;
@@ -724,6 +825,7 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
     }
     zl_codec_destroy (&codec);
     s_conn_close (&conn);
+    zl_eplist_destroy (&brokers);
     return rc;
 }
 

@@ -11,13 +11,28 @@
       4. apply connection events from the monitor (a new handshake means a new
          broker connection: Hello again, credit from zero, resend everything
          not yet accepted), then the broker's replies;
-      5. steps 1 and 2 again, for what the replies made possible.
+      5. if the broker is gone or said NOT_LEADER, leave it (below);
+      6. steps 1 and 2 again, for what the replies made possible.
+
+    Several brokers. The endpoint option may list several brokers (one
+    leads, the others stand by). The producer talks to one at a time, on a
+    socket of its own. It leaves it for another when it is silent (ZeroMQ's
+    heartbeats dropped the connection, a dial was refused, no answer (the
+    handshake, then Credit for our Hello) came within S_DIAL_TIMEOUT_MS of
+    the dial, or the peer echoes our own Hello), for the next, round robin;
+    and when it answers NOT_LEADER, for the leader it names (or the next).
+    It closes that socket and dials the new endpoint after a full-jitter
+    backoff that doubles on every move until a broker serves (Credit,
+    Accepted, Rejected). The new connection is a new session as above:
+    whatever was not Accepted is resent under its key. With one endpoint
+    ZeroMQ reconnects the same socket, as it always did.
     Results are collected on a list and handed to the callback only from
     zl_producer_poll and zl_producer_wait, never from inside a submit. */
 #include "zlane_producer.h"
 
 #include "clock.h"
 #include "codec.h"
+#include "eplist.h"
 #include "log.h"
 #include "pending.h"
 #include "rng.h"
@@ -27,6 +42,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,10 +62,11 @@
 #define S_HEARTBEAT_TIMEOUT_MS 3000
 #define S_REDIAL_MIN_MS 1000 // ZeroMQ gives up on a refused handshake: we dial again
 #define S_REDIAL_MAX_MS 30000
+#define S_DIAL_TIMEOUT_MS S_HEARTBEAT_TIMEOUT_MS // several brokers: no answer by then, next
 #define S_MONITOR_EVENTS                                                                           \
     (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |                                      \
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
-     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECT_RETRIED)
 
 typedef struct {
     int64_t at_ms;
@@ -58,7 +75,8 @@ typedef struct {
 
 struct _zl_producer_t {
     // configuration
-    char *endpoint;
+    zl_eplist_t *brokers; // every endpoint given, and the one in use
+    char *endpoint;       // the endpoint the socket is for (a copy: the list moves first)
     char *client;
     uint32_t deadline_ms;
     uint32_t max_batch;
@@ -68,7 +86,7 @@ struct _zl_producer_t {
     zl_curve_t curve;  // set on the DEALER before it connects
     char instance[17]; // random hex naming this instance in generated keys
 
-    // sockets
+    // sockets (NULL between leaving one broker and dialling the next)
     zsock_t *sock; // DEALER to the broker's frontend
     void *handle;
     zsock_t *monitor; // PAIR receiving the DEALER's connection events
@@ -87,6 +105,16 @@ struct _zl_producer_t {
     int64_t down_since_ms; // when the link was lost (or the producer made)
     uint64_t credit_limit; // specs the broker allows since our Hello
     uint64_t sent_since_hello;
+
+    // several brokers
+    zl_rng_t rng;             // backoff jitter
+    uint32_t backoff_ms;      // upper bound of the next move's delay
+    bool leave;               // leave this broker at the end of the pump
+    char leave_why[128];      // why, for the log
+    bool leave_loud;          // log it as info: a held connection or a NOT_LEADER
+    bool dial_due;            // no socket: dial self->endpoint at dial_at_ms
+    int64_t dial_at_ms;       //
+    int64_t dial_deadline_ms; // roaming: leave if the broker said nothing by then; 0 = none
 
     // jobs
     zl_pending_t *pending;
@@ -133,6 +161,14 @@ s_duration (int64_t ms, char *buf, size_t size)
     else
         snprintf (buf, size, "%.1f s", (double)ms / 1000.0);
     return buf;
+}
+
+//  Where the producer looks for a broker, for messages: the whole list when
+//  there are several.
+static const char *
+s_where (zl_producer_t *self)
+{
+    return zl_eplist_size (self->brokers) > 1 ? zl_eplist_text (self->brokers) : self->endpoint;
 }
 
 static bool
@@ -303,7 +339,7 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
 {
     char took[32];
     if (!self->connected) {
-        snprintf (buf, size, "broker unreachable at %s for %s%s%s%s", self->endpoint,
+        snprintf (buf, size, "broker unreachable at %s for %s%s%s%s", s_where (self),
                   s_duration (now - self->down_since_ms, took, sizeof took),
                   job->sends ? " (the job was sent; it may have been accepted)" : "",
                   self->refused[0] ? ": " : "", self->refused);
@@ -331,18 +367,34 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
     }
 }
 
-//  Requeue due retries, dial again after a refused handshake and time out
+static void s_dial (zl_producer_t *self, int64_t now);
+static void s_leave_for_next (zl_producer_t *self, const char *why);
+
+//  Dial the next broker when due, leave one that gave no answer in time,
+//  requeue due retries, dial again after a refused handshake and time out
 //  jobs past their deadline.
 static void
 s_run_timers (zl_producer_t *self, int64_t now)
 {
-    if (self->redial_at_ms && now >= self->redial_at_ms) {
+    if (self->dial_due && now >= self->dial_at_ms)
+        s_dial (self, now);
+    if (self->dial_deadline_ms && now >= self->dial_deadline_ms && !self->leave) {
+        self->dial_deadline_ms = 0;
+        s_leave_for_next (self, "no answer in time");
+    }
+    if (self->redial_at_ms && now >= self->redial_at_ms && self->handle && !self->leave) {
         //  A connection whose handshake failed is not retried by ZeroMQ, but the
-        //  broker may admit us now (its clients directory is reloaded): a new one.
+        //  broker may admit us now (its clients directory is reloaded): a new one,
+        //  or the next broker when there are several.
         self->redial_at_ms = 0;
-        zmq_disconnect (self->handle, self->endpoint);
-        if (zmq_connect (self->handle, self->endpoint) == 0)
-            zl_debug (S_COMPONENT, "dialling %s again after a refused handshake", self->endpoint);
+        if (zl_eplist_roams (self->brokers))
+            s_leave_for_next (self, "its handshake failed");
+        else {
+            zmq_disconnect (self->handle, self->endpoint);
+            if (zmq_connect (self->handle, self->endpoint) == 0)
+                zl_debug (S_COMPONENT, "dialling %s again after a refused handshake",
+                          self->endpoint);
+        }
     }
     while (self->n_retries > 0 && self->retries[0].at_ms <= now) {
         s_timer_t timer = s_retry_pop (self);
@@ -374,7 +426,13 @@ s_run_timers (zl_producer_t *self, int64_t now)
 static int64_t
 s_next_timer (zl_producer_t *self)
 {
+    if (self->leave)
+        return zl_clock_mono_ms (); // at once
     int64_t next = self->redial_at_ms ? self->redial_at_ms : -1;
+    if (self->dial_due && (next < 0 || self->dial_at_ms < next))
+        next = self->dial_at_ms;
+    if (self->dial_deadline_ms && (next < 0 || self->dial_deadline_ms < next))
+        next = self->dial_deadline_ms;
     if (self->n_retries > 0 && (next < 0 || self->retries[0].at_ms < next))
         next = self->retries[0].at_ms;
     zl_pending_job_t *job = zl_pending_get (self->pending, self->live_cursor);
@@ -510,7 +568,21 @@ static size_t s_new_session (zl_producer_t *self);
 static void
 s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 {
+    if (msg->kind == ZL_MSG_ACCEPTED || msg->kind == ZL_MSG_REJECTED || msg->kind == ZL_MSG_CREDIT)
+        self->backoff_ms = S_RECONNECT_IVL_MS; // a broker that serves
+    self->dial_deadline_ms = 0;                // a broker answers: it is there
     switch (msg->kind) {
+    case ZL_MSG_HELLO:
+    case ZL_MSG_SUBMIT:
+        //  Our own words: the socket is connected to itself (a dial to a
+        //  closed loopback port can meet its own source port), or to another
+        //  client. No broker there: leave it, for the next (or a new dial).
+        if (!self->leave) {
+            zl_warn (S_COMPONENT, "the peer at %s is not a broker (it sent us %s)", self->endpoint,
+                     zl_msg_kind_name (msg->kind));
+            s_leave_for_next (self, "not a broker");
+        }
+        break;
     case ZL_MSG_ACCEPTED: s_on_accepted (self, &msg->u.accepted); break;
     case ZL_MSG_REJECTED: s_on_rejected (self, &msg->u.rejected, zl_clock_mono_ms ()); break;
     case ZL_MSG_CREDIT:
@@ -523,6 +595,21 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
         s_set_error (self, "broker at %s reported %s: %s", self->endpoint,
                      zl_error_code_name (msg->u.error.code),
                      msg->u.error.message ? msg->u.error.message : "");
+        if (msg->u.error.code == ZL_ERR_NOT_LEADER) {
+            //  A standby took nothing: leave it for the leader it names, or for
+            //  the next broker; the new session resends every unanswered job.
+            //  The rest of what it sent is dropped with its socket.
+            if (self->leave)
+                break;
+            zl_info (S_COMPONENT, "%s", self->last_error);
+            bool named = zl_eplist_follow (self->brokers, msg->u.error.n_leader_endpoints,
+                                           (const char *const *)msg->u.error.leader_endpoints);
+            self->leave = true;
+            self->leave_loud = true;
+            snprintf (self->leave_why, sizeof self->leave_why, "it is not the leader%s",
+                      named ? "; the leader is elsewhere" : "");
+            break;
+        }
         zl_warn (S_COMPONENT, "%s", self->last_error);
         //  The broker has no session for us (it forgot us after producer_idle,
         //  or never saw our Hello): the Submit it answered so was not taken.
@@ -547,7 +634,7 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 static void
 s_drain_socket (zl_producer_t *self)
 {
-    for (int i = 0; i < S_RECV_BURST; i++) {
+    for (int i = 0; i < S_RECV_BURST && self->handle && !self->leave; i++) {
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, self->handle, ZMQ_DONTWAIT) < 0) {
@@ -634,6 +721,10 @@ s_on_disconnected (zl_producer_t *self)
 {
     if (!self->connected)
         return; // a connect attempt that never got as far as a handshake
+    //  Several brokers: this one is gone (dead, or silent past ZeroMQ's
+    //  heartbeat timeout): try the next rather than wait for it.
+    if (zl_eplist_roams (self->brokers) && !self->leave)
+        s_leave_for_next (self, "the connection was lost");
     self->connected = false;
     self->hello_pending = false;
     self->out_blocked = false;
@@ -694,7 +785,7 @@ s_on_refused (zl_producer_t *self, uint16_t event, uint32_t value)
 static void
 s_drain_monitor (zl_producer_t *self)
 {
-    while (true) {
+    while (self->monitor_handle) {
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, self->monitor_handle, ZMQ_DONTWAIT) < 0) {
@@ -722,9 +813,137 @@ s_drain_monitor (zl_producer_t *self)
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: s_on_refused (self, event, value); break;
+        case ZMQ_EVENT_CONNECT_RETRIED:
+            //  the dial failed (nothing listens there): with several brokers
+            //  this one is down, try the next; with one, ZeroMQ dials again
+            if (zl_eplist_roams (self->brokers) && !self->connected && !self->leave)
+                s_leave_for_next (self, "nothing answers there");
+            break;
         default: break;
         }
     }
+}
+
+// ---------------------------------------------------------------- several brokers
+
+static void
+s_setsockopt_int (void *handle, int option, int value)
+{
+    zmq_setsockopt (handle, option, &value, sizeof value);
+}
+
+//  Close the DEALER and its monitor; what was queued on them is dropped.
+static void
+s_close_socket (zl_producer_t *self)
+{
+    if (self->handle)
+        zmq_socket_monitor (self->handle, NULL, 0);
+    zsock_destroy (&self->monitor);
+    zsock_destroy (&self->sock);
+    self->handle = NULL;
+    self->monitor_handle = NULL;
+}
+
+//  Open a DEALER to self->endpoint, watched by a monitor. Returns 0, or -1
+//  with errno (the endpoint is not valid); then the caller closes it.
+static int
+s_open_socket (zl_producer_t *self)
+{
+    self->sock = zsock_new (ZMQ_DEALER);
+    self->monitor = zsock_new (ZMQ_PAIR);
+    if (!self->sock || !self->monitor) {
+        errno = ENOMEM;
+        return -1;
+    }
+    self->handle = zsock_resolve (self->sock);
+    self->monitor_handle = zsock_resolve (self->monitor);
+    s_setsockopt_int (self->handle, ZMQ_LINGER, S_LINGER_MS);
+    s_setsockopt_int (self->handle, ZMQ_SNDHWM, S_HWM);
+    s_setsockopt_int (self->handle, ZMQ_RCVHWM, S_HWM);
+    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL, S_RECONNECT_IVL_MS);
+    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL_MAX, S_RECONNECT_IVL_MAX_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_IVL, S_HEARTBEAT_IVL_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TIMEOUT, S_HEARTBEAT_TIMEOUT_MS);
+    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TTL, S_HEARTBEAT_TIMEOUT_MS);
+    //  Queue nothing for a peer that is not there: what was unsent when a
+    //  connection died is dropped by ZeroMQ and resent by us after our Hello,
+    //  never sent ahead of it.
+    s_setsockopt_int (self->handle, ZMQ_IMMEDIATE, 1);
+    //  CURVE keys hold for every reconnect ZeroMQ makes on this socket (and
+    //  for every broker of the list: brokers of one deployment share a key).
+    zl_curve_apply (&self->curve, self->sock);
+
+    //  Watch the DEALER's connection events before connecting, so that the
+    //  first handshake is seen too.
+    static atomic_uint_fast64_t instances; // inproc names must be unique in the context
+    snprintf (self->monitor_endpoint, sizeof self->monitor_endpoint,
+              "inproc://zlane-producer-monitor-%llu",
+              (unsigned long long)atomic_fetch_add (&instances, 1));
+    if (zmq_socket_monitor (self->handle, self->monitor_endpoint, S_MONITOR_EVENTS) < 0 ||
+        zmq_connect (self->monitor_handle, self->monitor_endpoint) < 0 ||
+        zmq_connect (self->handle, self->endpoint) < 0)
+        return -1;
+    return 0;
+}
+
+//  Open the socket for the endpoint in use; with several brokers, give it
+//  S_DIAL_TIMEOUT_MS to answer (the handshake, then Credit for our Hello).
+static void
+s_dial (zl_producer_t *self, int64_t now)
+{
+    self->dial_due = false;
+    if (s_open_socket (self) != 0) {
+        zl_warn (S_COMPONENT, "cannot dial broker at %s: %s", self->endpoint, zmq_strerror (errno));
+        s_close_socket (self);
+        s_leave_for_next (self, "its endpoint is not valid");
+        return;
+    }
+    self->dial_deadline_ms = zl_eplist_roams (self->brokers) ? now + S_DIAL_TIMEOUT_MS : 0;
+    zl_debug (S_COMPONENT, "dialling broker at %s", self->endpoint);
+}
+
+//  Mark this broker to be left, for the next of the list (round robin), at
+//  the end of the pump.
+static void
+s_leave_for_next (zl_producer_t *self, const char *why)
+{
+    if (self->leave)
+        return;
+    zl_eplist_next (self->brokers);
+    self->leave = true;
+    self->leave_loud = self->connected;
+    snprintf (self->leave_why, sizeof self->leave_why, "%s", why);
+}
+
+//  Leave the broker in use for the one the list now points at: close the
+//  socket (a held connection ends as a disconnect: its unanswered jobs are
+//  resent in the next session) and dial the new endpoint after a full-jitter
+//  backoff, which doubles until a broker serves.
+static void
+s_leave (zl_producer_t *self, int64_t now)
+{
+    bool loud = self->leave_loud;
+    if (self->connected)
+        s_on_disconnected (self); // self->leave is still set: no second move
+    s_close_socket (self);
+    self->leave = false;
+    self->redial_at_ms = 0;
+    self->dial_deadline_ms = 0;
+    uint64_t delay = zl_rng_range (&self->rng, self->backoff_ms);
+    self->backoff_ms = self->backoff_ms >= S_RECONNECT_IVL_MAX_MS / 2 ? S_RECONNECT_IVL_MAX_MS
+                                                                      : self->backoff_ms * 2;
+    const char *next = zl_eplist_current (self->brokers);
+    if (loud)
+        zl_info (S_COMPONENT, "leaving broker at %s (%s); trying %s in %llu ms", self->endpoint,
+                 self->leave_why, next, (unsigned long long)delay);
+    else
+        zl_debug (S_COMPONENT, "leaving broker at %s (%s); trying %s in %llu ms", self->endpoint,
+                  self->leave_why, next, (unsigned long long)delay);
+    free (self->endpoint);
+    self->endpoint = zl_strdup (next);
+    self->dial_due = true;
+    self->dial_at_ms = now + (int64_t)delay;
+    self->stats.moves++;
 }
 
 //  One turn of the loop described at the top of this file. `timeout_ms` -1
@@ -747,13 +966,18 @@ s_pump (zl_producer_t *self, int timeout_ms)
     zmq_pollitem_t items[] = {
         {self->handle, 0, ZMQ_POLLIN | (self->connected && self->out_blocked ? ZMQ_POLLOUT : 0), 0},
         {self->monitor_handle, 0, ZMQ_POLLIN, 0}};
-    if (zmq_poll (items, 2, wait) < 0)
-        return -1;
+    if (self->handle) {
+        if (zmq_poll (items, 2, wait) < 0)
+            return -1;
+    } else if (wait != 0 && poll (NULL, 0, wait < 0 ? S_RECONNECT_IVL_MAX_MS : (int)wait) < 0)
+        return -1; // between brokers: only timers (the next dial is one)
     if (items[0].revents & ZMQ_POLLOUT)
         self->out_blocked = false;
 
     s_drain_monitor (self);
     s_drain_socket (self);
+    if (self->leave)
+        s_leave (self, zl_clock_mono_ms ());
     s_run_timers (self, zl_clock_mono_ms ());
     s_send_queued (self);
     return 0;
@@ -771,19 +995,28 @@ zl_producer_opts_defaults (zl_producer_opts_t *opts)
                                  .max_batch = 256};
 }
 
-static void
-s_setsockopt_int (void *handle, int option, int value)
-{
-    zmq_setsockopt (handle, option, &value, sizeof value);
-}
-
 zl_producer_t *
 zl_producer_new (const zl_producer_opts_t *opts)
 {
     zl_producer_opts_t defaults;
     zl_producer_opts_defaults (&defaults);
+    zl_eplist_t *brokers = zl_eplist_new (opts->endpoint ? opts->endpoint : defaults.endpoint);
+    if (!brokers) {
+        zl_error (S_COMPONENT, "bad broker endpoint list '%s'", opts->endpoint);
+        errno = EINVAL;
+        return NULL;
+    }
+    const char *bad = NULL;
+    if (zl_eplist_probe (brokers, &bad) != 0) {
+        int saved = errno;
+        zl_error (S_COMPONENT, "bad broker endpoint '%s': %s", bad, zmq_strerror (saved));
+        zl_eplist_destroy (&brokers);
+        errno = saved;
+        return NULL;
+    }
     zl_producer_t *self = ZL_NEW (zl_producer_t);
-    self->endpoint = zl_strdup (opts->endpoint ? opts->endpoint : defaults.endpoint);
+    self->brokers = brokers;
+    self->endpoint = zl_strdup (zl_eplist_current (brokers));
     self->client = zl_strdup (opts->client ? opts->client : defaults.client);
     self->deadline_ms = opts->deadline_ms ? opts->deadline_ms : defaults.deadline_ms;
     self->max_batch = opts->max_batch ? opts->max_batch : defaults.max_batch;
@@ -791,9 +1024,8 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->on_result = opts->on_result;
     self->on_result_arg = opts->on_result_arg;
     self->curve = opts->curve;
-    zl_rng_t rng;
-    zl_rng_seed (&rng, 0);
-    zl_rng_hex (&rng, self->instance, 16);
+    zl_rng_seed (&self->rng, 0);
+    zl_rng_hex (&self->rng, self->instance, 16);
 
     self->codec = zl_codec_new ();
     self->pending = zl_pending_new ();
@@ -802,45 +1034,16 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->live_cursor = 1;
     self->down_since_ms = zl_clock_mono_ms ();
     self->redial_ms = S_REDIAL_MIN_MS;
+    self->backoff_ms = S_RECONNECT_IVL_MS;
 
-    self->sock = zsock_new (ZMQ_DEALER);
-    self->monitor = zsock_new (ZMQ_PAIR);
-    if (!self->sock || !self->monitor) {
-        zl_producer_destroy (&self);
-        errno = ENOMEM;
-        return NULL;
-    }
-    self->handle = zsock_resolve (self->sock);
-    self->monitor_handle = zsock_resolve (self->monitor);
-    s_setsockopt_int (self->handle, ZMQ_LINGER, S_LINGER_MS);
-    s_setsockopt_int (self->handle, ZMQ_SNDHWM, S_HWM);
-    s_setsockopt_int (self->handle, ZMQ_RCVHWM, S_HWM);
-    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL, S_RECONNECT_IVL_MS);
-    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL_MAX, S_RECONNECT_IVL_MAX_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_IVL, S_HEARTBEAT_IVL_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TIMEOUT, S_HEARTBEAT_TIMEOUT_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TTL, S_HEARTBEAT_TIMEOUT_MS);
-    //  Queue nothing for a peer that is not there: what was unsent when a
-    //  connection died is dropped by ZeroMQ and resent by us after our Hello,
-    //  never sent ahead of it.
-    s_setsockopt_int (self->handle, ZMQ_IMMEDIATE, 1);
-    //  CURVE keys hold for every reconnect ZeroMQ makes on this socket.
-    zl_curve_apply (&self->curve, self->sock);
-
-    //  Watch the DEALER's connection events before connecting, so that the
-    //  first handshake is seen too.
-    static atomic_uint_fast64_t instances; // inproc names must be unique in the context
-    snprintf (self->monitor_endpoint, sizeof self->monitor_endpoint,
-              "inproc://zlane-producer-monitor-%llu",
-              (unsigned long long)atomic_fetch_add (&instances, 1));
-    if (zmq_socket_monitor (self->handle, self->monitor_endpoint, S_MONITOR_EVENTS) < 0 ||
-        zmq_connect (self->monitor_handle, self->monitor_endpoint) < 0 ||
-        zmq_connect (self->handle, self->endpoint) < 0) {
+    if (s_open_socket (self) != 0) {
         int saved = errno;
         zl_producer_destroy (&self);
         errno = saved;
         return NULL;
     }
+    if (zl_eplist_roams (self->brokers))
+        self->dial_deadline_ms = zl_clock_mono_ms () + S_DIAL_TIMEOUT_MS;
     return self;
 }
 
@@ -850,15 +1053,13 @@ zl_producer_destroy (zl_producer_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_producer_t *self = *self_p;
-    if (self->handle)
-        zmq_socket_monitor (self->handle, NULL, 0);
-    zsock_destroy (&self->monitor);
-    zsock_destroy (&self->sock);
+    s_close_socket (self);
     zl_codec_destroy (&self->codec);
     zl_pending_destroy (&self->pending);
     free (self->queue);
     free (self->retries);
     free (self->batch);
+    zl_eplist_destroy (&self->brokers);
     free (self->endpoint);
     free (self->client);
     memset (&self->curve, 0, sizeof self->curve);
@@ -897,7 +1098,7 @@ s_set_wait_error (zl_producer_t *self, int64_t start, int64_t now)
 {
     char took[32];
     if (!self->connected)
-        s_set_error (self, "broker unreachable at %s for %s%s%s", self->endpoint,
+        s_set_error (self, "broker unreachable at %s for %s%s%s", s_where (self),
                      s_duration (now - self->down_since_ms, took, sizeof took),
                      self->refused[0] ? ": " : "", self->refused);
     else if (self->refused[0])

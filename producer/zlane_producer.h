@@ -5,7 +5,11 @@
     through the result callback. The producer honours the broker's credit, keeps
     every job until the broker accepted it (or rejected it for good, or its
     deadline passed), and resends unaccepted jobs under the same idempotency key
-    after a broker restart. Not thread-safe: one producer per thread. */
+    after a broker restart. Given several brokers (one leads, the others
+    stand by), it talks to one at a time: it moves to the next when that one
+    goes silent and to the leader a standby names (NOT_LEADER), and resends
+    there what was not Accepted, under the same keys. Not thread-safe: one
+    producer per thread. */
 #ifndef ZLANE_PRODUCER_H
 #define ZLANE_PRODUCER_H
 
@@ -42,14 +46,16 @@ typedef struct {
 typedef void (zl_producer_result_fn) (const zl_producer_result_t *result, void *arg);
 
 typedef struct {
-    const char *endpoint;             // broker frontend; default "tcp://127.0.0.1:5570"
+    const char *endpoint;             // broker frontend, or several: "tcp://a:5570,tcp://b:5570"
+                                      // (one at a time); default "tcp://127.0.0.1:5570"
     const char *client;               // name sent in Hello; default "zlane-producer"
     uint32_t deadline_ms;             // per job, from the submit call; default 30000
     bool nonblock;                    // submit returns -1/EAGAIN instead of waiting for credit
     uint32_t max_batch;               // job specs per Submit frame; default 256
     zl_producer_result_fn *on_result; // may be NULL
     void *on_result_arg;
-    zl_curve_t curve; // CURVE keys (zl_curve_load); all zero = plaintext
+    zl_curve_t curve; // CURVE keys (zl_curve_load); all zero = plaintext. One server key
+                      // for every broker of the list: brokers of one deployment share it
 } zl_producer_opts_t;
 
 /*  A job to submit. Everything is copied by zl_producer_submit. */
@@ -78,14 +84,15 @@ typedef struct {
     uint64_t retried;    // specs sent again after a retryable rejection
     uint64_t connects;   // handshakes with a broker
     uint64_t disconnects;
+    uint64_t moves; // brokers left for another of the list (silent, refused, NOT_LEADER)
 } zl_producer_stats_t;
 
 /*  Fill `opts` with the defaults above. */
 void zl_producer_opts_defaults (zl_producer_opts_t *opts);
 
-/*  Return a new producer connecting (in the background) to opts->endpoint, or
-    NULL with errno set if the endpoint is invalid. Copies what it needs from
-    `opts`. */
+/*  Return a new producer connecting (in the background) to the first
+    endpoint of opts->endpoint, or NULL with errno set if the list or one of
+    its endpoints is invalid. Copies what it needs from `opts`. */
 zl_producer_t *zl_producer_new (const zl_producer_opts_t *opts);
 
 /*  Destroy the producer; jobs without a result are dropped without a callback
@@ -142,7 +149,8 @@ const char *zl_producer_last_error (zl_producer_t *self);
     until the next producer call. */
 const char *zl_producer_refusal (zl_producer_t *self);
 
-/*  Return the endpoint the producer connects to. Borrowed. */
+/*  Return the endpoint the producer connects to now (one of the list, or a
+    leader's a standby named). Borrowed; valid until the next producer call. */
 const char *zl_producer_endpoint (zl_producer_t *self);
 
 /*  Copy the counters into `*stats`. */

@@ -23,10 +23,19 @@
     what it holds on an ordinary turn: held jobs and pending settlements are
     indexed by job id, the backlog is a FIFO of its own, deadlines live in a
     min-heap (held_timers), and settlements wait in two lists, not yet sent
-    and sent. Only rare events (a reconnect, a stop) walk everything. */
+    and sent. Only rare events (a reconnect, a stop) walk everything.
+
+    Several brokers. The endpoint option may list several (one leads, the
+    others stand by). The worker holds one connection at a time; when the
+    broker is silent for liveness x heartbeat it reconnects to the next of
+    the list (round robin), and when it answers NOT_LEADER, to the leader it
+    names (or the next), both after the same full-jitter backoff, which a
+    NOT_LEADER does not reset. A new connection is a reconnect like any:
+    Ready again, and every pending settlement resent. */
 #include "zlane_worker.h"
 
 #include "clock.h"
+#include "eplist.h"
 #include "held_timers.h"
 #include "log.h"
 #include "rng.h"
@@ -101,9 +110,10 @@ typedef struct {
 struct _zl_worker_t {
     // Options; the strings point at the copies below.
     zl_worker_opts_t opts;
-    char *endpoint;
+    char *endpoint; // the list as given
     char *name;
     char **lanes;
+    zl_eplist_t *brokers; // owned by the I/O thread: the endpoint in use
 
     // Shared with handler threads, guarded by `lock`.
     pthread_mutex_t lock;
@@ -144,6 +154,8 @@ struct _zl_worker_t {
     int64_t last_sent_ms;    // last message to the broker
     int64_t reconnect_at_ms; // when to open a new connection (dealer == NULL)
     uint32_t backoff_ms;     // upper bound of the next reconnect delay
+    bool leave;              // leave this broker at the next tick: NOT_LEADER, or ...
+    bool not_broker;         // ... it is not a broker (it echoes us): the next
     bool draining;           // zl_worker_stop was called
     bool drain_cancelled;    // running jobs were cancelled for the shutdown
     int64_t drain_deadline_ms;
@@ -191,6 +203,17 @@ s_check_opts (const zl_worker_opts_t *o)
     for (size_t i = 0; !why && i < o->n_lanes; i++)
         if (!o->lanes[i] || !*o->lanes[i])
             why = "lane names must not be empty";
+    zl_eplist_t *brokers =
+        why ? NULL : zl_eplist_new (o->endpoint ? o->endpoint : S_DEFAULT_ENDPOINT);
+    const char *bad = NULL;
+    char text[ZL_EPLIST_MAX_LEN + 128];
+    if (!why && !brokers)
+        why = "the broker endpoint list has an empty or overlong entry";
+    else if (!why && zl_eplist_probe (brokers, &bad) != 0) {
+        snprintf (text, sizeof text, "bad broker endpoint '%s': %s", bad, zmq_strerror (errno));
+        why = text;
+    }
+    zl_eplist_destroy (&brokers);
     if (why) {
         zl_error (S_COMPONENT, "invalid options: %s", why);
         return -1;
@@ -229,6 +252,7 @@ zl_worker_new (const zl_worker_opts_t *opts)
     for (size_t i = 0; i < opts->n_lanes; i++)
         self->lanes[i] = zl_strdup (opts->lanes[i]);
     self->opts.endpoint = self->endpoint;
+    self->brokers = zl_eplist_new (self->endpoint); // checked by s_check_opts
     self->opts.name = self->name;
     self->opts.lanes = (const char *const *)self->lanes;
 
@@ -296,6 +320,7 @@ zl_worker_destroy (zl_worker_t **self_p)
         free (self->lanes[i]);
     free (self->lanes);
     free (self->endpoint);
+    zl_eplist_destroy (&self->brokers);
     free (self->name);
     free (self->extends);
     free (self->acks);
@@ -615,24 +640,26 @@ s_send (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     return 0;
 }
 
-/*  Open a new DEALER to the broker; Ready and every pending settlement go
-    out at the next flush. Returns 0 or -1 (the endpoint was refused). */
+/*  Open a new DEALER to the broker in use; Ready and every pending
+    settlement go out at the next flush. Returns 0 or -1 (the endpoint was
+    refused: one a standby named, say). */
 static int
 s_connect (zl_worker_t *self, int64_t now_ms)
 {
+    const char *endpoint = zl_eplist_current (self->brokers);
     self->dealer = zsock_new (ZMQ_DEALER);
     if (self->dealer) {
-        zl_curve_apply (&self->opts.curve, self->dealer); // before connect
+        zl_curve_apply (&self->opts.curve, self->dealer); // before connect: one key for all
         zsock_set_linger (self->dealer, 0);
-        if (zsock_connect (self->dealer, "%s", self->endpoint) != 0) {
-            zl_error (S_COMPONENT, "cannot connect to %s: %s", self->endpoint,
+        if (zsock_connect (self->dealer, "%s", endpoint) != 0) {
+            zl_error (S_COMPONENT, "cannot connect to %s: %s", endpoint,
                       zmq_strerror (zmq_errno ()));
             zsock_destroy (&self->dealer);
         }
     }
     if (!self->dealer)
         return -1;
-    zl_info (S_COMPONENT, "%s connecting to %s", self->name, self->endpoint);
+    zl_info (S_COMPONENT, "%s connecting to %s", self->name, endpoint);
     self->need_ready = true;
     self->last_heard_ms = now_ms; // the broker gets a full liveness period
     self->last_sent_ms = now_ms;
@@ -641,10 +668,20 @@ s_connect (zl_worker_t *self, int64_t now_ms)
 }
 
 /*  Give up on the current connection: close it, presume every held lease
-    lost, and schedule a reconnect after a full-jitter backoff. */
+    lost, and schedule a reconnect after a full-jitter backoff: to the next
+    broker of the list if it went silent, to where a NOT_LEADER pointed
+    (self->leave) otherwise. */
 static void
 s_disconnect (zl_worker_t *self, int64_t now_ms)
 {
+    const char *left = zl_eplist_current (self->brokers);
+    char was[ZL_EPLIST_MAX_LEN + 1];
+    snprintf (was, sizeof was, "%s", left);
+    bool not_leader = self->leave && !self->not_broker;
+    self->leave = false;
+    self->not_broker = false;
+    if (!not_leader)
+        zl_eplist_next (self->brokers); // one endpoint: the same again
     zsock_destroy (&self->dealer);
     self->n_extends = 0;
     S_COUNT (self, reconnects, 1);
@@ -654,8 +691,16 @@ s_disconnect (zl_worker_t *self, int64_t now_ms)
                            ? self->opts.reconnect_max_ms
                            : self->backoff_ms * 2;
     self->reconnect_at_ms = now_ms + (int64_t)delay;
-    zl_warn (S_COMPONENT, "broker %s silent for %u ms; reconnecting in %" PRIu64 " ms",
-             self->endpoint, self->opts.liveness * self->opts.heartbeat_ms, delay);
+    const char *next = zl_eplist_current (self->brokers);
+    if (not_leader)
+        zl_info (S_COMPONENT, "broker %s is not the leader; connecting to %s in %" PRIu64 " ms",
+                 was, next, delay);
+    else if (strcmp (was, next) != 0)
+        zl_warn (S_COMPONENT, "broker %s silent for %u ms; trying %s in %" PRIu64 " ms", was,
+                 self->opts.liveness * self->opts.heartbeat_ms, next, delay);
+    else
+        zl_warn (S_COMPONENT, "broker %s silent for %u ms; reconnecting in %" PRIu64 " ms", was,
+                 self->opts.liveness * self->opts.heartbeat_ms, delay);
 }
 
 // ------------------------------------------------------------------ broker messages
@@ -781,6 +826,17 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
         return;
     }
     switch (e->code) {
+    case ZL_ERR_NOT_LEADER:
+        // A standby: it took nothing we sent. Leave it (at the next tick)
+        // for the leader it names, or for the next broker of the list.
+        if (self->leave)
+            return;
+        zl_info (S_COMPONENT, "broker %s: %s: %s", zl_eplist_current (self->brokers),
+                 zl_error_code_name (e->code), e->message ? e->message : "");
+        zl_eplist_follow (self->brokers, e->n_leader_endpoints,
+                          (const char *const *)e->leader_endpoints);
+        self->leave = true;
+        return;
     case ZL_ERR_NOT_READY:
         // The broker does not know us (it restarted): introduce ourselves again
         // and resend what it may not have recorded.
@@ -806,6 +862,21 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     case ZL_MSG_SETTLED: s_on_settled (self, &msg->u.settled); break;
     case ZL_MSG_ERROR: s_on_error (self, &msg->u.error); break;
     case ZL_MSG_HEARTBEAT: break; // its arrival is the point
+    case ZL_MSG_READY:
+    case ZL_MSG_ACK:
+    case ZL_MSG_NACK:
+    case ZL_MSG_EXTEND:
+        // Our own words: the socket is connected to itself (a dial to a
+        // closed loopback port can meet its own source port), or to another
+        // worker, and would echo our heartbeats forever. No broker there:
+        // leave it as if it were silent.
+        if (!self->leave) {
+            zl_warn (S_COMPONENT, "%s is not a broker (it sent us %s)",
+                     zl_eplist_current (self->brokers), zl_msg_kind_name (msg->kind));
+            self->leave = true;
+            self->not_broker = true;
+        }
+        break;
     default:
         zl_warn (S_COMPONENT, "unexpected %s from broker, ignored", zl_msg_kind_name (msg->kind));
     }
@@ -816,16 +887,16 @@ static void
 s_recv_all (zl_worker_t *self, int64_t now_ms)
 {
     void *sock = zsock_resolve (self->dealer);
-    for (int i = 0; i < S_RECV_BATCH; i++) {
+    for (int i = 0; i < S_RECV_BATCH && !self->leave; i++) {
         zmq_msg_t frame;
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, sock, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close (&frame);
             return;
         }
-        // Any frame, even a bad one, shows the broker is alive.
+        // Any frame, even a bad one, shows the broker is alive; the backoff
+        // restarts only for what a serving broker sends (below).
         self->last_heard_ms = now_ms;
-        self->backoff_ms = self->opts.reconnect_min_ms;
         if (zmq_msg_more (&frame)) {
             // Not ours (one Envelope per message): drop every part of it.
             while (zmq_msg_more (&frame) && zmq_msg_recv (&frame, sock, 0) >= 0)
@@ -842,6 +913,10 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
             zl_warn (S_COMPONENT, "undecodable frame from broker (rc %d), ignored", (int)rc);
             continue;
         }
+        if (msg.kind == ZL_MSG_DISPATCH || msg.kind == ZL_MSG_SETTLED ||
+            msg.kind == ZL_MSG_HEARTBEAT ||
+            (msg.kind == ZL_MSG_ERROR && msg.u.error.code != ZL_ERR_NOT_LEADER))
+            self->backoff_ms = self->opts.reconnect_min_ms; // a broker that serves
         s_on_message (self, &msg, now_ms);
     }
 }
@@ -1035,10 +1110,13 @@ static void
 s_tick (zl_worker_t *self, int64_t now_ms)
 {
     int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
-    if (self->dealer && now_ms - self->last_heard_ms >= silence_ms)
+    if (self->dealer && (self->leave || now_ms - self->last_heard_ms >= silence_ms))
         s_disconnect (self, now_ms);
-    if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0)
+    if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0) {
+        self->leave = false;
+        zl_eplist_next (self->brokers); // a bad endpoint a standby named: the list again
         self->reconnect_at_ms = now_ms + self->opts.reconnect_max_ms;
+    }
 
     // Only the jobs with a deadline that is due: the heap's top.
     zl_held_job_t *h;

@@ -4,6 +4,9 @@
     `concurrency` handler threads. Results are batched into Ack / Nack
     frames; leases are extended at half-life; heartbeats flow both ways and a
     silent broker is reconnected to with jittered backoff (Paranoid Pirate).
+    Given several brokers (one leads, the others stand by), it connects to
+    one at a time: the next of the list when that one goes silent, the
+    leader a standby names when it answers NOT_LEADER (or the next).
     Settlements stay pending until the broker answers Settled and are resent
     after a reconnect with the same lease token. Every Ready carries the
     worker's instance, a random nonzero number chosen by zl_worker_new and
@@ -113,7 +116,8 @@ typedef void (zl_worker_handler_fn) (const zl_worker_job_t *job, zl_worker_resul
 
 // ------------------------------------------------------------------ worker
 typedef struct {
-    const char *endpoint;     // broker backend; default "tcp://127.0.0.1:5571"
+    const char *endpoint;     // broker backend, or several: "tcp://a:5571,tcp://b:5571"
+                              // (one at a time); default "tcp://127.0.0.1:5571"
     const char *name;         // NULL = "<hostname>-<pid>"
     const char *const *lanes; // lanes served (at least one)
     size_t n_lanes;
@@ -134,7 +138,8 @@ typedef struct {
     bool ack_early;
     zl_worker_handler_fn *handler;
     void *handler_arg;
-    zl_curve_t curve; // CURVE keys (zl_curve_load), set on every connection; zero = plaintext
+    zl_curve_t curve; // CURVE keys (zl_curve_load), set on every connection; zero = plaintext.
+                      // One server key for every broker of the list (they share it)
 } zl_worker_opts_t;
 
 /*  Fill `opts` with the defaults above (no lanes, no handler). */
@@ -157,7 +162,8 @@ typedef struct {
 } zl_worker_stats_t;
 
 /*  Return a new worker for `opts` (copied), or NULL if the options are
-    invalid (no handler, no lanes, zero concurrency...); the reason is logged.
+    invalid (no handler, no lanes, zero concurrency, a bad endpoint in the
+    list...); the reason is logged.
     Nothing connects until zl_worker_run. */
 zl_worker_t *zl_worker_new (const zl_worker_opts_t *opts);
 /*  Destroy the worker (it must not be running); nulls the caller's pointer. */

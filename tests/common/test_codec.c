@@ -630,7 +630,22 @@ test_error (void **state)
         s_check_str (in.u.error.message, out.u.error.message);
         assert_int_equal (out.u.error.job_id, in.u.error.job_id);
         assert_int_equal (out.u.error.lease, in.u.error.lease);
+        assert_int_equal (out.u.error.n_leader_endpoints, 0);
     }
+    // a standby names the leader's endpoints, in order
+    const char *leader[] = {"tcp://b.example:5570", "tcp://10.0.0.2:5570"};
+    zl_msg_t in = {.kind = ZL_MSG_ERROR,
+                   .u.error = {.code = ZL_ERR_NOT_LEADER,
+                               .message = "standby",
+                               .n_leader_endpoints = 2,
+                               .leader_endpoints = leader}};
+    zl_msg_t out;
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.error.code, ZL_ERR_NOT_LEADER);
+    assert_string_equal (zl_error_code_name (out.u.error.code), "not_leader");
+    assert_int_equal (out.u.error.n_leader_endpoints, 2);
+    assert_string_equal (out.u.error.leader_endpoints[0], leader[0]);
+    assert_string_equal (out.u.error.leader_endpoints[1], leader[1]);
 }
 
 // ---------------------------------------------------------------- events
@@ -1036,7 +1051,10 @@ s_touch (const zl_msg_t *m)
             sum += m->u.settled.items[i].lease;
         return sum;
     case ZL_MSG_ERROR:
-        return s_touch_str (m->u.error.message) + strlen (zl_error_code_name (m->u.error.code));
+        sum = s_touch_str (m->u.error.message) + strlen (zl_error_code_name (m->u.error.code));
+        for (size_t i = 0; i < m->u.error.n_leader_endpoints; i++)
+            sum += s_touch_str (m->u.error.leader_endpoints[i]);
+        return sum;
     case ZL_MSG_DEAD_LETTER: return s_touch_dead_letter (&m->u.dead_letter);
     case ZL_MSG_ADMIN_REQUEST: {
         const zl_admin_request_t *r = &m->u.admin_request;
@@ -1407,7 +1425,7 @@ test_names (void **state)
     static const char *error[] = {"unspecified",  "bad_frame",    "bad_version", "unknown_kind",
                                   "invalid",      "unknown_job",  "stale_lease", "not_ready",
                                   "unknown_lane", "unauthorized", "not_found",   "internal",
-                                  "max_run",      "not_holder"};
+                                  "max_run",      "not_holder",   "not_leader"};
     assert_int_equal (sizeof error / sizeof *error, ZL_ERR_CODE_COUNT);
     for (int c = 0; c < ZL_ERR_CODE_COUNT; c++)
         assert_string_equal (zl_error_code_name ((zl_error_code_t)c), error[c]);
@@ -1485,6 +1503,20 @@ test_bad_text (void **state)
     assert_int_equal (zl_codec_decode (f->codec, frame, size, &out), ZL_DECODE_BAD_TEXT);
     assert_int_equal (out.kind, ZL_MSG_READY);
     assert_string_equal (zl_codec_error (f->codec), "field 'ready.name' is not valid UTF-8");
+    free (frame);
+
+    // the leader's endpoints are text too: a client never dials a bad one
+    const char *leader[] = {"tcp://a:1", "tcp://b\x01"
+                                         "c:2"};
+    m = (zl_msg_t){.kind = ZL_MSG_ERROR,
+                   .u.error = {.code = ZL_ERR_NOT_LEADER,
+                               .message = "",
+                               .n_leader_endpoints = 2,
+                               .leader_endpoints = leader}};
+    frame = s_encode_patched (f->codec, &m, 0, &size);
+    assert_int_equal (zl_codec_decode (f->codec, frame, size, &out), ZL_DECODE_BAD_TEXT);
+    assert_string_equal (zl_codec_error (f->codec),
+                         "field 'error.leader_endpoints[1]' contains a NUL byte");
     free (frame);
 
     // the next decode forgets it; good text of any script passes

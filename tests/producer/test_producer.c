@@ -523,6 +523,110 @@ test_restart_ride_through (void **state)
     s_fixture_destroy (&t);
 }
 
+//  (d2) Given "dead,A,B", the producer skips the closed port, serves with A,
+//  and when A goes away moves to B and resends there, under the same keys,
+//  exactly the jobs A did not accept. (Fake brokers that serve; nothing here
+//  plays a standby.)
+static void
+test_list_moves_on (void **state)
+{
+    fixture_t *t = ZL_NEW (fixture_t);
+    t->codec = zl_codec_new ();
+    //  Ports from the kernel (zmq_bind; czmq's zsock_bind would hand out the
+    //  same first free port of its range twice): one closed, A and B bound.
+    s_broker_bind (t, "tcp://127.0.0.1:*");
+    char dead_ep[256];
+    snprintf (dead_ep, sizeof dead_ep, "%s", t->endpoint);
+    s_broker_close (t);
+    s_broker_bind (t, "tcp://127.0.0.1:*"); // A
+    zsock_t *b = zsock_new (ZMQ_ROUTER);
+    assert_non_null (b);
+    int linger = 0;
+    zmq_setsockopt (zsock_resolve (b), ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal (zmq_bind (zsock_resolve (b), "tcp://127.0.0.1:*"), 0);
+    char b_ep[256];
+    size_t size = sizeof b_ep;
+    assert_int_equal (zmq_getsockopt (zsock_resolve (b), ZMQ_LAST_ENDPOINT, b_ep, &size), 0);
+    char list[800];
+    snprintf (list, sizeof list, "%s, %s,%s", dead_ep, t->endpoint, b_ep);
+
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = list;
+    opts.client = "test-producer";
+    opts.nonblock = true;
+    opts.on_result = s_on_result;
+    opts.on_result_arg = t;
+    t->producer = zl_producer_new (&opts);
+    assert_non_null (t->producer);
+    assert_string_equal (zl_producer_endpoint (t->producer), dead_ep);
+
+    s_expect_hello (t); // on A, after the closed port
+    assert_string_equal (zl_producer_endpoint (t->producer), t->endpoint);
+    s_send_credit (t, 100);
+    s_wait_credit (t, 100);
+    zl_producer_job_t jobs[10];
+    for (int i = 0; i < 10; i++)
+        jobs[i] = s_job ("m");
+    jobs[4].idempotency_key = "mine-4";
+    assert_int_equal (zl_producer_submit_batch (t->producer, jobs, 10, NULL), 10);
+    zl_producer_flush (t->producer);
+    uint64_t seqs[10];
+    char keys[10][128];
+    s_expect_specs (t, 10, 256, seqs, keys);
+    for (int i = 0; i < 3; i++)
+        s_accept (t, seqs[i], 100 + seqs[i], false);
+    s_wait_results (t, 3);
+
+    //  A goes away without answering seqs 4..10: B takes over.
+    s_broker_close (t);
+    t->router = b;
+    t->handle = zsock_resolve (b);
+    snprintf (t->endpoint, sizeof t->endpoint, "%s", b_ep);
+    s_expect_hello (t);
+    assert_string_equal (zl_producer_endpoint (t->producer), b_ep);
+    s_send_credit (t, 100);
+    uint64_t again[7];
+    char again_keys[7][128];
+    s_expect_specs (t, 7, 256, again, again_keys);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal (again[i], seqs[3 + i]); // in order, accepted ones not resent
+        assert_string_equal (again_keys[i], keys[3 + i]);
+    }
+    assert_string_equal (again_keys[1], "mine-4");
+    for (int i = 0; i < 7; i++)
+        s_accept (t, again[i], 100 + again[i], false);
+    assert_int_equal (zl_producer_wait (t->producer, WAIT_MS), 0);
+    assert_int_equal (t->n_results, 10);
+    for (uint64_t seq = 1; seq <= 10; seq++)
+        assert_int_equal (s_result (t, seq)->status, ZL_PRODUCER_ACCEPTED);
+    zl_producer_stats_t stats;
+    zl_producer_stats (t->producer, &stats);
+    assert_int_equal (stats.resent, 7);
+    assert_int_equal (stats.connects, 2);
+    assert_int_equal (stats.moves, 2); // dead -> A, A -> B
+    assert_int_equal (stats.specs_sent, 17);
+    s_fixture_destroy (&t);
+}
+
+//  A list with an empty entry or an endpoint ZeroMQ refuses makes no producer.
+static void
+test_bad_lists (void **state)
+{
+    const char *bad[] = {"", "tcp://127.0.0.1:1,", "tcp://127.0.0.1:1,,tcp://127.0.0.1:2",
+                         "tcp://127.0.0.1:1,nonsense", NULL};
+    for (int i = 0; bad[i]; i++) {
+        zl_producer_opts_t opts;
+        zl_producer_opts_defaults (&opts);
+        opts.endpoint = bad[i];
+        errno = 0;
+        zl_producer_t *p = zl_producer_new (&opts);
+        if (p)
+            fail_msg ("a producer for '%s'", bad[i]);
+        assert_true (errno != 0);
+    }
+}
+
 //  (e) In nonblock mode a submit without credit returns EAGAIN and takes
 //  nothing, whether the broker is silent or not there at all.
 static void
@@ -720,6 +824,8 @@ main (void)
         cmocka_unit_test (test_accepted_reach_callback),
         cmocka_unit_test (test_rejections),
         cmocka_unit_test (test_restart_ride_through),
+        cmocka_unit_test (test_list_moves_on),
+        cmocka_unit_test (test_bad_lists),
         cmocka_unit_test (test_nonblock_eagain),
         cmocka_unit_test (test_deadlines),
         cmocka_unit_test (test_blocking_submit_waits_for_credit),
