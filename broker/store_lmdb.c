@@ -1,4 +1,25 @@
-#include "store.h"
+/*  store_lmdb: the LMDB backend of the store (store_backend.h), the embedded
+    default: a data directory on the broker's host.
+
+    One write transaction spans one loop turn (group commit); a Submit's new
+    jobs go in a nested transaction so that a full map rejects just that
+    Submit and keeps the rest of the turn.
+
+    Databases (format zlane-store-3): meta (format, next id, the secret key
+    of the idempotency digests), jobs (id -> immutable job record), state
+    (id -> mutable state, absent = never attempted), dedup (the idempotency
+    keys: under the 16-byte digest of a key's prefix, a run of fixed items --
+    the key's number, its tenant's tag, job id, time, whose key -- in
+    number order), and two expiry logs in id (= time) order, dedup_resend
+    for the keys a client library made for its own resends and dedup_user
+    for users' keys (id -> where the key is).
+
+    Room: data.mdb is preallocated (posix_fallocate) ahead of its use and
+    LMDB's map ends where the allocated file does, so a write finds the map
+    full before any commit could find the disk full; new jobs are let in
+    while the free pages inside the file keep a margin for acks and deletes
+    (see zl_store_has_room). */
+#include "store_backend.h"
 
 #include "clock.h"
 #include "log.h"
@@ -46,7 +67,7 @@ enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it i
 // disk is full, the map is full, a write found it full
 enum { WHY_TURN, WHY_GROW, WHY_DISK, WHY_MAP, WHY_WRITE, WHY_KINDS };
 
-struct _zl_store_t {
+typedef struct {
     int lock_fd; // flock on DIR/zlane.lock: one broker per data directory
     MDB_env *env;
     int fd;       // data.mdb (LMDB's descriptor), for preallocation
@@ -96,43 +117,18 @@ struct _zl_store_t {
     int64_t evicted_min_age_ms;  // that key's age
     uint64_t evicted_min_window; // and window
     int64_t evict_logged_ms;
-    // fault injection (zl_store_set_fault): the error an injected write gave
-    // the turn's batch, and the Submit's nested one; 0 = none
-    int txn_fault, sub_fault;
-};
+} s_lmdb_t;
 
 static MDB_txn *
-s_txn (zl_store_t *self)
+s_txn (s_lmdb_t *self)
 {
     return self->sub ? self->sub : self->txn;
 }
 
-static void s_room_lost (zl_store_t *self, const char *what);
-
-// ---------------------------------------------------------------- fault injection
-static zl_store_fault_fn *s_fault_fn;
-static void *s_fault_ctx;
-
-void
-zl_store_set_fault (zl_store_fault_fn *fn, void *ctx)
-{
-    s_fault_fn = fn;
-    s_fault_ctx = ctx;
-}
-
-// The error injected into a write or the commit, or 0. An injected write
-// error loses the batch it was in, as a real one does in LMDB.
-static int
-s_fault (zl_store_t *self, zl_store_fault_t where)
-{
-    int rc = s_fault_fn ? s_fault_fn (s_fault_ctx, where) : 0;
-    if (rc && where == ZL_STORE_FAULT_WRITE)
-        *(self->sub ? &self->sub_fault : &self->txn_fault) = rc;
-    return rc;
-}
+static void s_room_lost (s_lmdb_t *self, const char *what);
 
 static zl_store_rc_t
-s_rc (zl_store_t *self, int rc, const char *what)
+s_rc (s_lmdb_t *self, int rc, const char *what)
 {
     if (rc == MDB_SUCCESS)
         return ZL_STORE_OK;
@@ -165,7 +161,7 @@ s_rc (zl_store_t *self, int rc, const char *what)
 // without the secret nobody can aim at that, so no tenant can make
 // another's job be answered "duplicate".
 static void
-s_idem_key (const zl_store_t *self, const char *tenant, size_t tl, const char *key, size_t kl,
+s_idem_key (const s_lmdb_t *self, const char *tenant, size_t tl, const char *key, size_t kl,
             uint8_t out[IDEM_KEY_LEN])
 {
     size_t d = kl; // where the number starts
@@ -253,8 +249,7 @@ s_item_find (MDB_cursor *c, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
 
 // Record `rec` for `ik`, replacing the item of an earlier job.
 static int
-s_item_put (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN],
-            const zl_idem_rec_t *rec)
+s_item_put (s_lmdb_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open (txn, self->dedup, &c);
@@ -276,7 +271,7 @@ s_item_put (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN],
 // Look up the item of `ik`: 0 with *rec (may be NULL), MDB_NOTFOUND or an
 // LMDB error.
 static int
-s_item_get (zl_store_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
+s_item_get (s_lmdb_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open (txn, self->dedup, &c);
@@ -316,7 +311,7 @@ s_item_find_job (MDB_cursor *c, const uint8_t lv[LOG_VAL_LEN], uint64_t job_id, 
 // The item of the job a log entry names: 0 with *rec, MDB_NOTFOUND (the key
 // went, or a later job has it) or an LMDB error; with `del` it is removed.
 static int
-s_item_of_job (zl_store_t *self, MDB_txn *txn, const uint8_t lv[LOG_VAL_LEN], uint64_t job_id,
+s_item_of_job (s_lmdb_t *self, MDB_txn *txn, const uint8_t lv[LOG_VAL_LEN], uint64_t job_id,
                zl_idem_rec_t *rec, bool del)
 {
     MDB_cursor *c;
@@ -383,7 +378,7 @@ s_old_key (const MDB_val *v, bool v1, const char **tenant, size_t *tl, const cha
 // users' expiry log (which class an old key was is not known: each keeps the
 // users' window, the longer one); then the old databases are deleted.
 static int
-s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
+s_upgrade (s_lmdb_t *self, MDB_txn *txn, const char *from)
 {
     bool v1 = !strcmp (from, FORMAT_V1);
     int64_t t0 = zl_clock_mono_ms ();
@@ -476,7 +471,7 @@ s_upgrade (zl_store_t *self, MDB_txn *txn, const char *from)
 }
 
 static int
-s_open_dedup (zl_store_t *self, MDB_txn *txn, unsigned create)
+s_open_dedup (s_lmdb_t *self, MDB_txn *txn, unsigned create)
 {
     int rc = mdb_dbi_open (txn, "dedup", MDB_DUPSORT | MDB_DUPFIXED | create, &self->dedup);
     if (!rc)
@@ -487,7 +482,7 @@ s_open_dedup (zl_store_t *self, MDB_txn *txn, unsigned create)
 }
 
 static int
-s_new_secret (zl_store_t *self, MDB_txn *txn)
+s_new_secret (s_lmdb_t *self, MDB_txn *txn)
 {
     if (getrandom (self->secret, sizeof self->secret, 0) != (ssize_t)sizeof self->secret)
         return errno ? errno : EIO;
@@ -496,7 +491,7 @@ s_new_secret (zl_store_t *self, MDB_txn *txn)
 }
 
 static int
-s_put_format (zl_store_t *self, MDB_txn *txn)
+s_put_format (s_lmdb_t *self, MDB_txn *txn)
 {
     MDB_val k = {6, "format"}, v = {strlen (ZL_STORE_FORMAT), (void *)ZL_STORE_FORMAT};
     return mdb_put (txn, self->meta, &k, &v, 0);
@@ -510,7 +505,7 @@ s_fail (MDB_txn *txn)
 }
 
 static int
-s_open_dbs (zl_store_t *self, char *err, size_t errlen)
+s_open_dbs (s_lmdb_t *self, char *err, size_t errlen)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin (self->env, NULL, 0, &txn);
@@ -616,7 +611,7 @@ s_open_dbs (zl_store_t *self, char *err, size_t errlen)
 // the pruning of idempotency keys runs in a nested batch that gives up
 // rather than take this room.
 static uint64_t
-s_margin (const zl_store_t *self)
+s_margin (const s_lmdb_t *self)
 {
     return self->map_size / 4 < FULL_MARGIN ? self->map_size / 4 : FULL_MARGIN;
 }
@@ -625,7 +620,7 @@ s_margin (const zl_store_t *self)
 // record. LMDB reuses them only from the commit after next, so until the
 // next commit they are not room.
 static void
-s_note_freed (zl_store_t *self)
+s_note_freed (s_lmdb_t *self)
 {
     MDB_envinfo info;
     MDB_txn *txn;
@@ -654,14 +649,14 @@ s_note_freed (zl_store_t *self)
 }
 
 static uint64_t
-s_file_bytes (const zl_store_t *self)
+s_file_bytes (const s_lmdb_t *self)
 {
     struct stat sb;
     return fstat (self->fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
 static uint64_t
-s_disk_free (const zl_store_t *self)
+s_disk_free (const s_lmdb_t *self)
 {
     struct statvfs vfs;
     return statvfs (self->dir, &vfs) == 0 ? (uint64_t)vfs.f_bavail * vfs.f_frsize : 0;
@@ -671,7 +666,7 @@ s_disk_free (const zl_store_t *self)
 // its own (also while the turn's batch is open: the environment is
 // MDB_NOTLS). It reads one record per commit whose pages are still free.
 static uint64_t
-s_walk_free (zl_store_t *self)
+s_walk_free (s_lmdb_t *self)
 {
     int64_t t0 = zl_clock_mono_us ();
     uint64_t n = 0;
@@ -703,7 +698,7 @@ s_walk_free (zl_store_t *self)
 // each database's; two meta pages), and the dedup index's items, from O(1)
 // mdb_stat calls on the last committed state.
 static uint64_t
-s_tree_pages (zl_store_t *self, uint64_t *items)
+s_tree_pages (s_lmdb_t *self, uint64_t *items)
 {
     uint64_t n = 2;
     MDB_txn *txn;
@@ -735,7 +730,7 @@ s_tree_pages (zl_store_t *self, uint64_t *items)
 // the last commit freed are not room until the next one; the unused rest
 // of the map is (with preallocation it lies inside the allocated file).
 static void
-s_measure (zl_store_t *self, bool walk)
+s_measure (s_lmdb_t *self, bool walk)
 {
     MDB_envinfo info;
     mdb_env_info (self->env, &info);
@@ -780,7 +775,7 @@ s_measure (zl_store_t *self, bool walk)
 // ROOM_WALK_MS while `need` bytes are short (the estimate of the keys' runs
 // may be what is short), and at least every ROOM_IDLE_MS.
 static void
-s_refresh (zl_store_t *self, uint64_t need)
+s_refresh (s_lmdb_t *self, uint64_t need)
 {
     if (!self->room_stale)
         return;
@@ -793,7 +788,7 @@ s_refresh (zl_store_t *self, uint64_t need)
 
 // What more the file could grow by: the disk's free space, up to map_size.
 static uint64_t
-s_growable (const zl_store_t *self)
+s_growable (const s_lmdb_t *self)
 {
     if (!self->prealloc || self->map_now >= self->map_size)
         return 0;
@@ -804,7 +799,7 @@ s_growable (const zl_store_t *self)
 // Why there is no room, in words, for the log; returns the kind of reason.
 
 static int
-s_why (zl_store_t *self, size_t bytes, char *out, size_t size)
+s_why (s_lmdb_t *self, size_t bytes, char *out, size_t size)
 {
     uint64_t margin = s_margin (self), growable = s_growable (self), disk = s_disk_free (self);
     uint64_t free_in = self->room_free + self->room_tail;
@@ -843,7 +838,7 @@ s_why (zl_store_t *self, size_t bytes, char *out, size_t size)
 
 // Say in the log that new jobs are refused, and why.
 static void
-s_say_refusal (zl_store_t *self, int kind, const char *why, int64_t now)
+s_say_refusal (s_lmdb_t *self, int kind, const char *why, int64_t now)
 {
     char more[96] = "";
     if (self->refusals_unlogged)
@@ -866,7 +861,7 @@ s_say_refusal (zl_store_t *self, int kind, const char *why, int64_t now)
 // next line. A refusal because this turn's Submits took the room is only
 // counted: the next commit measures again.
 static void
-s_room_change (zl_store_t *self, bool ok, int kind, const char *why)
+s_room_change (s_lmdb_t *self, bool ok, int kind, const char *why)
 {
     int64_t now = zl_clock_mono_ms ();
     self->room = ok;
@@ -889,7 +884,7 @@ s_room_change (zl_store_t *self, bool ok, int kind, const char *why)
 // Say that room is back, once it has held for ROOM_BACK_MS after a refusal
 // that was said. Called at every commit.
 static void
-s_say_room_back (zl_store_t *self)
+s_say_room_back (s_lmdb_t *self)
 {
     if (!self->refusal_said || !self->room || !self->room_back_ms)
         return;
@@ -906,7 +901,7 @@ s_say_room_back (zl_store_t *self)
 
 // Note the answer of zl_store_has_room; say in the log when it changes.
 static void
-s_note_room (zl_store_t *self, bool ok, size_t bytes)
+s_note_room (s_lmdb_t *self, bool ok, size_t bytes)
 {
     char why[512] = "";
     int kind = WHY_TURN;
@@ -933,7 +928,7 @@ s_note_room (zl_store_t *self, bool ok, size_t bytes)
 // A write found the map full although zl_store_has_room said yes (large
 // records find no run of free pages long enough): no room until measured.
 static void
-s_room_lost (zl_store_t *self, const char *what)
+s_room_lost (s_lmdb_t *self, const char *what)
 {
     self->room_bytes = 0;
     self->room_stale = true;
@@ -949,7 +944,7 @@ s_room_lost (zl_store_t *self, const char *what)
 // file: grow both (no transaction may be open) when the headroom falls
 // below half its target or a refused Submit wanted more.
 static void
-s_grow (zl_store_t *self)
+s_grow (s_lmdb_t *self)
 {
     if (!self->prealloc || self->map_now >= self->map_size)
         return;
@@ -1003,9 +998,10 @@ s_grow (zl_store_t *self)
     self->grow_wanted = 0;
 }
 
-bool
-zl_store_has_room (zl_store_t *self, size_t bytes)
+static bool
+s_lmdb_has_room (void *be, size_t bytes)
 {
+    s_lmdb_t *self = be;
     uint64_t need = (uint64_t)bytes + s_margin (self);
     s_refresh (self, need);
     bool ok = self->room_bytes >= need;
@@ -1020,8 +1016,10 @@ zl_store_has_room (zl_store_t *self, size_t bytes)
 }
 
 // ---------------------------------------------------------------- open/close
-zl_store_t *
-zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *err, size_t errlen)
+static void s_lmdb_close (void *be);
+
+static void *
+s_lmdb_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *err, size_t errlen)
 {
     if (s_check_dir (dir, err, errlen) != 0)
         return NULL;
@@ -1040,7 +1038,7 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
         close (lock_fd);
         return NULL;
     }
-    zl_store_t *self = ZL_NEW (zl_store_t);
+    s_lmdb_t *self = ZL_NEW (s_lmdb_t);
     self->lock_fd = lock_fd;
     self->fd = -1;
     self->dir = zl_strdup (dir);
@@ -1068,14 +1066,14 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
                   rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH
                       ? " (data.mdb is not a zlane store, or is damaged)"
                       : "");
-        zl_store_close (&self);
+        s_lmdb_close (self);
         return NULL;
     }
     MDB_stat st;
     mdb_env_stat (self->env, &st);
     self->page_size = st.ms_psize;
     if (s_open_dbs (self, err, errlen) != 0) {
-        zl_store_close (&self);
+        s_lmdb_close (self);
         return NULL;
     }
     s_note_freed (self);
@@ -1096,12 +1094,10 @@ zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *e
     return self;
 }
 
-void
-zl_store_close (zl_store_t **self_p)
+static void
+s_lmdb_close (void *be)
 {
-    if (!self_p || !*self_p)
-        return;
-    zl_store_t *self = *self_p;
+    s_lmdb_t *self = be;
     if (self->sub)
         mdb_txn_abort (self->sub);
     if (self->txn)
@@ -1116,58 +1112,51 @@ zl_store_close (zl_store_t **self_p)
         close (self->lock_fd); // releases the flock
     free (self->dir);
     free (self);
-    *self_p = NULL;
 }
 
 // ---------------------------------------------------------------- batches
-zl_store_rc_t
-zl_store_begin (zl_store_t *self)
+static zl_store_rc_t
+s_lmdb_begin (void *be)
 {
+    s_lmdb_t *self = be;
     if (self->txn)
         return ZL_STORE_OK;
     zl_arena_reset (self->scratch);
     self->batch_full = false;
     self->has_last_key = false;
-    self->txn_fault = 0;
     return s_rc (self, mdb_txn_begin (self->env, NULL, 0, &self->txn), "begin");
 }
 
-bool
-zl_store_in_batch (zl_store_t *self)
+static zl_store_rc_t
+s_lmdb_sub_begin (void *be)
 {
-    return self->txn != NULL;
-}
-
-zl_store_rc_t
-zl_store_sub_begin (zl_store_t *self)
-{
-    zl_store_rc_t rc = zl_store_begin (self);
+    s_lmdb_t *self = be;
+    zl_store_rc_t rc = s_lmdb_begin (self);
     if (rc != ZL_STORE_OK)
         return rc;
-    self->sub_fault = 0;
     return s_rc (self, mdb_txn_begin (self->env, self->txn, 0, &self->sub), "nested begin");
 }
 
-zl_store_rc_t
-zl_store_sub_commit (zl_store_t *self)
+static zl_store_rc_t
+s_lmdb_sub_commit (void *be, int fault)
 {
-    int rc = self->sub_fault;
+    s_lmdb_t *self = be;
+    int rc = fault;
     if (rc)
         mdb_txn_abort (self->sub);
     else
         rc = mdb_txn_commit (self->sub);
     self->sub = NULL;
-    self->sub_fault = 0;
     return s_rc (self, rc, "nested commit");
 }
 
-void
-zl_store_sub_abort (zl_store_t *self)
+static void
+s_lmdb_sub_abort (void *be)
 {
+    s_lmdb_t *self = be;
     if (self->sub)
         mdb_txn_abort (self->sub);
     self->sub = NULL;
-    self->sub_fault = 0;
     // appended ids of the aborted batch may be reused by no one (ids only
     // grow), but the append position must go back to what is on record
     MDB_cursor *c;
@@ -1180,13 +1169,14 @@ zl_store_sub_abort (zl_store_t *self)
     }
 }
 
-zl_store_rc_t
-zl_store_commit (zl_store_t *self)
+static zl_store_rc_t
+s_lmdb_commit (void *be, int fault)
 {
+    s_lmdb_t *self = be;
     if (!self->txn)
         return ZL_STORE_OK;
     if (self->sub)
-        zl_store_sub_abort (self);
+        s_lmdb_sub_abort (self);
     if (self->tick) {
         // LMDB reuses the pages a commit freed only after a later commit
         // that wrote something: while jobs are refused and nothing else
@@ -1204,7 +1194,7 @@ zl_store_commit (zl_store_t *self)
         self->tick = false;
     }
     int64_t t0 = zl_clock_mono_us ();
-    int rc = self->txn_fault ? self->txn_fault : s_fault (self, ZL_STORE_FAULT_COMMIT);
+    int rc = fault;
     if (rc)
         mdb_txn_abort (self->txn);
     else
@@ -1238,7 +1228,7 @@ s_id (uint64_t *id)
 }
 
 static void
-s_sync_append_pos (zl_store_t *self)
+s_sync_append_pos (s_lmdb_t *self)
 {
     if (self->last_append_id != UINT64_MAX)
         return;
@@ -1252,18 +1242,16 @@ s_sync_append_pos (zl_store_t *self)
     }
 }
 
-zl_store_rc_t
-zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
+static zl_store_rc_t
+s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
 {
-    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
-    if (rc)
-        return s_rc (self, rc, "put job");
+    s_lmdb_t *self = be;
     void *handle;
     size_t size = zl_record_job_prepare (self->scratch, rec, &handle);
     s_sync_append_pos (self);
     MDB_val k = s_id (&id), v = {size, NULL};
     unsigned flags = MDB_RESERVE | (id > self->last_append_id ? MDB_APPEND : 0);
-    rc = mdb_put (s_txn (self), self->jobs, &k, &v, flags);
+    int rc = mdb_put (s_txn (self), self->jobs, &k, &v, flags);
     if (rc == MDB_KEYEXIST && (flags & MDB_APPEND)) {
         // the append position was stale: put it in its place
         self->last_append_id = UINT64_MAX;
@@ -1285,30 +1273,26 @@ zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec)
     return ZL_STORE_OK;
 }
 
-zl_store_rc_t
-zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec)
+static zl_store_rc_t
+s_lmdb_put_state (void *be, uint64_t id, const zl_state_rec_t *rec)
 {
-    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
-    if (rc)
-        return s_rc (self, rc, "put state");
+    s_lmdb_t *self = be;
     void *handle;
     size_t size = zl_record_state_prepare (self->scratch, rec, &handle);
     MDB_val k = s_id (&id), v = {size, NULL};
-    rc = mdb_put (s_txn (self), self->state, &k, &v, MDB_RESERVE);
+    int rc = mdb_put (s_txn (self), self->state, &k, &v, MDB_RESERVE);
     if (rc)
         return s_rc (self, rc, "put state");
     zl_record_write (handle, v.mv_data);
     return ZL_STORE_OK;
 }
 
-zl_store_rc_t
-zl_store_del_job (zl_store_t *self, uint64_t id)
+static zl_store_rc_t
+s_lmdb_del_job (void *be, uint64_t id)
 {
-    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
-    if (rc)
-        return s_rc (self, rc, "delete job");
+    s_lmdb_t *self = be;
     MDB_val k = s_id (&id);
-    rc = mdb_del (s_txn (self), self->jobs, &k, NULL);
+    int rc = mdb_del (s_txn (self), self->jobs, &k, NULL);
     if (rc && rc != MDB_NOTFOUND)
         return s_rc (self, rc, "delete job");
     rc = mdb_del (s_txn (self), self->state, &k, NULL);
@@ -1317,12 +1301,10 @@ zl_store_del_job (zl_store_t *self, uint64_t id)
     return ZL_STORE_OK;
 }
 
-zl_store_rc_t
-zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const zl_idem_rec_t *rec)
+static zl_store_rc_t
+s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_rec_t *rec)
 {
-    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
-    if (rc)
-        return s_rc (self, rc, "put idem");
+    s_lmdb_t *self = be;
     uint8_t d[IDEM_KEY_LEN];
     s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
     // a key far from the last one (another prefix) may cost a page of its
@@ -1342,7 +1324,7 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const 
             self->room_bytes -= self->page_size;
         }
     }
-    rc = s_item_put (self, s_txn (self), d, rec);
+    int rc = s_item_put (self, s_txn (self), d, rec);
     if (rc)
         return s_rc (self, rc, "put idem");
     // the expiry log of its class, in id (= time) order
@@ -1358,12 +1340,10 @@ zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key, const 
     return ZL_STORE_OK;
 }
 
-zl_store_rc_t
-zl_store_set_next_id (zl_store_t *self, uint64_t next_id)
+static zl_store_rc_t
+s_lmdb_set_next_id (void *be, uint64_t next_id)
 {
-    int rc = s_fault (self, ZL_STORE_FAULT_WRITE);
-    if (rc)
-        return s_rc (self, rc, "put next id");
+    s_lmdb_t *self = be;
     MDB_val k = {7, "next_id"}, v = {sizeof next_id, &next_id};
     return s_rc (self, mdb_put (s_txn (self), self->meta, &k, &v, 0), "put next id");
 }
@@ -1376,7 +1356,7 @@ typedef struct {
 } reader_t;
 
 static int
-s_reader (zl_store_t *self, reader_t *r)
+s_reader (s_lmdb_t *self, reader_t *r)
 {
     r->own = !self->txn;
     if (!r->own) {
@@ -1393,9 +1373,10 @@ s_reader_done (reader_t *r)
         mdb_txn_abort (r->txn);
 }
 
-zl_store_rc_t
-zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out)
+static zl_store_rc_t
+s_lmdb_get_job (void *be, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out)
 {
+    s_lmdb_t *self = be;
     reader_t r;
     int rc = s_reader (self, &r);
     if (rc)
@@ -1413,9 +1394,10 @@ zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t
     return out_rc;
 }
 
-zl_store_rc_t
-zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_state_rec_t *out)
+static zl_store_rc_t
+s_lmdb_get_state (void *be, uint64_t id, zl_arena_t *arena, zl_state_rec_t *out)
 {
+    s_lmdb_t *self = be;
     reader_t r;
     int rc = s_reader (self, &r);
     if (rc)
@@ -1432,9 +1414,10 @@ zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_state_r
     return out_rc;
 }
 
-zl_store_rc_t
-zl_store_get_idem (zl_store_t *self, const char *tenant, const char *key, zl_idem_rec_t *out)
+static zl_store_rc_t
+s_lmdb_get_idem (void *be, const char *tenant, const char *key, zl_idem_rec_t *out)
 {
+    s_lmdb_t *self = be;
     reader_t r;
     int rc = s_reader (self, &r);
     if (rc)
@@ -1459,7 +1442,7 @@ typedef struct {
 } head_t;
 
 static int
-s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, size_t budget)
+s_head (s_lmdb_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, size_t budget)
 {
     while (*work < budget) {
         MDB_val k, v;
@@ -1484,7 +1467,7 @@ s_head (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h, size_t *work, 
 
 // Forget the key at the head of log `c`.
 static int
-s_forget (zl_store_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h)
+s_forget (s_lmdb_t *self, MDB_txn *txn, MDB_cursor *c, head_t *h)
 {
     int rc = s_item_of_job (self, txn, h->digest, h->id, NULL, true);
     if (rc && rc != MDB_NOTFOUND)
@@ -1506,7 +1489,7 @@ s_used_up (const head_t *h, int64_t now_ms, uint64_t window_ms)
 // Whether pruning has anything to do: a log head that expired or whose key
 // went, or more keys than the bound. Reads only.
 static bool
-s_prune_due (zl_store_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t window[2],
+s_prune_due (s_lmdb_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t window[2],
              uint64_t max_keys)
 {
     MDB_stat st;
@@ -1532,9 +1515,10 @@ s_prune_due (zl_store_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t wind
     return false;
 }
 
-size_t
-zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
+static size_t
+s_lmdb_prune_idem (void *be, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
 {
+    s_lmdb_t *self = be;
     if (!self->txn || self->sub)
         return 0;
     size_t budget = max + (self->idem_put > SIZE_MAX / 4 ? SIZE_MAX / 2 : 2 * self->idem_put);
@@ -1640,10 +1624,11 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
 }
 
 // ---------------------------------------------------------------- recovery
-int
-zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
-                  size_t errlen)
+static int
+s_lmdb_recover (void *be, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
+                size_t errlen)
 {
+    s_lmdb_t *self = be;
     MDB_txn *txn;
     int rc = mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn);
     if (rc) {
@@ -1706,9 +1691,10 @@ zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *ne
     return result;
 }
 
-void
-zl_store_stats (zl_store_t *self, zl_store_stats_t *out)
+static void
+s_lmdb_stats (void *be, zl_store_stats_t *out)
 {
+    s_lmdb_t *self = be;
     memset (out, 0, sizeof *out);
     out->map_size = self->map_size;
     out->commits = self->commits;
@@ -1742,3 +1728,32 @@ zl_store_stats (zl_store_t *self, zl_store_stats_t *out)
         self->room_bytes = left; // keep what this turn's Submits took
     out->file_bytes = self->fd >= 0 ? s_file_bytes (self) : 0;
 }
+
+// An error the fault hook injected into a write, as if LMDB had returned it.
+static zl_store_rc_t
+s_lmdb_fail (void *be, int error, const char *what)
+{
+    return s_rc (be, error, what);
+}
+
+const zl_store_backend_t zl_store_lmdb = {.name = "lmdb",
+                                          .open = s_lmdb_open,
+                                          .close = s_lmdb_close,
+                                          .begin = s_lmdb_begin,
+                                          .sub_begin = s_lmdb_sub_begin,
+                                          .sub_commit = s_lmdb_sub_commit,
+                                          .sub_abort = s_lmdb_sub_abort,
+                                          .commit = s_lmdb_commit,
+                                          .fail = s_lmdb_fail,
+                                          .put_job = s_lmdb_put_job,
+                                          .put_state = s_lmdb_put_state,
+                                          .del_job = s_lmdb_del_job,
+                                          .put_idem = s_lmdb_put_idem,
+                                          .set_next_id = s_lmdb_set_next_id,
+                                          .get_job = s_lmdb_get_job,
+                                          .get_state = s_lmdb_get_state,
+                                          .get_idem = s_lmdb_get_idem,
+                                          .prune_idem = s_lmdb_prune_idem,
+                                          .has_room = s_lmdb_has_room,
+                                          .recover = s_lmdb_recover,
+                                          .stats = s_lmdb_stats};
