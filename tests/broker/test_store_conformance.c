@@ -3,9 +3,10 @@
     case gets a fresh, empty store location from the backend under test and
     opens it with zl_store_open; nothing here knows how a backend keeps its
     records. The cases run once per backend in s_backends: LMDB in a fresh
-    temp directory now; a PostgreSQL backend adds a row whose location
-    maker gives each case a fresh database (and skips the run, saying so,
-    while no server is there).
+    temp directory now; the PostgreSQL backend adds a row whose location
+    maker gives each case a fresh database on the server the harness
+    started (a maker that cannot fails the case, saying why: a backend that
+    is there is never skipped silently).
 
     Covered: job and state records put, read (inside the batch and after),
     replaced and deleted; batches and nested batches committed and
@@ -44,7 +45,7 @@
 // ---------------------------------------------------------------- backends
 /*  A backend under test: its name (zl_store_backend_name) and how a case
     gets a fresh, empty location and gives it back. make returns 0, or -1
-    when this backend cannot run here (the run is skipped, with why). */
+    with why it could not (the case fails). */
 typedef struct {
     const char *name;
     int (*make) (char *loc, size_t size, char *why, size_t whylen);
