@@ -727,7 +727,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->sched = zl_sched_new (cfg->scheduler);
     zl_sched_set_quantum (self->sched, cfg->wfq_quantum_us);
     self->timers = zl_timers_new ();
-    self->store = zl_store_open (cfg->data_dir, cfg->durability, cfg->map_size, err, errlen);
+    const char *where = zl_broker_config_store (cfg, err, errlen);
+    self->store = where ? zl_store_open (where, cfg->durability, cfg->map_size, err, errlen) : NULL;
     if (!self->store) {
         zl_broker_destroy (&self);
         return NULL;
@@ -761,8 +762,10 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
                                .counters = self->counters,
                                .turn = self->turn};
     self->admission = zl_admission_new (&aenv);
-    zl_recovery_env_t rec = {self->store,   self->lanes,  self->sched, self->jobs,
-                             cfg->data_dir, s_commit_arg, self};
+    char safe[512];
+    zl_store_location_safe (where, safe, sizeof safe);
+    zl_recovery_env_t rec = {self->store, self->lanes,  self->sched, self->jobs,
+                             safe,        s_commit_arg, self};
     if (zl_recover (&rec, err, errlen) != 0) {
         zl_broker_destroy (&self);
         return NULL;

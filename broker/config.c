@@ -193,6 +193,38 @@ s_durability (const s_key_t *k, const char *value, void *field, char *err, size_
     return 0;
 }
 
+// A directory, never a database: --data DIR is the LMDB store.
+static int
+s_data (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    if (!value[0])
+        ERR ("%s: give a directory", k->name);
+    if (zl_store_location_kind (value) != ZL_STORE_KIND_LMDB) {
+        char safe[256];
+        zl_store_location_safe (value, safe, sizeof safe);
+        ERR ("%s: '%s' is not a directory (data names the LMDB store's directory; give a "
+             "database as store, --store)",
+             k->name, safe);
+    }
+    return s_str (k, value, field, err, errlen);
+}
+
+// A directory (LMDB) or a database zl_store_open knows.
+static int
+s_store (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    if (!value[0])
+        ERR ("%s: give a directory or a postgresql:// URI", k->name);
+    if (zl_store_location_kind (value) == ZL_STORE_KIND_UNKNOWN) {
+        char safe[256];
+        zl_store_location_safe (value, safe, sizeof safe);
+        ERR ("%s: '%s' is neither a directory (LMDB) nor a PostgreSQL database (postgresql://, "
+             "postgres:// or libpq's key=value form)",
+             k->name, safe);
+    }
+    return s_str (k, value, field, err, errlen);
+}
+
 static int
 s_scheduler (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
@@ -225,7 +257,8 @@ static const s_key_t s_broker_key_list[] = {
     {"metrics", S_STR (zl_broker_config_t, metrics)},
     {"ports_file", S_STR (zl_broker_config_t, ports_file)},
     {"wire_dump", S_STR (zl_broker_config_t, wire_dump)},
-    {"data", S_STR (zl_broker_config_t, data_dir)},
+    {"data", s_data, S_FIELD (zl_broker_config_t, data_dir, char *)},
+    {"store", s_store, S_FIELD (zl_broker_config_t, store, char *)},
     {"durability", s_durability, S_FIELD (zl_broker_config_t, durability, zl_durability_t)},
     {"scheduler", s_scheduler, S_FIELD (zl_broker_config_t, scheduler, zl_sched_policy_t)},
     {"wfq_quantum_us", S_NUM (zl_broker_config_t, wfq_quantum_us)},
@@ -285,6 +318,7 @@ static const s_keyset_t s_lane_keys = {"lane", s_lane_key_list, S_COUNT (s_lane_
 static const s_keyset_t s_tenant_keys = {"tenant", s_tenant_key_list, S_COUNT (s_tenant_key_list)};
 
 _Static_assert(S_COUNT (s_lane_key_list) <= 32, "zl_lane_config_t.set_mask has a bit per lane key");
+_Static_assert(S_COUNT (s_broker_key_list) <= 64, "zl_broker_config_t.given has a bit per key");
 
 /*  Return the key of `set` named `name`, or NULL. */
 static const s_key_t *
@@ -344,7 +378,34 @@ s_set_tenant (zl_tenant_config_t *t, const char *key, const char *value, char *e
 static int
 s_set_broker (zl_broker_config_t *cfg, const char *key, const char *value, char *err, size_t errlen)
 {
-    return s_key_set (&s_broker_keys, cfg, key, value, err, errlen) ? 0 : -1;
+    const s_key_t *k = s_key_set (&s_broker_keys, cfg, key, value, err, errlen);
+    if (!k)
+        return -1;
+    cfg->given |= 1ull << (k - s_broker_key_list);
+    return 0;
+}
+
+// True if broker key `name` was set by a file or a flag.
+static bool
+s_given (const zl_broker_config_t *cfg, const char *name)
+{
+    const s_key_t *k = s_key_find (&s_broker_keys, name);
+    return k && (cfg->given & 1ull << (k - s_broker_key_list));
+}
+
+const char *
+zl_broker_config_store (const zl_broker_config_t *cfg, char *err, size_t errlen)
+{
+    if (cfg->store && s_given (cfg, "data")) {
+        char safe[256];
+        zl_store_location_safe (cfg->store, safe, sizeof safe);
+        snprintf (err, errlen,
+                  "both data (%s) and store (%s) are set: give one of them (data DIR is the LMDB "
+                  "store in DIR, as is store DIR; store also takes a PostgreSQL database)",
+                  cfg->data_dir, safe);
+        return NULL;
+    }
+    return cfg->store ? cfg->store : cfg->data_dir;
 }
 
 int
@@ -436,6 +497,7 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->ports_file);
     free (cfg->wire_dump);
     free (cfg->data_dir);
+    free (cfg->store);
     free (cfg->default_lane);
     free (cfg->cert);
     free (cfg->clients);

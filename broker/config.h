@@ -41,7 +41,8 @@ typedef struct {
     char *metrics;    // HTTP endpoint of the Prometheus page, NULL = none
     char *ports_file; // written after bind: the real endpoints
     char *wire_dump;  // debugging: every frame the broker sends is appended here
-    char *data_dir;
+    char *data_dir;   // the LMDB store's directory (data)
+    char *store;      // the store's location (store): a directory or a database; NULL = data_dir
     zl_durability_t durability;
     uint64_t map_size; // the store's size limit
     zl_sched_policy_t scheduler;
@@ -72,6 +73,7 @@ typedef struct {
     zl_tenant_config_t tenant_defaults;
     zl_tenant_config_t *tenants;
     size_t n_tenants;
+    uint64_t given; // broker keys set by a file or a flag, a bit per key (not the defaults)
 } zl_broker_config_t;
 
 /*  Fill `cfg` with the defaults (no lanes declared). */
@@ -86,6 +88,10 @@ zl_tenant_config_t *zl_broker_config_tenant (zl_broker_config_t *cfg, const char
     file would. Returns 0, or -1 with a reason in `err`. */
 int zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
                           size_t errlen);
+/*  Where the store is, for zl_store_open: `store` when it is set, else the
+    data directory (LMDB). NULL with a reason when both `data` and `store`
+    were set (by a file or a flag): one store, named once. */
+const char *zl_broker_config_store (const zl_broker_config_t *cfg, char *err, size_t errlen);
 /*  Bytes an idempotency key takes in the store at most, as measured
     (bench/RESULTS.md, "Idempotency keys": 76 for keys made in sequence, 131
     for random ones), rounded up: sizes the default dedup_max_keys. */

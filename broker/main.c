@@ -67,6 +67,9 @@ static const s_flag_t s_flags[] = {
     KEY ("metrics", "EP", "metrics", "Prometheus page, GET /metrics (plain HTTP) [none]"),
     KEY ("ports-file", "FILE", "ports_file", "write the bound endpoints here (for port 0 / '*')"),
     KEY ("data", "DIR", "data", "data directory           [./zlane-data]"),
+    KEY ("store", "LOC", "store",
+         "the store, instead of --data: a directory (LMDB)\n"
+         "or postgresql://... (not built in yet) [--data]"),
     KEY ("durability", "MODE", "durability", "fsync | none             [fsync]"),
     KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
     KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
@@ -267,11 +270,13 @@ s_read_flags (s_cli_t *cli, int argc, char **argv, char *err, size_t errlen)
     return S_GO;
 }
 
-/*  What the flags and files must say together: some lane, and a default
-    lane that exists. */
+/*  What the flags and files must say together: one store, some lane, and a
+    default lane that exists. */
 static s_step_t
 s_check (const zl_broker_config_t *cfg, char *err, size_t errlen)
 {
+    if (!zl_broker_config_store (cfg, err, errlen))
+        return S_BAD;
     if (cfg->n_lanes == 0 && !cfg->auto_lanes) {
         snprintf (err, errlen,
                   "no lanes declared: use --lane NAME, a lanes section in the config "

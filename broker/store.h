@@ -1,25 +1,20 @@
-/*  store: the durable job store, LMDB behind a small interface.
+/*  store: the durable job store, one interface with a backend behind it.
 
     One write transaction spans one loop turn (group commit): the broker
     calls zl_store_begin, records every change of the turn, then
     zl_store_commit, and only then sends replies that promise durability.
     A Submit's new jobs go in a nested transaction (zl_store_sub_*) so that
-    a full map rejects just that Submit and keeps the rest of the turn.
+    a full store rejects just that Submit and keeps the rest of the turn.
 
-    Databases (format zlane-store-3): meta (format, next id, the secret key
-    of the idempotency digests), jobs (id -> immutable job record), state
-    (id -> mutable state, absent = never attempted), dedup (the idempotency
-    keys: under the 16-byte digest of a key's prefix, a run of fixed items --
-    the key's number, its tenant's tag, job id, time, whose key -- in
-    number order), and two expiry logs in id (= time) order, dedup_resend
-    for the keys a client library made for its own resends and dedup_user
-    for users' keys (id -> where the key is).
-
-    Room: data.mdb is preallocated (posix_fallocate) ahead of its use and
-    LMDB's map ends where the allocated file does, so a write finds the map
-    full before any commit could find the disk full; new jobs are let in
-    while the free pages inside the file keep a margin for acks and deletes
-    (see zl_store_has_room). */
+    This is the one seam between the broker and its storage: jobs,
+    admission, recovery and stats call only these functions and do not know
+    which backend is underneath. zl_store_open picks the backend from the
+    store's location (store.c); a backend fills the table of
+    store_backend.h. Backends: LMDB in a data directory (store_lmdb.c, which
+    describes its databases, format and room). A PostgreSQL location is
+    recognised and refused: that backend is not built in yet.
+    tests/broker/test_store_conformance.c checks these contracts on each
+    backend. */
 #ifndef ZL_STORE_H
 #define ZL_STORE_H
 
@@ -43,6 +38,8 @@ typedef enum {
     ZL_STORE_NOT_FOUND = -3
 } zl_store_rc_t;
 
+/*  The store's sizes and counters. The sizes and room walks are LMDB's; a
+    backend without them leaves them 0. */
 typedef struct {
     uint64_t map_size;   // the configured limit
     uint64_t used_bytes; // pages in use (the file's pages less its free list)
@@ -72,11 +69,32 @@ typedef struct {
 typedef void (zl_store_job_fn) (void *ctx, uint64_t id, const zl_job_rec_t *job,
                                 const zl_state_rec_t *state);
 
-/*  Open (creating if needed) the store in `dir`. Refuses a directory that
-    holds something other than a zlane store; upgrades a zlane-store-1 or -2
-    store in place (one transaction, logged). Returns NULL with a reason. */
-zl_store_t *zl_store_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *err,
+/*  What a store location names (zl_store_location_kind): a PostgreSQL
+    database -- a postgresql:// or postgres:// URI, or a libpq key=value
+    string ("host=db1 dbname=zlane ...", first keyword one of libpq's) --,
+    a URI of a scheme zlane does not know, or else a directory (LMDB). */
+typedef enum {
+    ZL_STORE_KIND_LMDB = 0,
+    ZL_STORE_KIND_POSTGRESQL = 1,
+    ZL_STORE_KIND_UNKNOWN = 2
+} zl_store_kind_t;
+
+zl_store_kind_t zl_store_location_kind (const char *location);
+/*  `location` for logs and error messages, with any password in it (a
+    URI's user:password@, a password= parameter) written as "***".
+    Truncates to `size`. */
+void zl_store_location_safe (const char *location, char *out, size_t size);
+
+/*  Open (creating if needed) the store at `location`: a directory opens the
+    LMDB store there (`map_size` bounds it). Refuses a directory that holds
+    something other than a zlane store; upgrades a zlane-store-1 or -2 store
+    in place (one transaction, logged). A PostgreSQL location is refused
+    ("not built in yet"), as is a URI of another scheme. Returns NULL with a
+    reason. */
+zl_store_t *zl_store_open (const char *location, zl_durability_t mode, uint64_t map_size, char *err,
                            size_t errlen);
+/*  The backend's name ("lmdb"). */
+const char *zl_store_backend_name (zl_store_t *self);
 /*  Close; an open batch is aborted. Nulls the caller's pointer. */
 void zl_store_close (zl_store_t **self_p);
 
@@ -126,7 +144,7 @@ zl_store_rc_t zl_store_get_idem (zl_store_t *self, const char *tenant, const cha
 size_t zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *policy,
                             size_t max);
 /*  True if `bytes` more can be written now and still leave the margin that
-    acks and deletes may need (4 MiB; a quarter of a map under 16 MiB). Free
+    acks and deletes may need. LMDB: 4 MiB (a quarter of a map under 16 MiB). Free
     pages inside the file count (its free list and its preallocated tail):
     as of the last walk of the free list, less what was let in since. The
     walk runs at most once per commit: a second after the last one, or
@@ -141,16 +159,18 @@ bool zl_store_has_room (zl_store_t *self, size_t bytes);
     a reason (a record that does not decode is corruption). */
 int zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id,
                       char *err, size_t errlen);
-/*  Fill `st` (walks the free list once). */
+/*  Fill `st` (LMDB: walks the free list once). */
 void zl_store_stats (zl_store_t *self, zl_store_stats_t *st);
 
 /*  Fault injection, for tests; inert until set. Process-wide: a test reaches
     the store a broker owns. `fn` is asked before every write of a batch
     (zl_store_put_*, zl_store_del_job, zl_store_set_next_id) and before the
     commit of the turn's batch; it returns 0 to let the operation run, or an
-    error (EIO, ENOSPC, an MDB_* code) that the operation fails with as if
-    LMDB had returned it. A failed write loses its batch (the commit of a
-    turn whose write failed fails too); a failed commit aborts the batch.
+    error (EIO, ENOSPC, or a code of the backend's engine, e.g. an MDB_*
+    one) that the operation fails with as if the engine had returned it. A
+    failed write loses its batch (the commit of a turn whose write failed
+    fails too; a failed write in a nested batch fails its sub_commit); a
+    failed commit aborts the batch. Every backend gets it (store.c).
     zl_store_set_fault (NULL, NULL) removes it. */
 typedef enum { ZL_STORE_FAULT_WRITE, ZL_STORE_FAULT_COMMIT } zl_store_fault_t;
 typedef int (zl_store_fault_fn) (void *ctx, zl_store_fault_t where);

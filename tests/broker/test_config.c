@@ -1,7 +1,8 @@
 /*  test_config: the broker's configuration (broker/config.c): defaults, a
     zconfig file with broker keys, lane and tenant defaults, lanes and
-    tenants; bad values refused with -1 and a message naming the key; and
-    zl_broker_config_set with the same keys as the file and the flags. */
+    tenants; bad values refused with -1 and a message naming the key;
+    zl_broker_config_set with the same keys as the file and the flags; and
+    the store's location (data or store, never both). */
 #include "config.h"
 #include "lane.h"
 
@@ -419,6 +420,77 @@ test_set_keys (void **state)
 #undef SET_BAD
 }
 
+// The store: `data` (a directory: the LMDB store) or `store` (a directory
+// or a database), not both; zl_broker_config_store says where it is.
+static void
+test_store_location (void **state)
+{
+    (void)state;
+    zl_broker_config_t cfg;
+    zl_broker_config_defaults (&cfg);
+    char err[512] = "";
+    assert_null (cfg.store);
+    assert_string_equal (zl_broker_config_store (&cfg, err, sizeof err), "./zlane-data");
+    // store alone: a database, or a directory
+    assert_int_equal (
+        zl_broker_config_set (&cfg, "store", "postgresql://zlane:pw@db1/zlane", err, sizeof err),
+        0);
+    assert_string_equal (zl_broker_config_store (&cfg, err, sizeof err),
+                         "postgresql://zlane:pw@db1/zlane");
+    assert_int_equal (zl_broker_config_set (&cfg, "broker/store", "/srv/zlane", err, sizeof err),
+                      0);
+    assert_string_equal (zl_broker_config_store (&cfg, err, sizeof err), "/srv/zlane");
+    assert_int_equal (
+        zl_broker_config_set (&cfg, "store", "host=db1 password=pw dbname=zlane", err, sizeof err),
+        0);
+    // and data too: refused, naming both, the password hidden
+    assert_int_equal (zl_broker_config_set (&cfg, "data", "/var/lib/zlane", err, sizeof err), 0);
+    err[0] = '\0';
+    assert_null (zl_broker_config_store (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "both data (/var/lib/zlane) and store"));
+    assert_non_null (strstr (err, "password=***"));
+    assert_null (strstr (err, "pw "));
+    zl_broker_config_free (&cfg);
+
+    // data given alone, even as the default's value, is the LMDB store
+    zl_broker_config_defaults (&cfg);
+    assert_int_equal (zl_broker_config_set (&cfg, "data", "./zlane-data", err, sizeof err), 0);
+    assert_string_equal (zl_broker_config_store (&cfg, err, sizeof err), "./zlane-data");
+    // data takes a directory, never a database; store no other URI
+    static const struct {
+        const char *key, *value, *must_say;
+    } bad[] = {
+        {"data", "postgresql://db1/zlane", "not a directory"},
+        {"data", "host=db1 dbname=zlane", "not a directory"},
+        {"data", "", "give a directory"},
+        {"store", "mysql://db1/zlane", "neither a directory"},
+        {"store", "", "give a directory or a postgresql:// URI"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        if (zl_broker_config_set (&cfg, bad[i].key, bad[i].value, err, sizeof err) != -1)
+            fail_msg ("%s = '%s' accepted", bad[i].key, bad[i].value);
+        if (!strstr (err, bad[i].key) || !strstr (err, bad[i].must_say))
+            fail_msg ("%s = '%s': message '%s'", bad[i].key, bad[i].value, err);
+    }
+    assert_string_equal (cfg.data_dir, "./zlane-data"); // unchanged
+    assert_null (cfg.store);
+    zl_broker_config_free (&cfg);
+
+    // both in a file: the same refusal once the file is read
+    char *path = s_write_temp ("broker\n"
+                               "    data = /tmp/zlane-data-test\n"
+                               "    store = \"postgresql://db1/zlane\"\n");
+    zl_broker_config_defaults (&cfg);
+    if (zl_broker_config_load (&cfg, path, err, sizeof err) != 0)
+        fail_msg ("load failed: %s", err);
+    assert_string_equal (cfg.store, "postgresql://db1/zlane");
+    assert_null (zl_broker_config_store (&cfg, err, sizeof err));
+    assert_non_null (strstr (err, "both data"));
+    zl_broker_config_free (&cfg);
+    s_remove (path);
+}
+
 int
 main (void)
 {
@@ -430,6 +502,7 @@ main (void)
         cmocka_unit_test (test_missing_file),
         cmocka_unit_test (test_empty_file_keeps_defaults),
         cmocka_unit_test (test_set_keys),
+        cmocka_unit_test (test_store_location),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

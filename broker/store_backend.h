@@ -1,0 +1,62 @@
+/*  store_backend: what a store backend fills in for store.c to dispatch to.
+
+    store.h is the one interface the broker uses; store.c holds what every
+    backend shares (choosing the backend from the store's location, knowing
+    whether a batch or a nested batch is open, the fault-injection hook of
+    zl_store_set_fault) and passes each call on through a table of these
+    functions. A backend keeps its own state behind `self` and implements the
+    contracts of store.h, with these differences:
+
+    - begin is called only when no batch is open, sub_begin only inside one,
+      commit only while one is open (a nested batch left open is dropped),
+      prune_idem only inside one and outside a nested one: store.c tracks
+      both, so zl_store_in_batch costs no call.
+    - commit and sub_commit take `fault`: 0, or an error the fault hook
+      injected (into an earlier write of that batch, or into this commit):
+      the backend then drops the batch and fails as if its engine had
+      returned that error.
+    - fail maps an error the hook injected into a write to what that write
+      returns, with the side effects a real error of the engine has (LMDB: a
+      full map is room lost); store.c calls it instead of the write.
+
+    Backends: LMDB (store_lmdb.c). The PostgreSQL backend is recognised by
+    its location and not built in yet. */
+#ifndef ZL_STORE_BACKEND_H
+#define ZL_STORE_BACKEND_H
+
+#include "store.h"
+
+typedef struct {
+    const char *name; // "lmdb": for logs and stats
+    /*  Open the store at `location` (a directory for LMDB); NULL with a
+        reason in `err`. */
+    void *(*open) (const char *location, zl_durability_t mode, uint64_t map_size, char *err,
+                   size_t errlen);
+    /*  Close (an open batch is aborted) and free `self`. */
+    void (*close) (void *self);
+    zl_store_rc_t (*begin) (void *self);
+    zl_store_rc_t (*sub_begin) (void *self);
+    zl_store_rc_t (*sub_commit) (void *self, int fault);
+    void (*sub_abort) (void *self);
+    zl_store_rc_t (*commit) (void *self, int fault);
+    zl_store_rc_t (*fail) (void *self, int error, const char *what);
+    zl_store_rc_t (*put_job) (void *self, uint64_t id, const zl_job_rec_t *rec);
+    zl_store_rc_t (*put_state) (void *self, uint64_t id, const zl_state_rec_t *rec);
+    zl_store_rc_t (*del_job) (void *self, uint64_t id);
+    zl_store_rc_t (*put_idem) (void *self, const char *tenant, const char *key,
+                               const zl_idem_rec_t *rec);
+    zl_store_rc_t (*set_next_id) (void *self, uint64_t next_id);
+    zl_store_rc_t (*get_job) (void *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out);
+    zl_store_rc_t (*get_state) (void *self, uint64_t id, zl_arena_t *arena, zl_state_rec_t *out);
+    zl_store_rc_t (*get_idem) (void *self, const char *tenant, const char *key, zl_idem_rec_t *out);
+    size_t (*prune_idem) (void *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max);
+    bool (*has_room) (void *self, size_t bytes);
+    int (*recover) (void *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
+                    size_t errlen);
+    void (*stats) (void *self, zl_store_stats_t *st);
+} zl_store_backend_t;
+
+/*  The LMDB backend (store_lmdb.c). */
+extern const zl_store_backend_t zl_store_lmdb;
+
+#endif
