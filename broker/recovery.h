@@ -19,7 +19,7 @@ typedef struct {
     zl_lanes_t *lanes;
     zl_sched_t *sched;
     zl_jobs_t *jobs;
-    const char *where;                // the data directory, for messages
+    const char *where;                // the store location (password hidden), for messages
     int (*commit) (void *commit_arg); // the broker's commit: 0 or -1
     void *commit_arg;
 } zl_recovery_env_t;
