@@ -376,6 +376,10 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
         zl_state_rec_t st = {.state = ZL_JOB_DELAYED, .due_at_ms = now.wall_ms + spec->delay_ms};
         rc = zl_store_put_state (self->store, id, &st);
     }
+    // No room is the Submit's answer (STORE_FULL); any other failure is the
+    // store's, and the turn cannot be committed: the broker stops.
+    if (rc != ZL_STORE_OK && rc != ZL_STORE_FULL)
+        s_check (self, rc, "new job", id);
     return rc;
 }
 

@@ -62,7 +62,9 @@ uint64_t zl_jobs_take_id (zl_jobs_t *self);
 uint64_t zl_jobs_next_id (zl_jobs_t *self);
 
 /*  Phase 1 of accepting: write the job record (and its idempotency key)
-    into the store batch. Nothing changes in memory. */
+    into the store batch. Nothing changes in memory. ZL_STORE_FULL is the
+    caller's to answer; any other failure also marks the store failed (the
+    turn cannot be committed, zl_jobs_store_failed). */
 zl_store_rc_t zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
                              const zl_lane_config_t *lane, zl_now_t now);
 /*  Phase 2, once the stage is in the batch: the job exists in memory, READY,

@@ -684,6 +684,31 @@ test_full_write_in_a_submit (void **state)
     assert_int_equal (got[1], c);
 }
 
+// An I/O error (not a full store) writing a Submit's job: not a STORE_FULL
+// answer but a store failure: the broker stops without replying, and a
+// restart has only what earlier turns committed.
+static void
+test_io_error_in_a_submit (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t a;
+    s_submit (0, 1, 1, &a);
+
+    T.write_fault = EIO;
+    T.write_fault_at = 1;
+    T.writes = 0;
+    zl_msg_t sub = s_submit_msg (2, 2);
+    s_feed_fails (ZLH_FRONTEND, 0, &sub);
+    assert_null (s_find (&T.got, ZLH_FRONTEND, ZL_MSG_REJECTED));
+    s_assert_stopped ();
+
+    s_restart ();
+    uint64_t got[MAX_IDS];
+    assert_int_equal (s_take_all (0, got, NULL, NULL), 1);
+    assert_int_equal (got[0], a);
+}
+
 // ---------------------------------------------------------------- return codes
 static void
 s_on_alarm (int sig)
@@ -732,6 +757,7 @@ main (void)
         T_ (test_failed_commit_redrive),
         T_ (test_failed_write_mid_turn),
         T_ (test_full_write_in_a_submit),
+        T_ (test_io_error_in_a_submit),
         T_ (test_turn_return_codes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
