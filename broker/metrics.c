@@ -117,6 +117,10 @@ zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len)
     fprintf (f, "zlane_workers %" PRIu32 "\n", st->workers);
     s_family (f, "zlane_producers", "gauge", "Producers known.");
     fprintf (f, "zlane_producers %" PRIu32 "\n", st->producers);
+    if (st->store_backend && st->store_backend[0]) {
+        s_family (f, "zlane_store_info", "gauge", "The store behind this broker (label backend).");
+        fprintf (f, "zlane_store_info{backend=\"%s\"} 1\n", st->store_backend);
+    }
     for (size_t i = 0; i < st->n_counters; i++) {
         const zl_counter_t *c = &st->counters[i];
         char name[128];

@@ -121,4 +121,5 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     s_latency (&st->latencies[1], "submit_to_ack", zl_jobs_latency (src->jobs, 1));
     st->workers = (uint32_t)src->workers;
     st->producers = (uint32_t)src->producers;
+    st->store_backend = src->store ? zl_store_backend_name (src->store) : "";
 }

@@ -242,6 +242,7 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     }
     o->workers = s->workers;
     o->producers = s->producers;
+    o->store_backend = s->store_backend;
 }
 
 static zl_decode_rc_t
@@ -759,6 +760,7 @@ s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
     }
     s->workers = in->workers;
     s->producers = in->producers;
+    s->store_backend = S (in->store_backend);
     return s;
 }
 

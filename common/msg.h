@@ -359,6 +359,7 @@ typedef struct {
     zl_latency_t *latencies;
     uint32_t workers;
     uint32_t producers;
+    const char *store_backend; // "lmdb"
 } zl_stats_t;
 
 typedef enum {

@@ -411,8 +411,9 @@ s_json_groups (FILE *out, const char *name, const zl_group_stats_t *g, size_t n)
 static void
 s_print_stats_json (const zl_stats_t *st)
 {
-    printf ("{\"uptime_ms\":%" PRIu64 ",\"workers\":%u,\"producers\":%u,\"counters\":{",
-            st->uptime_ms, st->workers, st->producers);
+    printf ("{\"uptime_ms\":%" PRIu64 ",\"workers\":%u,\"producers\":%u,\"store_backend\":\"%s\","
+            "\"counters\":{",
+            st->uptime_ms, st->workers, st->producers, st->store_backend ? st->store_backend : "");
     for (size_t i = 0; i < st->n_counters; i++)
         printf ("%s\"%s\":%" PRIu64, i ? "," : "", st->counters[i].name, st->counters[i].value);
     printf ("},\"latencies\":{");

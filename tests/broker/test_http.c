@@ -447,13 +447,15 @@ test_render (void **state)
                      .n_latencies = 1,
                      .latencies = lat,
                      .workers = 2,
-                     .producers = 1};
+                     .producers = 1,
+                     .store_backend = "lmdb"};
     size_t len;
     char *text = zl_metrics_render (&st, true, &len);
     assert_int_equal (strlen (text), len);
     const char *want[] = {
         "zlane_uptime_seconds 61.500\n",
         "zlane_workers 2\n",
+        "# TYPE zlane_store_info gauge\nzlane_store_info{backend=\"lmdb\"} 1\n",
         "# TYPE zlane_jobs_accepted_total counter\nzlane_jobs_accepted_total 3\n",
         "# TYPE zlane_store_jobs gauge\nzlane_store_jobs 5\n",
         "# TYPE zlane_store_commits_total counter\nzlane_store_commits_total 7\n",

@@ -134,6 +134,7 @@ test_metrics_page (void **state)
     s_submit (producer, "acme", "a", &reply);
     page = s_http (metrics, "GET /metrics HTTP/1.0\r\n\r\n");
     assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\",tenant=\"acme\"} 2\n"));
+    assert_non_null (strstr (page, "\nzlane_store_info{backend=\"lmdb\"} 1\n"));
     free (page);
     assert_int_equal (zlt_counter (admin, "metrics_requests"), 2);
     // per lane only, for many tenants
