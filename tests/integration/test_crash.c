@@ -37,60 +37,6 @@
 #define POLL_MS 10             // how often files are looked at while waiting
 
 // ---------------------------------------------------------------- helpers
-// Parse zlane-submit --json output, one {"seq":..,"job_id":..,"duplicate":..}
-// per line, into `ids` (at most `cap`); counts duplicate=true in
-// *duplicates. Returns how many, or fails the test (a failed job included).
-static size_t
-s_parse_json_ids (const char *text, uint64_t *ids, size_t cap, const char *what, size_t *duplicates)
-{
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
-        const char *eol = strchr (p, '\n');
-        if (!eol)
-            fail_msg ("%s: last line has no newline: '%s'", what, p);
-        uint64_t seq, id;
-        char dup[8];
-        if (sscanf (p, "{\"seq\":%" SCNu64 ",\"job_id\":%" SCNu64 ",\"duplicate\":%7[a-z]}", &seq,
-                    &id, dup) != 3 ||
-            id == 0)
-            fail_msg ("%s: line %zu is not an accepted job: '%.*s'", what, n + 1, (int)(eol - p),
-                      p);
-        if (seq != n + 1)
-            fail_msg ("%s: line %zu is for seq %" PRIu64, what, n + 1, seq);
-        if (n == cap)
-            fail_msg ("%s: more than %zu ids", what, cap);
-        *duplicates += !strcmp (dup, "true");
-        ids[n++] = id;
-        p = eol + 1;
-    }
-    return n;
-}
-
-// Fail the test if a process's stderr holds a sanitizer report.
-static void
-s_assert_no_sanitizer_report (const char *title, const char *path)
-{
-    char *text = zlt_read_file (path, NULL);
-    if (text && (strstr (text, "Sanitizer") || strstr (text, "runtime error:"))) {
-        zlt_dump_file (title, path, 6000);
-        fail_msg ("%s: a sanitizer report", title);
-    }
-    free (text);
-}
-
-// Return the number of complete lines in `path` (0 if it is missing).
-static size_t
-s_count_lines (const char *path)
-{
-    char *text = zlt_read_file (path, NULL);
-    size_t n = 0;
-    for (const char *p = text; p && (p = strchr (p, '\n')); p++)
-        n++;
-    free (text);
-    return n;
-}
-
 // Counts the lines of a growing file, reading only what was added.
 typedef struct {
     const char *path;
@@ -120,17 +66,6 @@ s_counter_close (line_counter_t *c)
     if (c->f)
         fclose (c->f);
     c->f = NULL;
-}
-
-// Write `n` lines "<prefix> <i>" to `path`.
-static void
-s_write_lines (const char *path, const char *prefix, int n)
-{
-    FILE *f = fopen (path, "w");
-    assert_non_null (f);
-    for (int i = 0; i < n; i++)
-        fprintf (f, "%s %d\n", prefix, i);
-    assert_int_equal (fclose (f), 0);
 }
 
 // Spawn a zlane-worker on `lanes` running `cmd`; its stderr in
@@ -398,46 +333,6 @@ s_dlq_attempts (const char *json, attempt_t *out, size_t cap)
     return n;
 }
 
-// The record file (zlane-testhandler --record) against the printed ids.
-typedef struct {
-    size_t lines;      // executions
-    size_t lost;       // printed ids never executed
-    size_t duplicates; // executions beyond the first of a printed id
-    size_t reruns;     // executions on attempt > 1
-    size_t foreign;    // executions of ids nobody printed
-    uint64_t first_foreign;
-} tally_t;
-
-// Count `record` against the sorted printed `ids`; runs[i] gets the
-// executions of ids[i].
-static void
-s_tally (const char *record, const uint64_t *ids, size_t n_ids, unsigned *runs, tally_t *t)
-{
-    memset (runs, 0, n_ids * sizeof *runs);
-    *t = (tally_t){.lost = n_ids};
-    char *text = zlt_read_file (record, NULL);
-    char *save = NULL;
-    for (char *line = text ? strtok_r (text, "\n", &save) : NULL; line;
-         line = strtok_r (NULL, "\n", &save)) {
-        uint64_t id;
-        unsigned attempt;
-        long pid;
-        if (sscanf (line, "%" SCNu64 " %u %ld", &id, &attempt, &pid) != 3)
-            fail_msg ("record line %zu is malformed: '%s'", t->lines + 1, line);
-        t->lines++;
-        t->reruns += attempt > 1;
-        long at = zlt_ids_find (ids, n_ids, id);
-        if (at < 0) {
-            if (!t->foreign++)
-                t->first_foreign = id;
-        } else if (runs[at]++)
-            t->duplicates++;
-        else
-            t->lost--;
-    }
-    free (text);
-}
-
 // ---------------------------------------------------------------- 1. crashes
 /*  20,000 jobs from two producers (10,000 lines each, two tenants), two
     workers running them, and the broker SIGKILLed and restarted when the
@@ -486,7 +381,7 @@ test_crash_restarts_lose_nothing (void **state)
         snprintf (tenant, sizeof tenant, "tenant%d", s + 1);
         snprintf (name, sizeof name, "submit%d.in", s + 1);
         char *in = zlt_path (dir, name);
-        s_write_lines (in, tenant, CRASH_PER_SUBMIT);
+        zlt_write_lines (in, tenant, CRASH_PER_SUBMIT);
         snprintf (name, sizeof name, "submit%d.out", s + 1);
         outs[s] = zlt_path (dir, name);
         snprintf (name, sizeof name, "submit%d.err", s + 1);
@@ -520,7 +415,7 @@ test_crash_restarts_lose_nothing (void **state)
             break;
         if (restarts < PLANNED && printed >= marks[restarts]) {
             printed_at[restarts] = printed;
-            executed_at[restarts] = s_count_lines (record);
+            executed_at[restarts] = zlt_count_lines (record);
             down_ms[restarts] = s_crash (broker);
             restarts++;
             continue;
@@ -550,8 +445,8 @@ test_crash_restarts_lose_nothing (void **state)
     for (int s = 0; s < CRASH_SUBMITTERS; s++) {
         char *text = zlt_read_file (outs[s], NULL);
         assert_non_null (text);
-        size_t n =
-            s_parse_json_ids (text, ids + n_ids, CRASH_JOBS + 1 - n_ids, outs[s], &duplicates_said);
+        size_t n = zlt_ids_parse_json (text, ids + n_ids, CRASH_JOBS + 1 - n_ids, outs[s],
+                                       &duplicates_said);
         free (text);
         if (n != CRASH_PER_SUBMIT)
             fail_msg ("zlane-submit %d printed %zu ids for %d lines", s + 1, n, CRASH_PER_SUBMIT);
@@ -574,9 +469,9 @@ test_crash_restarts_lose_nothing (void **state)
     }
 
     // one more crash while the last jobs drain (if any are left)
-    if (s_count_lines (record) < CRASH_JOBS) {
+    if (zlt_count_lines (record) < CRASH_JOBS) {
         printed_at[restarts] = n_ids;
-        executed_at[restarts] = s_count_lines (record);
+        executed_at[restarts] = zlt_count_lines (record);
         down_ms[restarts] = s_crash (broker);
         restarts++;
     }
@@ -584,13 +479,13 @@ test_crash_restarts_lose_nothing (void **state)
     // drain: until every printed id has run at least once; then until the
     // broker holds nothing (a job nobody was told of would run now)
     unsigned *runs = calloc (n_ids, sizeof *runs);
-    tally_t t;
+    zlt_tally_t t;
     deadline = zlt_now_ms () + CRASH_DRAIN_MS;
-    while (s_tally (record, ids, n_ids, runs, &t), t.lost && zlt_now_ms () < deadline)
+    while (zlt_tally (record, ids, n_ids, runs, &t), t.lost && zlt_now_ms () < deadline)
         poll (NULL, 0, 100);
     zl_group_stats_t g;
     bool idle = t.lost == 0 && s_wait_idle (admin, "a", SETTLE_MS, &g) == 0;
-    s_tally (record, ids, n_ids, runs, &t);
+    zlt_tally (record, ids, n_ids, runs, &t);
     size_t lost = t.lost, duplicates = t.duplicates, foreign = t.foreign, reruns = t.reruns,
            lines = t.lines;
     uint64_t first_foreign = t.first_foreign;
@@ -657,15 +552,15 @@ test_crash_restarts_lose_nothing (void **state)
         assert_int_equal (zlt_group (admin, "a", tenant, &g), 0);
         assert_int_equal (g.ready + g.delayed + g.in_flight + g.dlq, 0);
     }
-    s_assert_no_sanitizer_report ("zlane-broker stderr", broker_err);
+    zlt_assert_no_sanitizer_report ("zlane-broker stderr", broker_err);
     for (int w = 0; w < WORKERS; w++) {
         assert_int_equal (zlt_proc_exit_code (workers[w]), -1); // still serving
         zlt_proc_destroy (&workers[w]);
-        s_assert_no_sanitizer_report ("zlane-worker stderr", worker_err[w]);
+        zlt_assert_no_sanitizer_report ("zlane-worker stderr", worker_err[w]);
         free (worker_err[w]);
     }
     for (int s = 0; s < CRASH_SUBMITTERS; s++) {
-        s_assert_no_sanitizer_report ("zlane-submit stderr", errs[s]);
+        zlt_assert_no_sanitizer_report ("zlane-submit stderr", errs[s]);
         zlt_proc_destroy (&submits[s]);
         free (outs[s]);
         free (errs[s]);
@@ -913,7 +808,7 @@ test_recovery_order_and_content (void **state)
 
     // two dead letters, made by a worker that says "bad input"
     char *in = zlt_path (dir, "dead.in");
-    s_write_lines (in, "bad", 2);
+    zlt_write_lines (in, "bad", 2);
     const char *dead_opts[] = {"--tenant", "t1", "--lane", "dead", "--lines", "--file", in, NULL};
     assert_int_equal (s_submit (broker, dead_opts, out, err), 0);
     char *cmd;
@@ -955,7 +850,7 @@ test_recovery_order_and_content (void **state)
 
     // 5 delayed jobs
     in = zlt_path (dir, "delayed.in");
-    s_write_lines (in, "later", REC_DELAYED);
+    zlt_write_lines (in, "later", REC_DELAYED);
     char *delayed_out = zlt_path (dir, "delayed.out");
     int64_t delay_wall = zlt_wall_ms (), delay_mono = zlt_now_ms ();
     const char *delay_opts[] = {"--tenant", "t2",      "--lane", "l1", "--delay",
@@ -1170,7 +1065,7 @@ test_idempotency_across_restart (void **state)
     assert_int_equal (sscanf (text, "%" SCNu64 " %u %ld", &id, &attempt, &pid), 3);
     assert_int_equal (id, first);
     assert_int_equal (attempt, 1);
-    assert_int_equal (s_count_lines (record), 1);
+    assert_int_equal (zlt_count_lines (record), 1);
     fprintf (stderr,
              "idempotency: key order-42 -> job %" PRIu64 " before and after the restart, "
              "run once\n",

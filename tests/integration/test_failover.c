@@ -62,18 +62,6 @@ s_free_ports (int *ports, int n)
         close (fds[i]);
 }
 
-// Fail the test if a process's stderr holds a sanitizer report.
-static void
-s_assert_no_sanitizer_report (const char *title, const char *path)
-{
-    char *text = zlt_read_file (path, NULL);
-    if (text && (strstr (text, "Sanitizer") || strstr (text, "runtime error:"))) {
-        zlt_dump_file (title, path, 6000);
-        fail_msg ("%s: a sanitizer report", title);
-    }
-    free (text);
-}
-
 // Return "<first>,<second>" (caller frees).
 static char *
 s_list (const char *first, const char *second)
@@ -81,29 +69,6 @@ s_list (const char *first, const char *second)
     char *list;
     assert_true (asprintf (&list, "%s,%s", first, second) > 0);
     return list;
-}
-
-// Write `n` lines "<prefix> <i>" to `path`.
-static void
-s_write_lines (const char *path, const char *prefix, int n)
-{
-    FILE *f = fopen (path, "w");
-    assert_non_null (f);
-    for (int i = 0; i < n; i++)
-        fprintf (f, "%s %d\n", prefix, i);
-    assert_int_equal (fclose (f), 0);
-}
-
-// Return the number of complete lines in `path` (0 if it is missing).
-static size_t
-s_count_lines (const char *path)
-{
-    char *text = zlt_read_file (path, NULL);
-    size_t n = 0;
-    for (const char *p = text; p && (p = strchr (p, '\n')); p++)
-        n++;
-    free (text);
-    return n;
 }
 
 // Write `n` more lines "job <i>" to the FIFO `fd` (non-blocking, a one-page
@@ -154,7 +119,7 @@ s_wait_printed (const char *out, size_t want, zlt_proc_t *submit, const char *er
     while (zlt_wait_file (out, s_has_lines, &want, 200) != 0) {
         if (zlt_proc_wait (submit, 0) == 0 || zlt_now_ms () >= deadline) {
             zlt_dump_file ("zlane-submit stderr", err, 3000);
-            fail_msg ("zlane-submit printed %zu of %zu ids", s_count_lines (out), want);
+            fail_msg ("zlane-submit printed %zu of %zu ids", zlt_count_lines (out), want);
         }
     }
 }
@@ -195,81 +160,6 @@ s_worker (const char *dir, const char *name, const char *brokers, const char *re
     free (bin);
     *err_out = err;
     return p;
-}
-
-// Parse zlane-submit --json output, one {"seq":..,"job_id":..,"duplicate":..}
-// per line, into `ids` (at most `cap`); counts duplicate=true in
-// *duplicates. Returns how many, or fails the test (a failed job included).
-static size_t
-s_parse_json_ids (const char *text, uint64_t *ids, size_t cap, const char *what, size_t *duplicates)
-{
-    size_t n = 0;
-    const char *p = text;
-    while (*p) {
-        const char *eol = strchr (p, '\n');
-        if (!eol)
-            fail_msg ("%s: last line has no newline: '%s'", what, p);
-        uint64_t seq, id;
-        char dup[8];
-        if (sscanf (p, "{\"seq\":%" SCNu64 ",\"job_id\":%" SCNu64 ",\"duplicate\":%7[a-z]}", &seq,
-                    &id, dup) != 3 ||
-            id == 0)
-            fail_msg ("%s: line %zu is not an accepted job: '%.*s'", what, n + 1, (int)(eol - p),
-                      p);
-        if (seq != n + 1)
-            fail_msg ("%s: line %zu is for seq %" PRIu64, what, n + 1, seq);
-        if (n == cap)
-            fail_msg ("%s: more than %zu ids", what, cap);
-        *duplicates += !strcmp (dup, "true");
-        ids[n++] = id;
-        p = eol + 1;
-    }
-    return n;
-}
-
-// The record file (zlane-testhandler --record) against the printed ids.
-typedef struct {
-    size_t lines;      // executions
-    size_t lost;       // printed ids never executed
-    size_t duplicates; // executions beyond the first of a printed id
-    size_t foreign;    // executions of ids nobody printed
-} tally_t;
-
-// Count the record's `text` against the sorted printed `ids`; runs[i] gets
-// the executions of ids[i].
-static void
-s_tally_text (const char *record_text, const uint64_t *ids, size_t n_ids, unsigned *runs,
-              tally_t *t)
-{
-    memset (runs, 0, n_ids * sizeof *runs);
-    *t = (tally_t){.lost = n_ids};
-    char *text = record_text ? strdup (record_text) : NULL;
-    char *save = NULL;
-    for (char *line = text ? strtok_r (text, "\n", &save) : NULL; line;
-         line = strtok_r (NULL, "\n", &save)) {
-        uint64_t id;
-        unsigned attempt;
-        long pid;
-        if (sscanf (line, "%" SCNu64 " %u %ld", &id, &attempt, &pid) != 3)
-            fail_msg ("record line %zu is malformed: '%s'", t->lines + 1, line);
-        t->lines++;
-        long at = zlt_ids_find (ids, n_ids, id);
-        if (at < 0)
-            t->foreign++;
-        else if (runs[at]++)
-            t->duplicates++;
-        else
-            t->lost--;
-    }
-    free (text);
-}
-
-static void
-s_tally (const char *record, const uint64_t *ids, size_t n_ids, unsigned *runs, tally_t *t)
-{
-    char *text = zlt_read_file (record, NULL);
-    s_tally_text (text, ids, n_ids, runs, t);
-    free (text);
 }
 
 // Run zlane-ctl `--admin admin --json stats`; returns its exit code and
@@ -328,7 +218,7 @@ test_dead_first_endpoint (void **state)
     enum { JOBS = 200 };
     char *in = zlt_path (dir, "submit.in"), *out = zlt_path (dir, "submit.out");
     char *err = zlt_path (dir, "submit.err");
-    s_write_lines (in, "job", JOBS);
+    zlt_write_lines (in, "job", JOBS);
     char *submit = zlt_bin ("zlane-submit");
     const char *argv[] = {submit,    "--broker", frontends, "--tenant",  "t",   "--lane", "a",
                           "--lines", "--file",   in,        "--timeout", "30s", "-v",     NULL};
@@ -350,9 +240,9 @@ test_dead_first_endpoint (void **state)
     size_t want = JOBS;
     zlt_wait_file (record, s_has_lines, &want, 30000); // woken by each write
     int64_t run_ms = zlt_now_ms () - t;
-    if (s_count_lines (record) < JOBS) {
+    if (zlt_count_lines (record) < JOBS) {
         zlt_dump_file ("zlane-worker stderr", worker_err, 3000);
-        fail_msg ("the worker ran %zu of %d jobs", s_count_lines (record), JOBS);
+        fail_msg ("the worker ran %zu of %d jobs", zlt_count_lines (record), JOBS);
     }
     size_t worker_moves = s_count_in_file (worker_err, "; trying ");
     fprintf (stderr,
@@ -365,11 +255,11 @@ test_dead_first_endpoint (void **state)
     assert_int_equal (zlt_proc_wait (worker, 15000), 0);
     zlt_proc_destroy (&worker);
     assert_int_equal (zlt_broker_stop (broker, 10000), 0);
-    s_assert_no_sanitizer_report ("zlane-worker stderr", worker_err);
-    s_assert_no_sanitizer_report ("zlane-submit stderr", err);
-    s_assert_no_sanitizer_report ("zlane-ctl stderr", ctl_err);
+    zlt_assert_no_sanitizer_report ("zlane-worker stderr", worker_err);
+    zlt_assert_no_sanitizer_report ("zlane-submit stderr", err);
+    zlt_assert_no_sanitizer_report ("zlane-ctl stderr", ctl_err);
     char *broker_err = zlt_path (dir, "broker.err");
-    s_assert_no_sanitizer_report ("zlane-broker stderr", broker_err);
+    zlt_assert_no_sanitizer_report ("zlane-broker stderr", broker_err);
     free (broker_err);
     free (submit);
     free (in);
@@ -450,8 +340,8 @@ test_failover_to_second_broker (void **state)
     s_wait_printed (out, (size_t)parts[0] / 2, submit, err, deadline);
     // mid-stream: the producer has read all but a page of the second part
     s_feed (feed, &fed, parts[1], deadline);
-    size_t printed_at_kill = s_count_lines (out);
-    size_t executed_at_kill = s_count_lines (record);
+    size_t printed_at_kill = zlt_count_lines (out);
+    size_t executed_at_kill = zlt_count_lines (record);
     int64_t t_kill = zlt_now_ms ();
     assert_int_equal (zlt_broker_kill (a), 0);
     assert_int_equal (zlt_proc_exit_code (zlt_broker_proc (a)), 128 + SIGKILL);
@@ -470,7 +360,7 @@ test_failover_to_second_broker (void **state)
     // the first id printed after the kill: the producer is served by B
     int64_t first_after_ms = -1;
     while (zlt_proc_wait (submit, 0) != 0) {
-        size_t printed = s_count_lines (out);
+        size_t printed = zlt_count_lines (out);
         if (first_after_ms < 0 && printed > printed_at_kill)
             first_after_ms = zlt_now_ms () - t_kill;
         if (zlt_now_ms () >= deadline) {
@@ -495,7 +385,7 @@ test_failover_to_second_broker (void **state)
     size_t duplicates_said = 0;
     char *text = zlt_read_file (out, NULL);
     assert_non_null (text);
-    size_t n_ids = s_parse_json_ids (text, ids, FAILOVER_JOBS + 1, out, &duplicates_said);
+    size_t n_ids = zlt_ids_parse_json (text, ids, FAILOVER_JOBS + 1, out, &duplicates_said);
     free (text);
     assert_int_equal (n_ids, FAILOVER_JOBS);
     zlt_ids_sort (ids, n_ids);
@@ -516,9 +406,9 @@ test_failover_to_second_broker (void **state)
     unsigned *runs = calloc (n_ids, sizeof *runs);
     // (looked at every 50 ms, as test_crash does: a tally per write of 4,000
     // would take the CPU the workers need)
-    tally_t t;
+    zlt_tally_t t;
     deadline = zlt_now_ms () + DRAIN_MS;
-    while (s_tally (record, ids, n_ids, runs, &t), t.lost && zlt_now_ms () < deadline)
+    while (zlt_tally (record, ids, n_ids, runs, &t), t.lost && zlt_now_ms () < deadline)
         poll (NULL, 0, 50);
     int64_t t_drained = zlt_now_ms ();
     bool idle = false;
@@ -529,7 +419,7 @@ test_failover_to_second_broker (void **state)
         if (!idle)
             poll (NULL, 0, 20);
     }
-    s_tally (record, ids, n_ids, runs, &t);
+    zlt_tally (record, ids, n_ids, runs, &t);
 
     size_t producer_moves = s_count_in_file (err, "leaving broker at ");
     size_t resent = 0;
@@ -572,15 +462,15 @@ test_failover_to_second_broker (void **state)
         zlt_proc_signal (workers[w], SIGTERM);
         assert_int_equal (zlt_proc_wait (workers[w], 15000), 0);
         zlt_proc_destroy (&workers[w]);
-        s_assert_no_sanitizer_report ("zlane-worker stderr", worker_err[w]);
+        zlt_assert_no_sanitizer_report ("zlane-worker stderr", worker_err[w]);
         free (worker_err[w]);
     }
     zlt_proc_destroy (&submit);
     zlt_client_destroy (&admin_b);
     assert_int_equal (zlt_broker_stop (b, 10000), 0);
-    s_assert_no_sanitizer_report ("zlane-submit stderr", err);
+    zlt_assert_no_sanitizer_report ("zlane-submit stderr", err);
     char *broker_err = zlt_path (zlt_broker_dir (b), "broker.err");
-    s_assert_no_sanitizer_report ("zlane-broker B stderr", broker_err);
+    zlt_assert_no_sanitizer_report ("zlane-broker B stderr", broker_err);
     free (broker_err);
     free (runs);
     free (ids);

@@ -1196,6 +1196,104 @@ zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int
 
 // ---------------------------------------------------------------- job ids
 size_t
+zlt_ids_parse_json (const char *text, uint64_t *ids, size_t cap, const char *what,
+                    size_t *duplicates)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        const char *eol = strchr (p, '\n');
+        if (!eol)
+            fail_msg ("%s: last line has no newline: '%s'", what, p);
+        uint64_t seq, id;
+        char dup[8];
+        if (sscanf (p, "{\"seq\":%" SCNu64 ",\"job_id\":%" SCNu64 ",\"duplicate\":%7[a-z]}", &seq,
+                    &id, dup) != 3 ||
+            id == 0)
+            fail_msg ("%s: line %zu is not an accepted job: '%.*s'", what, n + 1, (int)(eol - p),
+                      p);
+        if (seq != n + 1)
+            fail_msg ("%s: line %zu is for seq %" PRIu64, what, n + 1, seq);
+        if (n == cap)
+            fail_msg ("%s: more than %zu ids", what, cap);
+        *duplicates += !strcmp (dup, "true");
+        ids[n++] = id;
+        p = eol + 1;
+    }
+    return n;
+}
+
+void
+zlt_tally_text (const char *record_text, const uint64_t *ids, size_t n_ids, unsigned *runs,
+                zlt_tally_t *t)
+{
+    memset (runs, 0, n_ids * sizeof *runs);
+    *t = (zlt_tally_t){.lost = n_ids};
+    char *text = record_text ? zl_strdup (record_text) : NULL;
+    char *save = NULL;
+    for (char *line = text ? strtok_r (text, "\n", &save) : NULL; line;
+         line = strtok_r (NULL, "\n", &save)) {
+        uint64_t id;
+        unsigned attempt;
+        long pid;
+        if (sscanf (line, "%" SCNu64 " %u %ld", &id, &attempt, &pid) != 3)
+            fail_msg ("record line %zu is malformed: '%s'", t->lines + 1, line);
+        t->lines++;
+        t->reruns += attempt > 1;
+        long at = zlt_ids_find (ids, n_ids, id);
+        if (at < 0) {
+            if (!t->foreign++)
+                t->first_foreign = id;
+        } else if (runs[at]++)
+            t->duplicates++;
+        else
+            t->lost--;
+    }
+    free (text);
+}
+
+void
+zlt_tally (const char *path, const uint64_t *ids, size_t n_ids, unsigned *runs, zlt_tally_t *t)
+{
+    char *text = zlt_read_file (path, NULL);
+    zlt_tally_text (text, ids, n_ids, runs, t);
+    free (text);
+}
+
+// ---------------------------------------------------------------- files of lines
+void
+zlt_write_lines (const char *path, const char *prefix, int n)
+{
+    FILE *f = fopen (path, "w");
+    assert_non_null (f);
+    for (int i = 0; i < n; i++)
+        fprintf (f, "%s %d\n", prefix, i);
+    assert_int_equal (fclose (f), 0);
+}
+
+size_t
+zlt_count_lines (const char *path)
+{
+    char *text = zlt_read_file (path, NULL);
+    size_t n = 0;
+    for (const char *p = text; p && (p = strchr (p, '\n')); p++)
+        n++;
+    free (text);
+    return n;
+}
+
+void
+zlt_assert_no_sanitizer_report (const char *title, const char *path)
+{
+    char *text = zlt_read_file (path, NULL);
+    if (text && (strstr (text, "Sanitizer") || strstr (text, "runtime error:"))) {
+        zlt_dump_file (title, path, 6000);
+        fail_msg ("%s: a sanitizer report", title);
+    }
+    free (text);
+}
+
+size_t
 zlt_ids_parse (const char *text, uint64_t *ids, size_t cap, const char *what)
 {
     size_t n = 0;

@@ -185,10 +185,43 @@ int zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value,
     on a line that is not a job id, a last line without a newline, or more
     than `cap` ids; `what` names the text in the message. */
 size_t zlt_ids_parse (const char *text, uint64_t *ids, size_t cap, const char *what);
+/*  The same for zlane-submit --json output, one {"seq":..,"job_id":..,
+    "duplicate":..} per line, in seq order from 1 (a failed job fails the
+    test); counts duplicate=true in *duplicates. */
+size_t zlt_ids_parse_json (const char *text, uint64_t *ids, size_t cap, const char *what,
+                           size_t *duplicates);
 /*  Sort `n` job ids in ascending order, for zlt_ids_find. */
 void zlt_ids_sort (uint64_t *ids, size_t n);
 /*  Return the index of `id` in the sorted `ids`, or -1. */
 long zlt_ids_find (const uint64_t *ids, size_t n, uint64_t id);
+
+/*  A record file (zlane-testhandler --record: "<id> <attempt> <pid>" per
+    execution) counted against the sorted printed job ids. */
+typedef struct {
+    size_t lines;      // executions
+    size_t lost;       // printed ids never executed
+    size_t duplicates; // executions beyond the first of a printed id
+    size_t reruns;     // executions on attempt > 1
+    size_t foreign;    // executions of ids nobody printed
+    uint64_t first_foreign;
+} zlt_tally_t;
+
+/*  Count the record `text` (NULL = empty) against the sorted `ids`; runs[i]
+    gets the executions of ids[i]. Fails the test on a malformed line. */
+void zlt_tally_text (const char *text, const uint64_t *ids, size_t n_ids, unsigned *runs,
+                     zlt_tally_t *t);
+/*  The same for the record file at `path` (missing = empty). */
+void zlt_tally (const char *path, const uint64_t *ids, size_t n_ids, unsigned *runs,
+                zlt_tally_t *t);
+
+// ---------------------------------------------------------------- files of lines
+/*  Write `n` lines "<prefix> <i>" to `path`; fails the test on an error. */
+void zlt_write_lines (const char *path, const char *prefix, int n);
+/*  The number of complete lines in `path` (0 if it is missing). */
+size_t zlt_count_lines (const char *path);
+/*  Fail the test if the file at `path` (a process's stderr) holds a
+    sanitizer report, after showing it under `title`. */
+void zlt_assert_no_sanitizer_report (const char *title, const char *path);
 
 // ---------------------------------------------------------------- lifecycle
 /*  Kill every registered process group (SIGKILL) and reap it, destroy
