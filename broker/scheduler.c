@@ -77,21 +77,29 @@ s_tenant (zl_sched_t *self, const zl_tenant_t *tenant)
     return &self->tenant_st[tenant->index];
 }
 
+// Make `*arr` (of `*cap` items of `size` bytes, zeroed when grown) hold
+// slot `index`, and `*n` cover it.
+static void
+s_reserve (void **arr, uint32_t *cap, uint32_t *n, uint32_t index, size_t size)
+{
+    if (index >= *cap) {
+        uint32_t want = *cap ? *cap : 16;
+        while (want <= index)
+            want *= 2;
+        *arr = zl_realloc (*arr, want * size);
+        memset ((char *)*arr + (size_t)*cap * size, 0, (size_t)(want - *cap) * size);
+        *cap = want;
+    }
+    if (index >= *n)
+        *n = index + 1;
+}
+
 // The scheduler's state of `lane`, set up on first use.
 static lane_state_t *
 s_track_lane (zl_sched_t *self, const zl_lane_t *lane)
 {
-    if (lane->index >= self->cap_lane_st) {
-        uint32_t cap = self->cap_lane_st ? self->cap_lane_st : 8;
-        while (cap <= lane->index)
-            cap *= 2;
-        self->lane_st = zl_realloc (self->lane_st, cap * sizeof *self->lane_st);
-        memset (self->lane_st + self->cap_lane_st, 0,
-                (cap - self->cap_lane_st) * sizeof *self->lane_st);
-        self->cap_lane_st = cap;
-    }
-    if (lane->index >= self->n_lane_st)
-        self->n_lane_st = lane->index + 1;
+    s_reserve ((void **)&self->lane_st, &self->cap_lane_st, &self->n_lane_st, lane->index,
+               sizeof *self->lane_st);
     lane_state_t *ls = s_lane (self, lane);
     if (!ls->live) {
         ls->live = true;
@@ -104,17 +112,8 @@ s_track_lane (zl_sched_t *self, const zl_lane_t *lane)
 static tenant_state_t *
 s_track_tenant (zl_sched_t *self, const zl_tenant_t *tenant)
 {
-    if (tenant->index >= self->cap_tenant_st) {
-        uint32_t cap = self->cap_tenant_st ? self->cap_tenant_st : 16;
-        while (cap <= tenant->index)
-            cap *= 2;
-        self->tenant_st = zl_realloc (self->tenant_st, cap * sizeof *self->tenant_st);
-        memset (self->tenant_st + self->cap_tenant_st, 0,
-                (cap - self->cap_tenant_st) * sizeof *self->tenant_st);
-        self->cap_tenant_st = cap;
-    }
-    if (tenant->index >= self->n_tenant_st)
-        self->n_tenant_st = tenant->index + 1;
+    s_reserve ((void **)&self->tenant_st, &self->cap_tenant_st, &self->n_tenant_st, tenant->index,
+               sizeof *self->tenant_st);
     tenant_state_t *ts = s_tenant (self, tenant);
     if (!ts->live) {
         ts->live = true;
