@@ -192,9 +192,14 @@ static const struct {
     const char *missing; // why there is none
 } s_backends[] = {
     {ZL_STORE_KIND_LMDB, &zl_store_lmdb, NULL},
+#ifdef ZL_HAVE_PG
+    {ZL_STORE_KIND_POSTGRESQL, &zl_store_pg, NULL},
+#else
     {ZL_STORE_KIND_POSTGRESQL, NULL,
-     "the PostgreSQL store is not built in yet (the next change adds it); give --data DIR "
-     "(or store = a directory) for the LMDB store"},
+     "this zlane-broker was built without the PostgreSQL store (libpq-dev was missing "
+     "when it was built); install libpq-dev and rebuild, or give --data DIR for the LMDB "
+     "store"},
+#endif
 };
 
 zl_store_t *
@@ -245,6 +250,42 @@ const char *
 zl_store_backend_name (zl_store_t *self)
 {
     return self->be->name;
+}
+
+// ---------------------------------------------------------------- leadership
+void
+zl_store_set_candidate (zl_store_t *self, const zl_store_candidate_t *who)
+{
+    if (self->be->set_candidate)
+        self->be->set_candidate (self->impl, who);
+}
+
+zl_store_role_t
+zl_store_elect (zl_store_t *self, int64_t mono_ms, zl_store_lead_t *out)
+{
+    if (self->be->elect)
+        return self->be->elect (self->impl, mono_ms, out);
+    memset (out, 0, sizeof *out);
+    out->role = ZL_ROLE_LEADER; // one broker per store: it leads, always
+    return ZL_ROLE_LEADER;
+}
+
+int64_t
+zl_store_elect_due (zl_store_t *self)
+{
+    return self->be->elect_due ? self->be->elect_due (self->impl) : INT64_MAX;
+}
+
+zl_store_role_t
+zl_store_role (zl_store_t *self)
+{
+    return self->be->role ? self->be->role (self->impl) : ZL_ROLE_LEADER;
+}
+
+const char *
+zl_store_recovery_cause (zl_store_t *self)
+{
+    return self->be->elect ? "leader_change" : "restart";
 }
 
 // ---------------------------------------------------------------- fault injection

@@ -35,7 +35,9 @@ typedef enum {
     ZL_STORE_OK = 0,
     ZL_STORE_ERROR = -1, // I/O or corruption: the turn cannot be committed
     ZL_STORE_FULL = -2,  // the map (or the disk) has no room
-    ZL_STORE_NOT_FOUND = -3
+    ZL_STORE_NOT_FOUND = -3,
+    ZL_STORE_FENCED = -4,     // another broker leads now: the batch was not committed
+    ZL_STORE_UNAVAILABLE = -5 // the database did not answer: the batch's fate is unknown
 } zl_store_rc_t;
 
 /*  The store's sizes and counters. The sizes and room walks are LMDB's; a
@@ -55,6 +57,16 @@ typedef struct {
     uint64_t commits;
     uint64_t commit_us; // total time spent committing (sync included)
     uint64_t commit_max_us;
+    // leadership (stores that several brokers share; LMDB: leader, epoch 0)
+    uint32_t role;           // zl_store_role_t
+    uint64_t epoch;          // the lease's epoch
+    uint64_t takeovers;      // times this broker took the lead (since start)
+    uint64_t fenced;         // commits refused because another broker led
+    uint64_t unreachable;    // times the database stopped answering
+    uint64_t reachable;      // 1 while the database answers
+    uint64_t log_rows;       // rows in the database's log (PostgreSQL)
+    uint64_t log_segments;   // partitions of the log kept
+    uint64_t log_rotations;  // partitions dropped (since start)
 } zl_store_stats_t;
 
 /*  How long idempotency keys are kept, and how many at most. */
@@ -161,6 +173,58 @@ int zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t
                       char *err, size_t errlen);
 /*  Fill `st` (LMDB: walks the free list once). */
 void zl_store_stats (zl_store_t *self, zl_store_stats_t *st);
+
+/*  Leadership. A store that several brokers share (PostgreSQL) lets one of
+    them lead: a lease row whose epoch rises at every takeover, renewed by
+    the leader and checked inside every commit, so that a deposed leader's
+    commit fails (ZL_STORE_FENCED). A store one broker holds alone (LMDB: a
+    lock on the directory) always leads, epoch 0.
+
+    The broker says who it is once (zl_store_set_candidate), then calls
+    zl_store_elect whenever zl_store_elect_due says so, outside a batch: a
+    leader renews its lease there, a standby watches the lease and takes the
+    lead when it lapsed, an unreachable store is dialled again. A commit that
+    fails FENCED or UNAVAILABLE makes the role STANDBY or UNREACHABLE at once:
+    the broker then forgets what it holds in memory (it is ahead of the
+    store) and recovers again when it next leads. */
+typedef enum {
+    ZL_ROLE_LEADER = 0,     // this broker leads: it may accept, dispatch and settle
+    ZL_ROLE_STANDBY = 1,    // another broker leads (or none yet): answer NOT_LEADER
+    ZL_ROLE_UNREACHABLE = 2 // no writable database answers: refuse, retry later
+} zl_store_role_t;
+
+enum { ZL_ADVERTISE_FRONTEND = 0, ZL_ADVERTISE_BACKEND = 1, ZL_ADVERTISE_ADMIN = 2 };
+#define ZL_ADVERTISE_COUNT 3
+#define ZL_ADVERTISE_MAX 256 // bytes of one advertised endpoint, NUL included
+
+typedef struct {
+    const char *name;                            // this broker, for logs and the lease row
+    const char *advertise[ZL_ADVERTISE_COUNT];   // where clients reach it, per socket
+    uint32_t lease_ms;                           // the lease's length
+} zl_store_candidate_t;
+
+typedef struct {
+    zl_store_role_t role;
+    uint64_t epoch;                                          // the lease's epoch as last seen
+    char leader[ZL_ADVERTISE_COUNT][ZL_ADVERTISE_MAX];      // the leader's endpoints, "" unknown
+    char leader_name[128];                                   // the leader's name, "" unknown
+    bool took_over; // this call made this broker the leader (it must recover now)
+} zl_store_lead_t;
+
+/*  Say who this broker is (copied). Before the first zl_store_elect. */
+void zl_store_set_candidate (zl_store_t *self, const zl_store_candidate_t *who);
+/*  Renew, watch or take the lead (see above), filling `out`; returns the
+    role. Call outside a batch. */
+zl_store_role_t zl_store_elect (zl_store_t *self, int64_t mono_ms, zl_store_lead_t *out);
+/*  The monotonic time at which zl_store_elect wants to run next (INT64_MAX:
+    never, as on LMDB). */
+int64_t zl_store_elect_due (zl_store_t *self);
+/*  The role as of the last zl_store_elect or commit. */
+zl_store_role_t zl_store_role (zl_store_t *self);
+/*  What the attempts running at the last leader's end are recorded as, on
+    recovery: "restart" (LMDB: the same store's broker restarted) or
+    "leader_change" (PostgreSQL: another epoch took over). */
+const char *zl_store_recovery_cause (zl_store_t *self);
 
 /*  Fault injection, for tests; inert until set. Process-wide: a test reaches
     the store a broker owns. `fn` is asked before every write of a batch

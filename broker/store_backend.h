@@ -54,9 +54,16 @@ typedef struct {
     int (*recover) (void *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
                     size_t errlen);
     void (*stats) (void *self, zl_store_stats_t *st);
+    // leadership: NULL for a backend one broker holds alone (always leads)
+    void (*set_candidate) (void *self, const zl_store_candidate_t *who);
+    zl_store_role_t (*elect) (void *self, int64_t mono_ms, zl_store_lead_t *out);
+    int64_t (*elect_due) (void *self);
+    zl_store_role_t (*role) (void *self);
 } zl_store_backend_t;
 
 /*  The LMDB backend (store_lmdb.c). */
 extern const zl_store_backend_t zl_store_lmdb;
+/*  The PostgreSQL backend (store_pg.c), when built with libpq (ZL_HAVE_PG). */
+extern const zl_store_backend_t zl_store_pg;
 
 #endif
