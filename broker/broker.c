@@ -2,15 +2,27 @@
 
     Per-turn order (zl_broker_turn waits, s_turn does the rest; zl_broker_feed
     runs the same s_turn on one frame), the one place it is written down:
-      1. wait for input or the next timer
-      2. drain a batch from each socket and apply it to memory
+      1. wait for input or the next timer (or election)
+      2. leadership, outside any batch, when the store asks for it: renew,
+         watch or take the lead (store.h). A broker that takes the lead
+         recovers the store's state first; one that loses it forgets its
+         own. A broker that does not lead drains its sockets and answers
+         every message NOT_LEADER (standby) or UNAVAILABLE (no database),
+         but Stats, and its turn ends there: it accepts, dispatches and
+         settles nothing.
+      3. drain a batch from each socket and apply it to memory
          (bad input is answered at once through s_reject: counted, logged)
-      3. fire due timers: lapsed leases, ended delays, dead workers,
+      4. fire due timers: lapsed leases, ended delays, dead workers,
          heartbeats, DLQ alerts
-      4. dispatch ready jobs to workers with free capacity
-      5. commit the turn's state changes to the store in one transaction
-      6. send what promises a state change (replies.h): Accepted/Rejected/
+      5. dispatch ready jobs to workers with free capacity
+      6. commit the turn's state changes to the store in one transaction
+      7. send what promises a state change (replies.h): Accepted/Rejected/
          Credit, admin changes, the DLQ events, Settled and Dispatch
+    A commit (or a write) refused because another broker leads (FENCED), or
+    whose fate the silent database leaves unknown (UNAVAILABLE), sends none
+    of the turn's replies: the broker forgets its state (memory is ahead of
+    the store) and goes on without the lead. Any other store failure stops
+    the broker.
 
     Each noun has its own module: admission and credit (admission.c over
     producers.c), the job state machine (jobs.c) with its leases (lease.c),
@@ -53,16 +65,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DRAIN_BATCH 256  // messages per socket per turn
 #define MAX_EXPIRE 10000 // dead letters purged by dlq_retention per turn
 
 struct _zl_broker_t {
     zl_broker_config_t *cfg;
+    // for the broker's life: sockets, codec, store, replies, security, metrics
     zl_endpoints_t *endpoints; // the sockets
     zl_codec_t *codec;
     zl_arena_t *turn; // strings that live until the end of the turn
     zl_rng_t rng;
+    zl_store_t *store;
+    zl_replies_t *replies;
+    bool failed;             // the store failed: stop the loop
+    zl_security_t *security; // CURVE (or the plaintext endpoint check)
+    zl_http_t *http;         // the metrics page, or NULL
+    zl_metrics_source_t metrics_source;
+    uint64_t counters[ZL_CTR_COUNT];
+    int64_t started_ms;
+    // leadership (store.h): who this broker is, and its role as of the last
+    // election or commit
+    char name[128];  // host:pid, for logs and the lease row
+    char where[512]; // the store's location, its password hidden
+    zl_store_lead_t lead;
+    // the core: the jobs and everything that holds or schedules them, in
+    // memory. Built by s_core_new, loaded from the store by s_lead, and
+    // forgotten whole (s_forget) when the broker stops leading.
     zl_lanes_t *lanes;
     zl_sched_t *sched;
     zl_timers_t *timers;
@@ -70,16 +100,11 @@ struct _zl_broker_t {
     zl_workers_t *workers;
     zl_producers_t *producers;
     zl_admission_t *admission;
-    zl_replies_t *replies;
-    zl_store_t *store;
+    bool loaded; // the core holds the store's state (recovered): the broker may lead
     uint64_t stored_next_id;
-    bool failed;             // the store failed: stop the loop
-    zl_security_t *security; // CURVE (or the plaintext endpoint check)
-    zl_http_t *http;         // the metrics page, or NULL
-    zl_metrics_source_t metrics_source;
-    uint64_t counters[ZL_CTR_COUNT];
     size_t worker_rr;
-    int64_t started_ms;
+    zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
+    size_t n_gone, cap_gone;
     int64_t next_heartbeat_ms;
     int64_t next_alert_ms;
     int64_t next_prune_ms;
@@ -261,7 +286,9 @@ s_stats_sources (zl_broker_t *self, zl_stats_sources_t *src)
                                 .counters = self->counters,
                                 .started_ms = self->started_ms,
                                 .workers = zl_workers_count (self->workers),
-                                .producers = np};
+                                .producers = np,
+                                .lead = &self->lead,
+                                .name = self->name};
 }
 
 static void
@@ -325,6 +352,86 @@ static const route_t s_routes[ZL_SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
         },
 };
 
+// ---------------------------------------------------------------- without the lead
+/*  Leadership as the broker asks the store for it (store.h), or as a test
+    plays it (zl_broker_set_leadership). */
+static zl_store_role_t
+s_store_elect (void *ctx, zl_store_t *store, int64_t mono_ms, zl_store_lead_t *out)
+{
+    (void)ctx;
+    return zl_store_elect (store, mono_ms, out);
+}
+
+static int64_t
+s_store_elect_due (void *ctx, zl_store_t *store)
+{
+    (void)ctx;
+    return zl_store_elect_due (store);
+}
+
+static zl_store_rc_t
+s_store_commit (void *ctx, zl_store_t *store)
+{
+    (void)ctx;
+    return zl_store_commit (store);
+}
+
+static const char *
+s_store_recovery_cause (void *ctx, zl_store_t *store)
+{
+    (void)ctx;
+    return zl_store_recovery_cause (store);
+}
+
+static const zl_leadership_t s_store_leadership = {s_store_elect, s_store_elect_due, s_store_commit,
+                                                   s_store_recovery_cause};
+static const zl_leadership_t *s_lead_fns = &s_store_leadership;
+static void *s_lead_ctx;
+
+void
+zl_broker_set_leadership (const zl_leadership_t *fns, void *ctx)
+{
+    s_lead_fns = fns ? fns : &s_store_leadership;
+    s_lead_ctx = fns ? ctx : NULL;
+}
+
+// The endpoint a standby names for each socket (store.h's slots).
+static const int s_advertised[ZL_SOCK_COUNT] = {[ZL_SOCK_FRONTEND] = ZL_ADVERTISE_FRONTEND,
+                                                [ZL_SOCK_BACKEND] = ZL_ADVERTISE_BACKEND,
+                                                [ZL_SOCK_ADMIN] = ZL_ADVERTISE_ADMIN};
+
+// True for the one request a broker answers whatever its role: Stats
+// (operators must see the role).
+static bool
+s_stats_request (const zl_msg_t *msg)
+{
+    return msg->kind == ZL_MSG_ADMIN_REQUEST && msg->u.admin_request.op == ZL_ADMIN_STATS;
+}
+
+// How long a client should wait before it asks a broker without a database
+// again: until the broker dials it again, within [100 ms, 5 s].
+static uint32_t
+s_retry_after_ms (zl_broker_t *self, zl_now_t now)
+{
+    int64_t left = s_lead_fns->elect_due (s_lead_ctx, self->store) - now.mono_ms;
+    return left < 100 ? 100 : left > 5000 ? 5000 : (uint32_t)left;
+}
+
+// A broker that does not lead does nothing a message asks: a standby names
+// the leader it knows, one without a database says when to try again.
+static void
+s_not_leading (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    if (self->lead.role == ZL_ROLE_STANDBY)
+        zl_replies_not_leader (self->replies, ctx->sock, ctx->peer,
+                               self->lead.leader[s_advertised[ctx->sock]], self->lead.leader_name);
+    else
+        zl_replies_unavailable (self->replies, ctx->sock, ctx->peer, msg,
+                                s_retry_after_ms (self, ctx->now));
+}
+
+// ---------------------------------------------------------------- frames
 static void
 s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_t *cert,
                 const void *data, size_t size, bool extra_frames, zl_now_t now)
@@ -360,6 +467,10 @@ s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_
     if (rc == ZL_DECODE_BAD_TEXT) { // before anything is done or stored
         s_reject (&ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "%s: %s", zl_msg_kind_name (msg.kind),
                   zl_codec_error (self->codec));
+        return;
+    }
+    if (self->lead.role != ZL_ROLE_LEADER && !s_stats_request (&msg)) {
+        s_not_leading (&ctx, &msg);
         return;
     }
     if (route->roles && !s_role (&ctx, route->roles, route->what)) {
@@ -515,35 +626,216 @@ s_dispatch (zl_broker_t *self, zl_now_t now)
 }
 
 // ---------------------------------------------------------------- commit
-// Step 5 of the turn: one store transaction holds every change the turn made
+// True for the store failures that mean this broker no longer leads:
+// another one does (FENCED), or the database went silent (UNAVAILABLE).
+static bool
+s_lost_lead (zl_store_rc_t rc)
+{
+    return rc == ZL_STORE_FENCED || rc == ZL_STORE_UNAVAILABLE;
+}
+
+static const char *
+s_rc_text (zl_store_rc_t rc)
+{
+    switch (rc) {
+    case ZL_STORE_FULL: return "store full";
+    case ZL_STORE_FENCED: return "fenced: another broker leads";
+    case ZL_STORE_UNAVAILABLE: return "the database does not answer";
+    default: return "I/O error";
+    }
+}
+
+// Step 6 of the turn: one store transaction holds every change the turn made
 // (group commit). Nothing below runs before it has returned: a reply that
-// promises durability is only sent for what is on disk. A failed commit
-// leaves memory ahead of the store, so the broker stops without replying;
-// on restart it recovers exactly what was committed.
-static int
+// promises durability is only sent for what is on disk. Returns ZL_STORE_OK,
+// or how the turn's writes or its commit failed. The batch is closed, but
+// after a write that failed on its own (an I/O error): the broker then
+// stops, and closing the store drops the batch.
+static zl_store_rc_t
 s_commit (zl_broker_t *self)
 {
-    if (zl_jobs_store_failed (self->jobs)) {
-        zl_error ("broker", "a store write failed this turn: stopping without replying; a "
-                            "restart recovers the last committed state");
-        return -1;
-    }
-    if (!zl_store_in_batch (self->store))
-        return 0;
+    zl_store_rc_t failed = zl_jobs_store_error (self->jobs);
+    if ((failed != ZL_STORE_OK && !s_lost_lead (failed)) || !zl_store_in_batch (self->store))
+        return failed;
     uint64_t next_id = zl_jobs_next_id (self->jobs);
-    if (next_id != self->stored_next_id) {
+    if (failed == ZL_STORE_OK && next_id != self->stored_next_id) {
         zl_store_set_next_id (self->store, next_id);
         self->stored_next_id = next_id;
     }
-    zl_store_rc_t rc = zl_store_commit (self->store);
-    if (rc != ZL_STORE_OK) {
-        zl_error ("broker",
-                  "store commit failed (%s): stopping without replying; a restart "
-                  "recovers the last committed state",
-                  rc == ZL_STORE_FULL ? "store full" : "I/O error");
-        return -1;
+    zl_store_rc_t rc = s_lead_fns->commit (s_lead_ctx, self->store);
+    return failed != ZL_STORE_OK ? failed : rc;
+}
+
+// ---------------------------------------------------------------- the core
+static void
+s_core_new (zl_broker_t *self, zl_now_t now)
+{
+    zl_broker_config_t *cfg = self->cfg;
+    self->lanes = zl_lanes_new (cfg);
+    self->sched = zl_sched_new (cfg->scheduler);
+    zl_sched_set_quantum (self->sched, cfg->wfq_quantum_us);
+    self->timers = zl_timers_new ();
+    self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng, self->store);
+    zl_jobs_set_listener (self->jobs, s_on_job_event, self);
+    self->workers = zl_workers_new ();
+    self->producers = zl_producers_new ();
+    zl_replies_rebind (self->replies, self->jobs);
+    zl_admission_env_t aenv = {.cfg = cfg,
+                               .lanes = self->lanes,
+                               .sched = self->sched,
+                               .jobs = self->jobs,
+                               .store = self->store,
+                               .producers = self->producers,
+                               .replies = self->replies,
+                               .counters = self->counters,
+                               .turn = self->turn};
+    self->admission = zl_admission_new (&aenv);
+    self->loaded = false;
+    self->stored_next_id = 0;
+    self->worker_rr = 0;
+    self->n_gone = 0;
+    self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
+    self->next_alert_ms = now.mono_ms + (int64_t)cfg->dlq_alert_ms;
+    self->next_prune_ms = now.mono_ms + 1000;
+}
+
+static void
+s_core_destroy (zl_broker_t *self)
+{
+    zl_jobs_destroy (&self->jobs);
+    zl_timers_destroy (&self->timers);
+    zl_sched_destroy (&self->sched);
+    zl_workers_destroy (&self->workers);
+    zl_producers_destroy (&self->producers);
+    zl_admission_destroy (&self->admission);
+    zl_lanes_destroy (&self->lanes);
+}
+
+/*  Forget the core, `why` saying what ended the lead, and build it empty:
+    every job, worker and producer, the timers, and every reply that waited
+    for a commit go. The store keeps what was committed; s_lead loads it
+    when this broker leads again. */
+static void
+s_forget (zl_broker_t *self, const char *why)
+{
+    if (self->loaded) {
+        size_t np;
+        zl_producers_all (self->producers, &np);
+        zl_warn ("broker",
+                 "%s: forgetting the %zu job(s), %zu worker(s) and %zu producer(s) held in "
+                 "memory, and the replies that waited for a commit; the store keeps what was "
+                 "committed",
+                 why, zl_jobs_count (self->jobs), zl_workers_count (self->workers), np);
+        self->counters[ZL_CTR_STEPDOWNS]++;
     }
+    if (zl_store_in_batch (self->store)) // a failed recovery's: closed
+        (void)s_lead_fns->commit (s_lead_ctx, self->store);
+    s_core_destroy (self);
+    s_core_new (self, zl_now ());
+}
+
+/*  This broker no longer leads: it is `role` now, as `why` (a store call)
+    showed. Its state is ahead of the store, or behind another leader's: it
+    is forgotten. */
+static void
+s_step_down (zl_broker_t *self, zl_store_role_t role, const char *why)
+{
+    bool was_leading = self->lead.role == ZL_ROLE_LEADER;
+    self->lead.role = role;
+    self->lead.took_over = false;
+    if (was_leading)
+        s_forget (self, why);
+}
+
+// ---------------------------------------------------------------- leadership
+typedef struct {
+    zl_broker_t *self;
+    zl_store_rc_t rc; // the recovery's commit
+} lead_commit_t;
+
+static int
+s_lead_commit (void *arg)
+{
+    lead_commit_t *c = arg;
+    c->rc = s_commit (c->self);
+    return c->rc == ZL_STORE_OK ? 0 : -1;
+}
+
+/*  Load the store's state into the empty core: this broker leads now. The
+    attempts that were running when the last leader stopped end as the
+    store says (restart, leader_change). Returns 0, also when the lead was
+    lost while loading (the broker goes on without it), or -1 with the
+    reason in `err` when the store cannot be read (the broker stops). */
+static int
+s_lead (zl_broker_t *self, char *err, size_t errlen)
+{
+    lead_commit_t commit = {self, ZL_STORE_OK};
+    zl_recovery_env_t rec = {self->store,   self->lanes,
+                             self->sched,   self->jobs,
+                             self->where,   s_lead_fns->recovery_cause (s_lead_ctx, self->store),
+                             s_lead_commit, &commit};
+    if (zl_recover (&rec, err, errlen) == 0) {
+        self->loaded = true;
+        return 0;
+    }
+    zl_store_role_t role = commit.rc == ZL_STORE_FENCED        ? ZL_ROLE_STANDBY
+                           : commit.rc == ZL_STORE_UNAVAILABLE ? ZL_ROLE_UNREACHABLE
+                                                               : zl_store_role (self->store);
+    if (role == ZL_ROLE_LEADER)
+        return -1;
+    zl_warn ("broker", "%s: recovery did not finish (%s); going on without the lead", self->name,
+             err);
+    s_step_down (self, role, "recovery");
     return 0;
+}
+
+// Say what changed in this broker's role, on a store that several brokers
+// share (an LMDB broker always leads, and says nothing).
+static void
+s_say_role (zl_broker_t *self, const zl_store_lead_t *now, bool shared)
+{
+    const zl_store_lead_t *was = &self->lead;
+    if (!shared || (now->role == was->role && now->epoch == was->epoch && !now->took_over &&
+                    !strcmp (now->leader_name, was->leader_name)))
+        return;
+    if (now->role == ZL_ROLE_LEADER)
+        zl_info ("broker", "%s %s the lead (epoch %" PRIu64 ")", self->name,
+                 now->took_over ? "took" : "holds", now->epoch);
+    else if (now->role == ZL_ROLE_STANDBY && now->leader_name[0])
+        zl_info ("broker", "%s stands by (epoch %" PRIu64 "): the leader is %s at %s", self->name,
+                 now->epoch, now->leader_name,
+                 now->leader[ZL_ADVERTISE_FRONTEND][0] ? now->leader[ZL_ADVERTISE_FRONTEND] : "?");
+    else if (now->role == ZL_ROLE_STANDBY)
+        zl_info ("broker", "%s stands by: no leader known yet", self->name);
+    else
+        zl_warn ("broker",
+                 "%s: no writable database answers: refusing every request (UNAVAILABLE) "
+                 "until one does",
+                 self->name);
+}
+
+/*  Step 2 of the turn, outside any batch: renew, watch or take the lead.
+    A broker that leads now and did not load the store's state (it starts,
+    took over, or leads again after a spell without the lead) loads it; one
+    that no longer leads forgets its own. Returns 0, or -1 with the reason
+    in `err` when the broker must stop (it cannot read the store). */
+static int
+s_elect (zl_broker_t *self, zl_now_t now, char *err, size_t errlen)
+{
+    zl_store_lead_t lead;
+    lead.role = s_lead_fns->elect (s_lead_ctx, self->store, now.mono_ms, &lead);
+    s_say_role (self, &lead, s_lead_fns->elect_due (s_lead_ctx, self->store) != INT64_MAX);
+    bool was_leading = self->lead.role == ZL_ROLE_LEADER;
+    self->lead = lead;
+    if (lead.role != ZL_ROLE_LEADER) {
+        if (was_leading)
+            s_forget (self, lead.role == ZL_ROLE_STANDBY ? "another broker leads now"
+                                                         : "the database does not answer");
+        return 0;
+    }
+    if (lead.took_over && self->loaded) // it led before, but others may have since
+        s_forget (self, "took the lead again");
+    return self->loaded ? 0 : s_lead (self, err, errlen);
 }
 
 // ---------------------------------------------------------------- the turn
@@ -564,21 +856,11 @@ s_serve_metrics (zl_broker_t *self, zl_now_t now)
     self->counters[ZL_CTR_METRICS_REFUSED] = c.refused;
 }
 
-/*  Steps 2-6 of a turn, in their order: drain and apply (the sockets that
-    `items` marks readable, or the one `fed` frame), timers, dispatch,
-    commit, replies. Returns ZL_TURN_OK, or ZL_TURN_STORE_FAILED. */
-static int
-s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
+// Handle the `fed` frame or what the sockets `items` marks readable hold,
+// and serve the metrics page.
+static void
+s_drain_all (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed, zl_now_t now)
 {
-    self->counters[ZL_CTR_TURNS]++;
-    zl_arena_reset (self->turn);
-
-    // 2. drain and apply (every change goes into the turn's store batch)
-    zl_now_t now = zl_now ();
-    if (zl_store_begin (self->store) != ZL_STORE_OK) {
-        self->failed = true;
-        return ZL_TURN_STORE_FAILED;
-    }
     if (fed)
         s_handle_frame (self, fed->sock, &fed->peer, NULL, fed->data, fed->size, false, now);
     for (int i = 0; items && i < ZL_SOCK_COUNT; i++)
@@ -586,37 +868,144 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
             s_drain (self, (zl_sock_t)i, now);
     if (self->http && items && (items[ZL_SOCK_COUNT].revents & ZMQ_POLLIN))
         s_serve_metrics (self, now);
+}
 
-    // 3. timers (and refused handshakes, counted)
-    s_fire_timers (self, now);
+// Refused handshakes counted, idle metrics connections closed: in every role.
+static void
+s_housekeeping (zl_broker_t *self, zl_now_t now)
+{
     self->counters[ZL_CTR_AUTH_FAILED] += zl_security_refused (self->security);
     if (self->http)
         zl_http_sweep (self->http, now.mono_ms);
+}
 
-    // 4. dispatch
-    s_dispatch (self, now);
+/*  A store call of the turn failed with `rc` (`what` says which): another
+    broker leads (FENCED) or the database is silent (UNAVAILABLE), and this
+    broker goes on without the lead; or the store failed otherwise, and the
+    broker stops. Nothing is replied either way. Returns the turn's result. */
+static int
+s_store_failed (zl_broker_t *self, zl_store_rc_t rc, const char *what)
+{
+    char why[160];
+    snprintf (why, sizeof why, "%s failed (%s)", what, s_rc_text (rc));
+    if (s_lost_lead (rc)) {
+        s_step_down (self, rc == ZL_STORE_FENCED ? ZL_ROLE_STANDBY : ZL_ROLE_UNREACHABLE, why);
+        return ZL_TURN_OK;
+    }
+    zl_error ("broker",
+              "%s: stopping without replying; a restart recovers the last committed state", why);
+    self->failed = true;
+    return ZL_TURN_STORE_FAILED;
+}
 
-    // 5. commit
-    if (s_commit (self) != 0) {
+// Open the turn's batch. False when this broker does not lead, or no longer
+// does (the store refused the batch), or stopped (self->failed).
+static bool
+s_begin (zl_broker_t *self)
+{
+    if (self->lead.role != ZL_ROLE_LEADER)
+        return false;
+    zl_store_rc_t rc = zl_store_begin (self->store);
+    if (rc != ZL_STORE_OK)
+        s_store_failed (self, rc, "opening the turn's batch");
+    return rc == ZL_STORE_OK;
+}
+
+// The workers the last flush found unreachable give their jobs back, in
+// this turn's batch (their peers were kept: the registry may have been
+// rebuilt since).
+static void
+s_release_gone (zl_broker_t *self, zl_now_t now)
+{
+    for (size_t i = 0; i < self->n_gone; i++) {
+        zl_worker_conn_t *w = zl_workers_lookup (self->workers, &self->gone[i]);
+        if (w)
+            s_worker_gone (self, w, "unreachable", now);
+    }
+    self->n_gone = 0;
+}
+
+static void
+s_keep_gone (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
+{
+    if (n > self->cap_gone) {
+        self->cap_gone = n;
+        self->gone = zl_realloc (self->gone, n * sizeof *self->gone);
+    }
+    for (size_t i = 0; i < n; i++)
+        self->gone[i] = gone[i]->peer;
+    self->n_gone = n;
+}
+
+/*  Steps 2-7 of a turn, in their order: leadership, drain and apply (the
+    sockets that `items` marks readable, or the one `fed` frame), timers,
+    dispatch, commit, replies. Returns ZL_TURN_OK, or ZL_TURN_STORE_FAILED. */
+static int
+s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
+{
+    self->counters[ZL_CTR_TURNS]++;
+    zl_arena_reset (self->turn);
+    zl_now_t now = zl_now ();
+
+    // 2. leadership, outside any batch
+    char err[512];
+    if (now.mono_ms >= s_lead_fns->elect_due (s_lead_ctx, self->store) &&
+        s_elect (self, now, err, sizeof err) != 0) {
+        zl_error ("broker", "%s: stopping", err);
         self->failed = true;
         return ZL_TURN_STORE_FAILED;
     }
+    if (!s_begin (self)) { // no lead: every message answered, nothing done
+        if (self->failed)
+            return ZL_TURN_STORE_FAILED;
+        s_drain_all (self, items, fed, now);
+        s_housekeeping (self, now);
+        return ZL_TURN_OK;
+    }
 
-    // 6. what promises a state change, now that it is on disk
+    // 3. drain and apply (every change goes into the turn's store batch)
+    s_release_gone (self, now);
+    s_drain_all (self, items, fed, now);
+
+    // 4. timers (and refused handshakes, counted)
+    s_fire_timers (self, now);
+    s_housekeeping (self, now);
+
+    // 5. dispatch
+    s_dispatch (self, now);
+
+    // 6. commit
+    zl_store_rc_t rc = s_commit (self);
+    if (rc != ZL_STORE_OK)
+        return s_store_failed (self, rc, "the turn's commit");
+
+    // 7. what promises a state change, now that it is on disk
     zl_admission_regrant (self->admission);
     size_t n_gone;
     zl_worker_conn_t **gone =
         zl_replies_flush (self->replies, self->producers, self->workers, &n_gone);
-    // Jobs queued for an unreachable worker go back to ready with the rest.
-    // This turn's batch is committed already: their state changes open the
-    // next one, which the next turn commits before it replies.
-    if (n_gone && zl_store_begin (self->store) != ZL_STORE_OK) {
-        self->failed = true;
-        return ZL_TURN_STORE_FAILED;
-    }
-    for (size_t i = 0; i < n_gone; i++)
-        s_worker_gone (self, gone[i], "unreachable", now);
+    // Jobs queued for an unreachable worker go back to ready at the start of
+    // the next turn, in its batch, which commits before it replies.
+    s_keep_gone (self, gone, n_gone);
     return ZL_TURN_OK;
+}
+
+// When the loop must run next: the next election, and while leading the
+// next timer (at once while unreachable workers wait to be released).
+static int64_t
+s_next_wake (zl_broker_t *self, int64_t now_ms)
+{
+    int64_t wake = s_lead_fns->elect_due (s_lead_ctx, self->store);
+    if (self->lead.role != ZL_ROLE_LEADER)
+        return wake;
+    if (self->n_gone)
+        return now_ms;
+    int64_t next[] = {self->next_heartbeat_ms, self->next_alert_ms, zl_jobs_next_timer (self->jobs),
+                      zl_sched_next_wake (self->sched)};
+    for (size_t i = 0; i < sizeof next / sizeof next[0]; i++)
+        if (next[i] >= 0 && next[i] < wake)
+            wake = next[i];
+    return wake;
 }
 
 int
@@ -626,16 +1015,7 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
         return ZL_TURN_STORE_FAILED;
     // 1. wait for input or the next timer
     zl_now_t now = zl_now ();
-    int64_t wake = self->next_heartbeat_ms;
-    if (self->next_alert_ms < wake)
-        wake = self->next_alert_ms;
-    int64_t t = zl_jobs_next_timer (self->jobs);
-    if (t >= 0 && t < wake)
-        wake = t;
-    t = zl_sched_next_wake (self->sched);
-    if (t >= 0 && t < wake)
-        wake = t;
-    long timeout = wake - now.mono_ms;
+    int64_t timeout = s_next_wake (self, now.mono_ms) - now.mono_ms;
     if (timeout < 0)
         timeout = 0;
     if (timeout > max_wait_ms)
@@ -646,9 +1026,9 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     int n_items = ZL_SOCK_COUNT;
     if (self->http)
         items[n_items++] = (zmq_pollitem_t){zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (items, n_items, timeout) < 0 && errno == EINTR)
+    if (zmq_poll (items, n_items, (long)timeout) < 0 && errno == EINTR)
         return ZL_TURN_INTERRUPTED;
-    // 2-6.
+    // 2-7.
     return s_turn (self, items, NULL);
 }
 
@@ -708,10 +1088,40 @@ s_start_metrics (zl_broker_t *self, char *err, size_t errlen)
     return 0;
 }
 
+/*  Tell the store who this broker is, for the lease row and for standbys'
+    NOT_LEADER: host:pid, and the endpoints clients reach its frontend,
+    backend and admin sockets at (advertise, or the bound address, or the
+    host name). Returns 0, or -1 with the reason in `err`. */
 static int
-s_commit_arg (void *arg)
+s_stand (zl_broker_t *self, char *err, size_t errlen)
 {
-    return s_commit (arg);
+    char host[64] = "localhost";
+    gethostname (host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    snprintf (self->name, sizeof self->name, "%s:%d", host, (int)getpid ());
+    static const char *const socks[ZL_ADVERTISE_COUNT] = {[ZL_ADVERTISE_FRONTEND] = "frontend",
+                                                          [ZL_ADVERTISE_BACKEND] = "backend",
+                                                          [ZL_ADVERTISE_ADMIN] = "admin"};
+    char advertised[ZL_ADVERTISE_COUNT][ZL_ADVERTISE_MAX];
+    zl_store_candidate_t who = {.name = self->name,
+                                .lease_ms = (uint32_t)self->cfg->leader_lease_ms};
+    for (int i = 0; i < ZL_ADVERTISE_COUNT; i++) {
+        const char *bound = zl_endpoints_bound (self->endpoints, socks[i]);
+        if (zl_endpoints_advertise (bound, self->cfg->advertise, advertised[i], ZL_ADVERTISE_MAX) !=
+            0) {
+            snprintf (err, errlen,
+                      "cannot tell which endpoint clients reach the %s socket (%s) at: give "
+                      "advertise HOST",
+                      socks[i], bound);
+            return -1;
+        }
+        who.advertise[i] = advertised[i];
+    }
+    zl_store_set_candidate (self->store, &who);
+    zl_debug ("broker", "%s advertises frontend %s, backend %s, admin %s", self->name,
+              advertised[ZL_ADVERTISE_FRONTEND], advertised[ZL_ADVERTISE_BACKEND],
+              advertised[ZL_ADVERTISE_ADMIN]);
+    return 0;
 }
 
 zl_broker_t *
@@ -723,27 +1133,19 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->codec = zl_codec_new ();
     zl_codec_set_strict (self->codec, true); // debug builds: all it sends is text
     self->turn = zl_arena_new (256 * 1024);
-    self->lanes = zl_lanes_new (cfg);
-    self->sched = zl_sched_new (cfg->scheduler);
-    zl_sched_set_quantum (self->sched, cfg->wfq_quantum_us);
-    self->timers = zl_timers_new ();
     const char *where = zl_broker_config_store (cfg, err, errlen);
     self->store = where ? zl_store_open (where, cfg->durability, cfg->map_size, err, errlen) : NULL;
     if (!self->store) {
         zl_broker_destroy (&self);
         return NULL;
     }
-    self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng, self->store);
-    zl_jobs_set_listener (self->jobs, s_on_job_event, self);
-    self->workers = zl_workers_new ();
-    self->producers = zl_producers_new ();
+    zl_store_location_safe (where, self->where, sizeof self->where);
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
     zl_replies_env_t renv = {.socks = {zl_endpoints_router (ep, ZL_SOCK_FRONTEND),
                                        zl_endpoints_router (ep, ZL_SOCK_BACKEND),
                                        zl_endpoints_router (ep, ZL_SOCK_ADMIN)},
                              .events = zl_endpoints_events (ep),
                              .codec = self->codec,
-                             .jobs = self->jobs,
                              .counters = self->counters,
                              .turn = self->turn};
     self->replies = zl_replies_new (&renv);
@@ -752,24 +1154,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         zl_broker_destroy (&self);
         return NULL;
     }
-    zl_admission_env_t aenv = {.cfg = cfg,
-                               .lanes = self->lanes,
-                               .sched = self->sched,
-                               .jobs = self->jobs,
-                               .store = self->store,
-                               .producers = self->producers,
-                               .replies = self->replies,
-                               .counters = self->counters,
-                               .turn = self->turn};
-    self->admission = zl_admission_new (&aenv);
-    char safe[512];
-    zl_store_location_safe (where, safe, sizeof safe);
-    zl_recovery_env_t rec = {self->store, self->lanes,  self->sched, self->jobs,
-                             safe,        s_commit_arg, self};
-    if (zl_recover (&rec, err, errlen) != 0) {
-        zl_broker_destroy (&self);
-        return NULL;
-    }
+    zl_now_t now = zl_now ();
+    s_core_new (self, now);
     const char **names;
     zsock_t **socks = zl_endpoints_zsocks (ep, &names);
     self->security =
@@ -778,18 +1164,18 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         zl_broker_destroy (&self);
         return NULL;
     }
+    // bound before the first election: the store learns where clients reach
+    // this broker; an LMDB broker leads at once and recovers its store
+    self->lead.role = ZL_ROLE_STANDBY; // until the store says otherwise
     if (zl_endpoints_bind (ep, err, errlen) != 0 || s_start_metrics (self, err, errlen) != 0 ||
+        s_stand (self, err, errlen) != 0 || s_elect (self, now, err, errlen) != 0 ||
         (cfg->ports_file && zl_endpoints_write_ports (
                                 ep, cfg->ports_file,
                                 self->http ? zl_http_endpoint (self->http) : NULL, err, errlen))) {
         zl_broker_destroy (&self);
         return NULL;
     }
-    zl_now_t now = zl_now ();
     self->started_ms = now.mono_ms;
-    self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
-    self->next_alert_ms = now.mono_ms + (int64_t)cfg->dlq_alert_ms;
-    self->next_prune_ms = now.mono_ms + 1000;
     zl_info ("broker", "listening: frontend %s, backend %s, events %s, admin %s; %u lane(s)%s",
              zl_endpoints_bound (ep, "frontend"), zl_endpoints_bound (ep, "backend"),
              zl_endpoints_bound (ep, "events"), zl_endpoints_bound (ep, "admin"),
@@ -804,19 +1190,14 @@ zl_broker_destroy (zl_broker_t **self_p)
         return;
     zl_broker_t *self = *self_p;
     zl_endpoints_destroy (&self->endpoints);
-    zl_jobs_destroy (&self->jobs);
-    zl_timers_destroy (&self->timers);
-    zl_sched_destroy (&self->sched);
-    zl_workers_destroy (&self->workers);
-    zl_producers_destroy (&self->producers);
-    zl_admission_destroy (&self->admission);
+    s_core_destroy (self);
     zl_replies_destroy (&self->replies);
     zl_store_close (&self->store);
     zl_http_destroy (&self->http);
     zl_security_destroy (&self->security);
-    zl_lanes_destroy (&self->lanes);
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);
+    free (self->gone);
     free (self);
     *self_p = NULL;
 }

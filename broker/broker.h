@@ -11,7 +11,9 @@
 typedef struct _zl_broker_t zl_broker_t;
 
 /*  Return a broker bound to the endpoints of `cfg` (borrowed; must outlive
-    the broker), or NULL with a reason in `err`. */
+    the broker), after its first election: leading (an LMDB store always),
+    with the store's state recovered; or standing by, or without a
+    database. NULL with a reason in `err`. */
 zl_broker_t *zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen);
 /*  Destroy the broker, closing its sockets; nulls the caller's pointer. */
 void zl_broker_destroy (zl_broker_t **self_p);
@@ -23,10 +25,13 @@ typedef enum {
     ZL_TURN_BAD_SOCKET = -2    // zl_broker_feed: not a socket name
 } zl_turn_rc_t;
 
-/*  Run one loop turn: wait at most `max_wait_ms` for input, then drain ->
-    apply -> fire timers -> dispatch -> commit -> reply. Returns ZL_TURN_OK,
-    ZL_TURN_INTERRUPTED, or ZL_TURN_STORE_FAILED (then the broker stops:
-    every later call returns ZL_TURN_STORE_FAILED at once, sending nothing). */
+/*  Run one loop turn: wait at most `max_wait_ms` for input, then elect (when
+    due) -> drain -> apply -> fire timers -> dispatch -> commit -> reply; a
+    broker that does not lead only answers (broker.c). Returns ZL_TURN_OK
+    (a turn whose commit was fenced or lost with the database included: the
+    broker then goes on without the lead), ZL_TURN_INTERRUPTED, or
+    ZL_TURN_STORE_FAILED (then the broker stops: every later call returns
+    ZL_TURN_STORE_FAILED at once, sending nothing). */
 int zl_broker_turn (zl_broker_t *self, int max_wait_ms);
 /*  Run turns until `*stop` becomes non-zero. Returns 0, or -1 after a store
     failure. */
@@ -38,6 +43,20 @@ int zl_broker_run (zl_broker_t *self, volatile int *stop);
     stopped, now or at an earlier turn). */
 int zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
                     const void *data, size_t size);
+
+/*  The store's leadership calls the broker makes (store.h): elect,
+    elect_due, the commit of a turn's batch, and the recovery cause. By
+    default the store's own; tests swap in theirs to play the roles of a
+    store that several brokers share on LMDB (a standby, an unreachable
+    database, a fenced commit). Process-wide, like zl_store_set_fault; NULL
+    restores the store's. */
+typedef struct {
+    zl_store_role_t (*elect) (void *ctx, zl_store_t *store, int64_t mono_ms, zl_store_lead_t *out);
+    int64_t (*elect_due) (void *ctx, zl_store_t *store);
+    zl_store_rc_t (*commit) (void *ctx, zl_store_t *store);
+    const char *(*recovery_cause) (void *ctx, zl_store_t *store);
+} zl_leadership_t;
+void zl_broker_set_leadership (const zl_leadership_t *fns, void *ctx);
 
 /*  Return the endpoint actually bound for "frontend", "backend", "events"
     or "admin" (ephemeral ports resolved), or NULL. Borrowed. */

@@ -36,6 +36,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     // default is 30 s): the library never resends a job after its deadline
     cfg->resend_window_ms = 10ULL * 60 * 1000;
     cfg->dedup_max_keys = 0; // auto: zl_broker_config_dedup_max_keys
+    cfg->leader_lease_ms = 2000;
     cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
                                             .lease_ms = 30000,
                                             .max_attempts = 5,
@@ -225,6 +226,32 @@ s_store (const s_key_t *k, const char *value, void *field, char *err, size_t err
     return s_str (k, value, field, err, errlen);
 }
 
+// A host name or an address that clients put in tcp://HOST:PORT: no
+// scheme, port, path, wildcard or blank; an IPv6 address bare or in
+// brackets.
+static int
+s_host (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
+{
+    size_t len = strlen (value);
+    bool bracketed = value[0] == '[' || (len && value[len - 1] == ']');
+    size_t colons = 0;
+    for (const char *p = value; *p; p++)
+        colons += *p == ':';
+    bool bad = len == 0 || len > 253 || strcspn (value, "/@*[] \t\r\n\"'") != len;
+    if (bracketed) // [v6]: the brackets around an address, nothing else
+        bad = len < 4 || len > 255 || value[0] != '[' || value[len - 1] != ']' ||
+              strcspn (value + 1, "[]/@* \t\r\n\"'") != len - 2 || colons < 2;
+    else if (colons == 1) // host:port
+        bad = true;
+    if (!strcmp (value, "0.0.0.0") || !strcmp (value, "::") || !strcmp (value, "[::]"))
+        bad = true; // every address: none that a client can dial
+    if (bad)
+        ERR ("%s: '%s' is not a host name or address (give the name clients reach this "
+             "broker by, e.g. broker-a.example.net or 10.0.0.5; no scheme or port)",
+             k->name, value);
+    return s_str (k, value, field, err, errlen);
+}
+
 static int
 s_scheduler (const s_key_t *k, const char *value, void *field, char *err, size_t errlen)
 {
@@ -283,6 +310,9 @@ static const s_key_t s_broker_key_list[] = {
     {"clients", S_STR (zl_broker_config_t, clients)},
     {"default_lane", S_STR (zl_broker_config_t, default_lane)},
     {"auto_lanes", S_BOOL (zl_broker_config_t, auto_lanes)},
+    {"leader_lease", S_DUR (zl_broker_config_t, leader_lease_ms), 100, 300000,
+     "leader_lease must be between 100ms and 5m"},
+    {"advertise", s_host, S_FIELD (zl_broker_config_t, advertise, char *)},
 };
 
 //  A key's index here is its bit in zl_lane_config_t.set_mask.
@@ -501,6 +531,7 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     free (cfg->default_lane);
     free (cfg->cert);
     free (cfg->clients);
+    free (cfg->advertise);
     for (size_t i = 0; i < cfg->n_lanes; i++)
         free (cfg->lanes[i].name);
     free (cfg->lanes);

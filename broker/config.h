@@ -66,6 +66,9 @@ typedef struct {
     char *cert;                // the broker's secret certificate file (zcert format)
     char *clients;             // directory of allowed client public certificates
     bool insecure;             // allow non-loopback endpoints without CURVE
+    uint64_t leader_lease_ms;  // brokers sharing a store: the leader's lease (takeover time)
+    char *advertise;           // the host clients reach this broker at (NULL: the bind address, or
+                               // gethostname when that is a wildcard): NOT_LEADER names it
     int verbose;
     zl_lane_config_t lane_defaults; // template for lanes that do not say
     zl_lane_config_t *lanes;

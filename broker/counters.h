@@ -20,6 +20,8 @@
     X (NOT_READY, "err_not_ready")                                                                 \
     X (MAX_RUN, "err_max_run")                                                                     \
     X (NOT_HOLDER, "err_not_holder")                                                               \
+    X (NOT_LEADER, "err_not_leader")                                                               \
+    X (UNAVAILABLE, "err_unavailable")                                                             \
     X (UNREACHABLE, "err_peer_unreachable")                                                        \
     X (UNAUTHORIZED, "err_unauthorized")                                                           \
     X (AUTH_FAILED, "err_auth_failed")                                                             \
@@ -42,6 +44,7 @@
     X (EVENTS_PUBLISHED, "events_published")                                                       \
     X (METRICS_REQUESTS, "metrics_requests")                                                       \
     X (METRICS_REFUSED, "err_metrics_refused")                                                     \
+    X (STEPDOWNS, "leader_stepdowns")                                                              \
     X (TURNS, "loop_turns")
 
 typedef enum {

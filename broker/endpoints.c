@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 enum { EVENTS = ZL_SOCK_COUNT, N_SOCKS }; // the PUB after the ROUTERs
@@ -114,6 +115,34 @@ zl_endpoints_bound (zl_endpoints_t *self, const char *which)
         if (!strcmp (which, s_names[i]))
             return self->bound[i];
     return NULL;
+}
+
+int
+zl_endpoints_advertise (const char *bound, const char *advertise, char *out, size_t size)
+{
+    if (strncmp (bound, "tcp://", 6) != 0) { // ipc, inproc: the same name for everyone
+        snprintf (out, size, "%s", bound);
+        return 0;
+    }
+    const char *host = bound + 6;
+    const char *colon = strrchr (host, ':');
+    if (!colon || colon == host || !colon[1])
+        return -1;
+    size_t host_len = (size_t)(colon - host);
+    char name[256];
+    if (advertise)
+        snprintf (name, sizeof name, "%s", advertise);
+    else
+        snprintf (name, sizeof name, "%.*s", (int)host_len, host);
+    if (!advertise && (!strcmp (name, "0.0.0.0") || !strcmp (name, "[::]") || !strcmp (name, "*") ||
+                       !strcmp (name, "[*]"))) {
+        if (gethostname (name, sizeof name) != 0 || !name[0])
+            return -1;
+        name[sizeof name - 1] = '\0';
+    }
+    bool v6 = strchr (name, ':') && name[0] != '[';
+    snprintf (out, size, "tcp://%s%s%s%s", v6 ? "[" : "", name, v6 ? "]" : "", colon);
+    return 0;
 }
 
 int

@@ -32,6 +32,14 @@ int zl_endpoints_bind (zl_endpoints_t *self, char *err, size_t errlen);
 /*  The address bound for "frontend", "backend", "events" or "admin", or
     NULL. */
 const char *zl_endpoints_bound (zl_endpoints_t *self, const char *which);
+/*  The endpoint clients are told to dial for a socket bound at `bound` (as
+    zl_endpoints_bound gives it, "tcp://0.0.0.0:5570"): tcp://HOST:PORT, HOST
+    being `advertise` if not NULL, else the bound address unless it is a
+    wildcard (0.0.0.0, ::), else this machine's host name (gethostname). An
+    IPv6 HOST gets brackets; an ipc:// or inproc:// endpoint is given as it
+    is. Writes at most `size` bytes to `out`; returns 0, or -1 if `bound`
+    names no port or the host name is unknown. */
+int zl_endpoints_advertise (const char *bound, const char *advertise, char *out, size_t size);
 /*  Write the bound addresses to `path` (and `metrics`, if not NULL), by
     renaming a whole file into place. Returns 0, or -1 with `err`. */
 int zl_endpoints_write_ports (zl_endpoints_t *self, const char *path, const char *metrics,

@@ -31,7 +31,7 @@ struct _zl_jobs_t {
     zl_dlq_t *dlq;
     zl_arena_t *scratch; // state records read during a transition
     uint64_t next_id;
-    bool store_failed;
+    zl_store_rc_t store_error; // the first failed write since zl_jobs_store_error
     zl_jobs_listener_fn *listener;
     void *listener_ctx;
     zl_hist_t lat_start;  // submit -> first start
@@ -143,12 +143,12 @@ zl_jobs_next_id (zl_jobs_t *self)
     return self->next_id;
 }
 
-bool
-zl_jobs_store_failed (zl_jobs_t *self)
+zl_store_rc_t
+zl_jobs_store_error (zl_jobs_t *self)
 {
-    bool failed = self->store_failed;
-    self->store_failed = false;
-    return failed;
+    zl_store_rc_t rc = self->store_error;
+    self->store_error = ZL_STORE_OK;
+    return rc;
 }
 
 static void
@@ -180,7 +180,8 @@ s_check (zl_jobs_t *self, zl_store_rc_t rc, const char *what, uint64_t id)
         return;
     zl_error ("jobs", "job %llu: store write failed (%s): the turn cannot be committed",
               (unsigned long long)id, what);
-    self->store_failed = true;
+    if (self->store_error == ZL_STORE_OK)
+        self->store_error = rc;
 }
 
 // Write the job's state record: the stored history (if any) plus `extra`.
@@ -655,7 +656,7 @@ s_restored_push (zl_jobs_t *self, zl_job_t *job)
 
 void
 zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
-                 const zl_state_rec_t *st, zl_now_t now)
+                 const zl_state_rec_t *st, const zl_jobs_cut_t *cut, zl_now_t now)
 {
     zl_job_t *job = s_job_new (self);
     job->id = id;
@@ -683,13 +684,13 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
     job->state = ZL_JOB_READY;
     job->seq = st && st->ready_seq ? st->ready_seq : id;
     if (st && st->state == ZL_JOB_LEASED) {
-        // the attempt that was running when the broker stopped counts
+        // the attempt that was running when the last leader stopped counts
         zl_attempt_t att = {.attempt = job->attempt,
                             .worker = st->leased_to,
                             .started_at_ms = (uint64_t)st->started_at_ms,
                             .ended_at_ms = (uint64_t)now.wall_ms,
-                            .outcome = ZL_OUTCOME_BROKER_RESTART,
-                            .error = "the broker restarted while this attempt ran"};
+                            .outcome = cut->outcome,
+                            .error = cut->error};
         if (job->attempt >= job->max_attempts) {
             job->state = ZL_JOB_DEAD;
             job->dead_at_ms = now.wall_ms;

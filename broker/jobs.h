@@ -118,15 +118,24 @@ void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
     first, at most `max`; logs how many. Returns how many. */
 uint64_t zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
 
+/*  How recovery ends the attempts that were running when the last leader
+    stopped: the outcome their history records, and its error text (static). */
+typedef struct {
+    zl_outcome_t outcome; // ZL_OUTCOME_BROKER_RESTART or ZL_OUTCOME_LEADER_CHANGE
+    const char *error;
+} zl_jobs_cut_t;
+
 /*  Recovery, one stored job at a time (in id order), then restore_done to
-    rebuild the ready queues in their order and fail the attempts that were
-    running when the broker stopped. */
+    rebuild the ready queues in their order. A job that was LEASED is ready
+    again (dead if that was its last attempt) with the attempt counted and
+    ended as `cut` says. */
 void zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
-                      const zl_state_rec_t *state, zl_now_t now);
+                      const zl_state_rec_t *state, const zl_jobs_cut_t *cut, zl_now_t now);
 void zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now);
 
-/*  True once a store write failed: the turn's batch cannot be committed. */
-bool zl_jobs_store_failed (zl_jobs_t *self);
+/*  ZL_STORE_OK, or how the first store write that failed since the last
+    call failed (the turn's batch cannot be committed); clears it. */
+zl_store_rc_t zl_jobs_store_error (zl_jobs_t *self);
 /*  The dead-letter queue (borrowed). */
 zl_dlq_t *zl_jobs_dlq (zl_jobs_t *self);
 /*  Number of live jobs. */

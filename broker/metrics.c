@@ -13,7 +13,8 @@
 static const char *const s_gauges[] = {
     "store_map_bytes",     "store_used_bytes",    "store_file_bytes",    "store_free_bytes",
     "store_jobs",          "store_states",        "store_idem_keys",     "store_idem_resend_log",
-    "store_idem_user_log", "store_commit_avg_us", "store_commit_max_us", "store_room_walk_max_us"};
+    "store_idem_user_log", "store_commit_avg_us", "store_commit_max_us", "store_room_walk_max_us",
+    "store_log_rows",      "store_log_segments"};
 
 static bool
 s_is_gauge (const char *name)
@@ -120,6 +121,24 @@ zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len)
     if (st->store_backend && st->store_backend[0]) {
         s_family (f, "zlane_store_info", "gauge", "The store behind this broker (label backend).");
         fprintf (f, "zlane_store_info{backend=\"%s\"} 1\n", st->store_backend);
+    }
+    if (st->role && st->role[0]) { // leadership: every role, 1 for the one held
+        static const char *const roles[] = {"leader", "standby", "unreachable"};
+        s_family (f, "zlane_store_role", "gauge",
+                  "1 for this broker's role among the brokers sharing its store (label role).");
+        for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+            fprintf (f, "zlane_store_role{role=\"%s\"} %d\n", roles[i],
+                     strcmp (st->role, roles[i]) == 0);
+        s_family (f, "zlane_store_epoch", "gauge", "The leader lease's epoch as last seen.");
+        fprintf (f, "zlane_store_epoch %" PRIu64 "\n", st->epoch);
+        s_family (f, "zlane_store_reachable", "gauge",
+                  "1 while a writable database answers the broker.");
+        fprintf (f, "zlane_store_reachable %d\n", st->store_reachable ? 1 : 0);
+        s_family (f, "zlane_store_takeovers_total", "counter", "Times this broker took the lead.");
+        fprintf (f, "zlane_store_takeovers_total %" PRIu64 "\n", st->takeovers);
+        s_family (f, "zlane_store_fenced_total", "counter",
+                  "Commits refused because another broker led.");
+        fprintf (f, "zlane_store_fenced_total %" PRIu64 "\n", st->fenced);
     }
     for (size_t i = 0; i < st->n_counters; i++) {
         const zl_counter_t *c = &st->counters[i];

@@ -5,12 +5,25 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct {
     const zl_recovery_env_t *env;
     zl_now_t now;
     uint64_t jobs;
+    zl_jobs_cut_t cut; // how the attempts cut short end
 } recover_ctx_t;
+
+// What the store says ended the attempts that were running.
+static zl_jobs_cut_t
+s_cut (const char *cause)
+{
+    if (cause && !strcmp (cause, "leader_change"))
+        return (zl_jobs_cut_t){ZL_OUTCOME_LEADER_CHANGE,
+                               "another broker took the lead while this attempt ran"};
+    return (zl_jobs_cut_t){ZL_OUTCOME_BROKER_RESTART,
+                           "the broker restarted while this attempt ran"};
+}
 
 static void
 s_recover_job (void *arg, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *state)
@@ -28,7 +41,7 @@ s_recover_job (void *arg, uint64_t id, const zl_job_rec_t *rec, const zl_state_r
     }
     zl_tenant_t *tenant = zl_lanes_tenant (env->lanes, rec->tenant);
     zl_flow_t *flow = zl_sched_flow (env->sched, lane, tenant);
-    zl_jobs_restore (env->jobs, id, flow, rec, state, rc->now);
+    zl_jobs_restore (env->jobs, id, flow, rec, state, &rc->cut, rc->now);
     rc->jobs++;
 }
 
@@ -36,7 +49,7 @@ int
 zl_recover (const zl_recovery_env_t *env, char *err, size_t errlen)
 {
     int64_t t0 = zl_clock_mono_us ();
-    recover_ctx_t rc = {env, zl_now (), 0};
+    recover_ctx_t rc = {env, zl_now (), 0, s_cut (env->cause)};
     uint64_t next_id = 1;
     if (zl_store_begin (env->store) != ZL_STORE_OK ||
         zl_store_recover (env->store, s_recover_job, &rc, &next_id, err, errlen) != 0)
@@ -56,8 +69,9 @@ zl_recover (const zl_recovery_env_t *env, char *err, size_t errlen)
     }
     zl_info ("broker",
              "recovered %" PRIu64 " job(s) from %s in %.3f s: %" PRIu64 " ready, %" PRIu64
-             " delayed, %" PRIu64 " dead-lettered; next id %" PRIu64,
+             " delayed, %" PRIu64 " dead-lettered; next id %" PRIu64
+             "; attempts that were running end as %s",
              rc.jobs, env->where, (double)(zl_clock_mono_us () - t0) / 1e6, ready, delayed, dead,
-             zl_jobs_next_id (env->jobs));
+             zl_jobs_next_id (env->jobs), zl_outcome_name (rc.cut.outcome));
     return 0;
 }

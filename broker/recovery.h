@@ -1,8 +1,11 @@
-/*  recovery: the broker's state rebuilt from the store at start -- queues,
-    timers, the DLQ and the id counter -- one stored job at a time through
-    the job state machine (zl_jobs_restore); the attempts that were running
-    when the broker stopped count as failed. A lane no longer declared keeps
-    its stored jobs (the lane comes back with the default settings). */
+/*  recovery: the broker's state rebuilt from the store when it starts to
+    lead -- at start, or when it takes over from another broker -- queues,
+    timers, the DLQ and the id counter, one stored job at a time through
+    the job state machine (zl_jobs_restore). The attempts that were running
+    when the last leader stopped count as failed: `broker_restart` when this
+    store's broker restarted, `leader_change` when another broker took the
+    lead. A lane no longer declared keeps its stored jobs (the lane comes
+    back with the default settings). */
 #ifndef ZL_RECOVERY_H
 #define ZL_RECOVERY_H
 
@@ -20,6 +23,7 @@ typedef struct {
     zl_sched_t *sched;
     zl_jobs_t *jobs;
     const char *where;                // the store location (password hidden), for messages
+    const char *cause;                // zl_store_recovery_cause: "restart" or "leader_change"
     int (*commit) (void *commit_arg); // the broker's commit: 0 or -1
     void *commit_arg;
 } zl_recovery_env_t;

@@ -56,6 +56,14 @@ zl_replies_new (const zl_replies_env_t *env)
     return self;
 }
 
+void
+zl_replies_rebind (zl_replies_t *self, zl_jobs_t *jobs)
+{
+    self->env.jobs = jobs;
+    self->n_dead = 0;
+    self->n_later = 0;
+}
+
 static void
 s_dump_frame (void *arg, const void *frame, size_t size)
 {
@@ -125,6 +133,50 @@ zl_replies_error (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
     zl_warn ("broker", "%s: %s: %s", s_sock_names[sock], zl_error_code_name (code), text);
     zl_msg_t reply = {.kind = ZL_MSG_ERROR};
     reply.u.error = (zl_error_t){code, text, job_id, lease};
+    zl_replies_send (self, sock, peer, &reply);
+}
+
+void
+zl_replies_not_leader (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
+                       const char *leader, const char *leader_name)
+{
+    self->env.counters[ZL_CTR_NOT_LEADER]++;
+    const char *text =
+        leader_name[0] || leader[0]
+            ? zl_arena_printf (self->env.turn,
+                               "this broker is a standby: nothing was done; the leader is %s%s%s",
+                               leader_name[0] ? leader_name : "a broker", leader[0] ? " at " : "",
+                               leader)
+            : "this broker is a standby: nothing was done; no leader is known yet (try the next "
+              "broker)";
+    zl_debug ("broker", "%s: not_leader: %s", s_sock_names[sock], text);
+    zl_msg_t reply = {.kind = ZL_MSG_ERROR};
+    reply.u.error = (zl_error_t){.code = ZL_ERR_NOT_LEADER,
+                                 .message = text,
+                                 .n_leader_endpoints = leader[0] ? 1 : 0,
+                                 .leader_endpoints = &leader};
+    zl_replies_send (self, sock, peer, &reply);
+}
+
+void
+zl_replies_unavailable (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
+                        const zl_msg_t *msg, uint32_t retry_after_ms)
+{
+    static const char why[] = "the broker's store does not answer (no writable database): "
+                              "nothing was done; retry later";
+    self->env.counters[ZL_CTR_UNAVAILABLE]++;
+    zl_debug ("broker", "%s: unavailable: %s %s", s_sock_names[sock], zl_msg_kind_name (msg->kind),
+              why);
+    zl_msg_t reply;
+    if (msg->kind == ZL_MSG_SUBMIT && msg->u.submit.n) {
+        const zl_submit_t *sub = &msg->u.submit;
+        zl_rejection_t *rej = zl_arena_alloc (self->env.turn, sub->n * sizeof *rej);
+        for (size_t i = 0; i < sub->n; i++)
+            rej[i] = (zl_rejection_t){sub->jobs[i].seq, ZL_REJECT_UNAVAILABLE, why, retry_after_ms};
+        reply = (zl_msg_t){.kind = ZL_MSG_REJECTED, .u.rejected = {sub->n, rej}};
+    } else
+        reply = (zl_msg_t){.kind = ZL_MSG_ERROR,
+                           .u.error = {.code = ZL_ERR_UNAVAILABLE, .message = why}};
     zl_replies_send (self, sock, peer, &reply);
 }
 

@@ -4,7 +4,9 @@
     Two ways out:
     - at once (zl_replies_send, zl_replies_error, the refusals): Errors for
       bad input, read-only admin replies, heartbeats, the NOT_READY told to
-      a forgotten producer, DLQ alerts. None of them promises a state change.
+      a forgotten producer, DLQ alerts, and what a broker that does not lead
+      answers (NOT_LEADER, UNAVAILABLE). None of them promises a state
+      change.
     - after the turn's commit (zl_replies_flush), in this order: Accepted,
       Rejected and Credit to producers; admin replies that report a change
       ("redrove 3"); DeadLetter events; Settled and Dispatch to workers. The
@@ -73,6 +75,11 @@ typedef struct {
 zl_replies_t *zl_replies_new (const zl_replies_env_t *env);
 /*  Destroy; nulls the caller's pointer. */
 void zl_replies_destroy (zl_replies_t **self_p);
+/*  Take `jobs` as the job table from now on (the broker rebuilt its state):
+    what was queued for after the commit (dead-letter events, admin replies
+    reporting a change) is dropped, never sent. The producers' and workers'
+    outboxes go with their records. */
+void zl_replies_rebind (zl_replies_t *self, struct _zl_jobs_t *jobs);
 /*  wire_dump: append every frame sent from now on to the file `path`, each
     as a 4-byte little-endian length and the frame, in one write (a broker
     killed at any moment leaves whole records, or a last one cut). Returns
@@ -90,6 +97,18 @@ void zl_replies_error (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer
                        zl_counter_id_t counter, zl_error_code_t code, uint64_t job_id,
                        uint64_t lease, const char *fmt, ...)
     __attribute__ ((format (printf, 8, 9)));
+/*  A standby's answer to any message, at once: Error{NOT_LEADER} naming
+    `leader`, the leader's endpoint for `sock` ("" when unknown: none is
+    named), and `leader_name` in its text ("" unknown). Counted in
+    err_not_leader. */
+void zl_replies_not_leader (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
+                            const char *leader, const char *leader_name);
+/*  The answer of a broker that no writable database answers, at once: each
+    spec of a Submit is Rejected{UNAVAILABLE, retry_after_ms}, any other
+    message gets Error{UNAVAILABLE}. Counted in err_unavailable, once per
+    message. */
+void zl_replies_unavailable (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
+                             const zl_msg_t *msg, uint32_t retry_after_ms);
 /*  Publish `msg` on the events socket under `topic` now; counts it. */
 void zl_replies_publish (zl_replies_t *self, const char *topic, const zl_msg_t *msg);
 /*  Publish a DlqAlert (depth, age of the oldest) under "alert.dlq", if the

@@ -69,7 +69,11 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"store_room_walk_max_us", ss.room_walk_max_us},
                             {"store_commits", ss.commits},
                             {"store_commit_avg_us", ss.commits ? ss.commit_us / ss.commits : 0},
-                            {"store_commit_max_us", ss.commit_max_us}};
+                            {"store_commit_max_us", ss.commit_max_us},
+                            {"store_unreachable", ss.unreachable},
+                            {"store_log_rows", ss.log_rows},
+                            {"store_log_segments", ss.log_segments},
+                            {"store_log_rotations", ss.log_rotations}};
     size_t n_store = sizeof store / sizeof store[0];
     st->n_counters = ZL_CTR_COUNT + n_store;
     st->counters = zl_arena_alloc (a, st->n_counters * sizeof (zl_counter_t));
@@ -122,4 +126,12 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     st->workers = (uint32_t)src->workers;
     st->producers = (uint32_t)src->producers;
     st->store_backend = src->store ? zl_store_backend_name (src->store) : "";
+    static const char *const roles[] = {"leader", "standby", "unreachable"};
+    zl_store_role_t role = src->lead->role;
+    st->role = (unsigned)role < sizeof roles / sizeof roles[0] ? roles[role] : "unknown";
+    st->epoch = src->lead->epoch;
+    st->store_reachable = role != ZL_ROLE_UNREACHABLE;
+    st->takeovers = ss.takeovers;
+    st->fenced = ss.fenced;
+    st->leader = role == ZL_ROLE_LEADER ? src->name : src->lead->leader_name;
 }

@@ -2,7 +2,8 @@
     one snapshot that `zlane-ctl stats` (AdminReply) and the metrics page
     show: the counters, the store's size, each lane, tenant and lane x tenant
     (ready, delayed, in flight, DLQ, oldest ages, outcomes, worker time,
-    throttled and capped counts) and the latency quantiles. */
+    throttled and capped counts), the latency quantiles, and the broker's
+    role among the brokers sharing its store. */
 #ifndef ZL_STATS_H
 #define ZL_STATS_H
 
@@ -24,6 +25,8 @@ typedef struct {
     const uint64_t *counters; // ZL_CTR_COUNT of them (counters.h)
     int64_t started_ms;       // monotonic
     size_t workers, producers;
+    const zl_store_lead_t *lead; // the broker's role, the epoch and the leader, as last elected
+    const char *name;            // this broker (the leader's name while it leads)
 } zl_stats_sources_t;
 
 /*  Fill `out` from `src` as of `now`; every array and string lives in

@@ -94,8 +94,8 @@ const char *
 zl_reject_code_name (zl_reject_code_t code)
 {
     static const char *names[ZL_REJECT_CODE_COUNT] = {
-        "unspecified", "invalid",    "payload_too_large", "unknown_lane",
-        "queue_full",  "store_full", "unauthorized",      "shutting_down"};
+        "unspecified", "invalid",      "payload_too_large", "unknown_lane", "queue_full",
+        "store_full",  "unauthorized", "shutting_down",     "unavailable"};
     return (unsigned)code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -103,9 +103,9 @@ const char *
 zl_error_code_name (zl_error_code_t code)
 {
     static const char *names[ZL_ERR_CODE_COUNT] = {
-        "unspecified", "bad_frame",   "bad_version", "unknown_kind", "invalid",
-        "unknown_job", "stale_lease", "not_ready",   "unknown_lane", "unauthorized",
-        "not_found",   "internal",    "max_run",     "not_holder",   "not_leader"};
+        "unspecified", "bad_frame",  "bad_version",  "unknown_kind", "invalid",   "unknown_job",
+        "stale_lease", "not_ready",  "unknown_lane", "unauthorized", "not_found", "internal",
+        "max_run",     "not_holder", "not_leader",   "unavailable"};
     return (unsigned)code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -122,9 +122,9 @@ zl_fail_class_name (zl_fail_class_t cls)
 const char *
 zl_outcome_name (zl_outcome_t outcome)
 {
-    static const char *names[ZL_OUTCOME_COUNT] = {"unspecified", "acked",     "transient",
-                                                  "throttled",   "permanent", "lease_expired",
-                                                  "worker_dead", "max_run",   "broker_restart"};
+    static const char *names[ZL_OUTCOME_COUNT] = {
+        "unspecified",   "acked",       "transient", "throttled",      "permanent",
+        "lease_expired", "worker_dead", "max_run",   "broker_restart", "leader_change"};
     return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 
@@ -243,6 +243,12 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->workers = s->workers;
     o->producers = s->producers;
     o->store_backend = s->store_backend;
+    o->role = s->role;
+    o->epoch = s->epoch;
+    o->store_reachable = s->store_reachable;
+    o->takeovers = s->takeovers;
+    o->fenced = s->fenced;
+    o->leader = s->leader;
 }
 
 static zl_decode_rc_t
@@ -761,6 +767,12 @@ s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
     s->workers = in->workers;
     s->producers = in->producers;
     s->store_backend = S (in->store_backend);
+    s->role = S (in->role);
+    s->epoch = in->epoch;
+    s->store_reachable = in->store_reachable;
+    s->takeovers = in->takeovers;
+    s->fenced = in->fenced;
+    s->leader = S (in->leader);
     return s;
 }
 

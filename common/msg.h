@@ -99,6 +99,7 @@ typedef enum {
     ZL_REJECT_STORE_FULL = 5,
     ZL_REJECT_UNAUTHORIZED = 6,
     ZL_REJECT_SHUTTING_DOWN = 7,
+    ZL_REJECT_UNAVAILABLE = 8, // no writable database answers: retry after retry_after_ms
     ZL_REJECT_CODE_COUNT
 } zl_reject_code_t;
 
@@ -222,7 +223,8 @@ typedef enum {
     ZL_ERR_INTERNAL = 11,
     ZL_ERR_MAX_RUN = 12,
     ZL_ERR_NOT_HOLDER = 13,
-    ZL_ERR_NOT_LEADER = 14, // a standby: go to leader_endpoints, or the next broker
+    ZL_ERR_NOT_LEADER = 14,  // a standby: go to leader_endpoints, or the next broker
+    ZL_ERR_UNAVAILABLE = 15, // no writable database answers: retry later, here or elsewhere
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -257,6 +259,7 @@ typedef enum {
     ZL_OUTCOME_WORKER_DEAD = 6,
     ZL_OUTCOME_MAX_RUN = 7,
     ZL_OUTCOME_BROKER_RESTART = 8,
+    ZL_OUTCOME_LEADER_CHANGE = 9, // another broker took the lead while it ran
     ZL_OUTCOME_COUNT
 } zl_outcome_t;
 
@@ -359,7 +362,13 @@ typedef struct {
     zl_latency_t *latencies;
     uint32_t workers;
     uint32_t producers;
-    const char *store_backend; // "lmdb"
+    const char *store_backend; // "lmdb", "postgresql"
+    const char *role;          // "leader", "standby", "unreachable"
+    uint64_t epoch;            // the leader lease's epoch as last seen (LMDB: 0)
+    bool store_reachable;      // false while no writable database answers
+    uint64_t takeovers;        // times this broker took the lead
+    uint64_t fenced;           // its commits refused because another broker led
+    const char *leader;        // the leader's name as last seen, "" unknown
 } zl_stats_t;
 
 typedef enum {

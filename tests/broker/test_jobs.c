@@ -247,7 +247,7 @@ s_record (fx_t *fx, const zl_job_t *job)
 static void
 s_turn (fx_t *fx)
 {
-    assert_false (zl_jobs_store_failed (fx->jobs));
+    assert_int_equal (zl_jobs_store_error (fx->jobs), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (fx->store), ZL_STORE_OK);
     assert_false (zl_store_in_batch (fx->store));
     assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
@@ -322,7 +322,7 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
 static void
 s_check_gauges (fx_t *fx)
 {
-    assert_false (zl_jobs_store_failed (fx->jobs));
+    assert_int_equal (zl_jobs_store_error (fx->jobs), ZL_STORE_OK);
     size_t n_flows;
     zl_flow_t **flows = zl_sched_flows (fx->sched, &n_flows);
     uint64_t ready[8] = {0}, delayed[8] = {0}, in_flight[8] = {0}, dlq[8] = {0};
@@ -1554,7 +1554,8 @@ s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_re
     zl_lane_t *lane = zl_lanes_lookup (fx->lanes, rec->lane);
     assert_non_null (lane);
     zl_flow_t *flow = zl_sched_flow (fx->sched, lane, zl_lanes_tenant (fx->lanes, rec->tenant));
-    zl_jobs_restore (fx->jobs, id, flow, rec, st, at (fx->restart_t));
+    static const zl_jobs_cut_t cut = {ZL_OUTCOME_BROKER_RESTART, "restarted"};
+    zl_jobs_restore (fx->jobs, id, flow, rec, st, &cut, at (fx->restart_t));
 }
 
 // Stop the broker at time t (after its timers fired and its turn committed)

@@ -642,7 +642,7 @@ s_world_destroy (world_t **w_p)
 static void
 s_world_commit (world_t *w)
 {
-    assert_false (zl_jobs_store_failed (w->jobs));
+    assert_int_equal (zl_jobs_store_error (w->jobs), ZL_STORE_OK);
     assert_int_equal (zl_store_begin (w->store), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (w->store, zl_jobs_next_id (w->jobs)), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (w->store), ZL_STORE_OK);
@@ -707,7 +707,8 @@ s_restore_one (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_r
     zl_lane_t *lane = zl_lanes_lookup (w->lanes, rec->lane);
     assert_non_null (lane);
     zl_flow_t *flow = zl_sched_flow (w->sched, lane, zl_lanes_tenant (w->lanes, rec->tenant));
-    zl_jobs_restore (w->jobs, id, flow, rec, state, w->now);
+    static const zl_jobs_cut_t cut = {ZL_OUTCOME_BROKER_RESTART, "restarted"};
+    zl_jobs_restore (w->jobs, id, flow, rec, state, &cut, w->now);
     w->restored++;
 }
 

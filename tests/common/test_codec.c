@@ -310,6 +310,13 @@ s_check_stats (const zl_stats_t *w, const zl_stats_t *g)
     }
     assert_int_equal (w->workers, g->workers);
     assert_int_equal (w->producers, g->producers);
+    s_check_str (w->store_backend, g->store_backend);
+    s_check_str (w->role, g->role);
+    assert_int_equal (w->epoch, g->epoch);
+    assert_int_equal (w->store_reachable, g->store_reachable);
+    assert_int_equal (w->takeovers, g->takeovers);
+    assert_int_equal (w->fenced, g->fenced);
+    s_check_str (w->leader, g->leader);
 }
 
 static void
@@ -745,7 +752,14 @@ test_admin_reply_stats (void **state)
                      .n_latencies = 2,
                      .latencies = lat,
                      .workers = 17,
-                     .producers = UINT32_MAX};
+                     .producers = UINT32_MAX,
+                     .store_backend = "postgresql",
+                     .role = "standby",
+                     .epoch = UINT64_MAX,
+                     .store_reachable = true,
+                     .takeovers = 3,
+                     .fenced = 1ULL << 40,
+                     .leader = "broker-a:4242"};
     zl_msg_t in = {.kind = ZL_MSG_ADMIN_REPLY,
                    .u.admin_reply = {.request_id = UINT64_MAX,
                                      .ok = true,
@@ -1413,9 +1427,9 @@ test_names (void **state)
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)-1), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)1000), "unknown");
 
-    static const char *reject[] = {"unspecified",  "invalid",      "payload_too_large",
-                                   "unknown_lane", "queue_full",   "store_full",
-                                   "unauthorized", "shutting_down"};
+    static const char *reject[] = {"unspecified",  "invalid",       "payload_too_large",
+                                   "unknown_lane", "queue_full",    "store_full",
+                                   "unauthorized", "shutting_down", "unavailable"};
     assert_int_equal (sizeof reject / sizeof *reject, ZL_REJECT_CODE_COUNT);
     for (int c = 0; c < ZL_REJECT_CODE_COUNT; c++)
         assert_string_equal (zl_reject_code_name ((zl_reject_code_t)c), reject[c]);
@@ -1425,16 +1439,16 @@ test_names (void **state)
     static const char *error[] = {"unspecified",  "bad_frame",    "bad_version", "unknown_kind",
                                   "invalid",      "unknown_job",  "stale_lease", "not_ready",
                                   "unknown_lane", "unauthorized", "not_found",   "internal",
-                                  "max_run",      "not_holder",   "not_leader"};
+                                  "max_run",      "not_holder",   "not_leader",  "unavailable"};
     assert_int_equal (sizeof error / sizeof *error, ZL_ERR_CODE_COUNT);
     for (int c = 0; c < ZL_ERR_CODE_COUNT; c++)
         assert_string_equal (zl_error_code_name ((zl_error_code_t)c), error[c]);
     assert_string_equal (zl_error_code_name (ZL_ERR_CODE_COUNT), "unknown");
     assert_string_equal (zl_error_code_name ((zl_error_code_t)-1), "unknown");
 
-    static const char *outcome[] = {"unspecified", "acked",     "transient",
-                                    "throttled",   "permanent", "lease_expired",
-                                    "worker_dead", "max_run",   "broker_restart"};
+    static const char *outcome[] = {"unspecified",    "acked",         "transient",   "throttled",
+                                    "permanent",      "lease_expired", "worker_dead", "max_run",
+                                    "broker_restart", "leader_change"};
     assert_int_equal (sizeof outcome / sizeof *outcome, ZL_OUTCOME_COUNT);
     for (int c = 0; c < ZL_OUTCOME_COUNT; c++)
         assert_string_equal (zl_outcome_name ((zl_outcome_t)c), outcome[c]);
