@@ -107,6 +107,12 @@ static const s_flag_t s_flags[] = {
          "public certificates of the clients allowed in; each\n"
          "carries role, tenants and lanes (zlane-ctl keygen)"),
     SWITCH ("insecure", "insecure", "true", "allow non-loopback endpoints without CURVE (warns)"),
+    KEY ("leader-lease", "DUR", "leader_lease",
+         "brokers sharing a store: the leader's lease; a\n"
+         "standby takes over once it lapses [2s]"),
+    KEY ("advertise", "HOST", "advertise",
+         "the host clients reach this broker at, named in a\n"
+         "standby's NOT_LEADER [the bind address, or the host name]"),
     FN (0, "set", "KEY=VALUE", s_flag_set, "any config key, e.g. lanes/chat/rate=50"),
     FN ('v', "verbose", NULL, s_flag_verbose, "debug logging (twice: protocol trace)"),
     FN ('h', "help", NULL, s_flag_help, "this help"),

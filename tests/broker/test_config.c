@@ -1,8 +1,9 @@
 /*  test_config: the broker's configuration (broker/config.c): defaults, a
     zconfig file with broker keys, lane and tenant defaults, lanes and
     tenants; bad values refused with -1 and a message naming the key;
-    zl_broker_config_set with the same keys as the file and the flags; and
-    the store's location (data or store, never both). */
+    zl_broker_config_set with the same keys as the file and the flags; the
+    store's location (data or store, never both); and the keys of brokers
+    that share a store (leader_lease, advertise). */
 #include "config.h"
 #include "lane.h"
 
@@ -491,6 +492,67 @@ test_store_location (void **state)
     s_remove (path);
 }
 
+// Brokers sharing a store: the leader's lease (a duration, 100 ms to 5 min,
+// 2 s by default) and the host clients are told to reach this broker at
+// (none by default: the bind address or the host name).
+static void
+test_leadership_keys (void **state)
+{
+    (void)state;
+    zl_broker_config_t cfg;
+    zl_broker_config_defaults (&cfg);
+    assert_int_equal (cfg.leader_lease_ms, 2000);
+    assert_null (cfg.advertise);
+    char err[512] = "";
+    assert_int_equal (zl_broker_config_set (&cfg, "leader_lease", "750ms", err, sizeof err), 0);
+    assert_int_equal (cfg.leader_lease_ms, 750);
+    assert_int_equal (zl_broker_config_set (&cfg, "broker/leader_lease", "5m", err, sizeof err), 0);
+    assert_int_equal (cfg.leader_lease_ms, 300000);
+    assert_int_equal (zl_broker_config_set (&cfg, "leader_lease", "100ms", err, sizeof err), 0);
+    assert_int_equal (cfg.leader_lease_ms, 100);
+    static const char *const bad_lease[] = {"99ms", "301s", "0", "soon", ""};
+    for (size_t i = 0; i < sizeof bad_lease / sizeof bad_lease[0]; i++) {
+        err[0] = '\0';
+        if (zl_broker_config_set (&cfg, "leader_lease", bad_lease[i], err, sizeof err) != -1)
+            fail_msg ("leader_lease = '%s' accepted", bad_lease[i]);
+        if (!strstr (err, "leader_lease"))
+            fail_msg ("leader_lease = '%s': message '%s'", bad_lease[i], err);
+    }
+    assert_int_equal (cfg.leader_lease_ms, 100); // unchanged by the refusals
+
+    static const char *const good_host[] = {"broker-a.example.net", "10.0.0.5", "localhost",
+                                            "fe80::1", "[2001:db8::5]"};
+    for (size_t i = 0; i < sizeof good_host / sizeof good_host[0]; i++) {
+        if (zl_broker_config_set (&cfg, "advertise", good_host[i], err, sizeof err) != 0)
+            fail_msg ("advertise = '%s' refused: %s", good_host[i], err);
+        assert_string_equal (cfg.advertise, good_host[i]);
+    }
+    static const char *const bad_host[] = {
+        "",     "tcp://a:5570", "a:5570", "*",   "0.0.0.0", "::",         "[::]",    "a b",
+        "[::1", "::1]",         "[a]",    "x/y", "u@h",     "[::1]:5570", "[[::1]]", "a\tb"};
+    for (size_t i = 0; i < sizeof bad_host / sizeof bad_host[0]; i++) {
+        err[0] = '\0';
+        if (zl_broker_config_set (&cfg, "advertise", bad_host[i], err, sizeof err) != -1)
+            fail_msg ("advertise = '%s' accepted", bad_host[i]);
+        if (!strstr (err, "advertise") || !strstr (err, "not a host name or address"))
+            fail_msg ("advertise = '%s': message '%s'", bad_host[i], err);
+    }
+    assert_string_equal (cfg.advertise, "[2001:db8::5]"); // unchanged
+    zl_broker_config_free (&cfg);
+
+    // in a file, as everything else
+    char *path = s_write_temp ("broker\n"
+                               "    leader_lease = 3s\n"
+                               "    advertise = zlane-1.internal\n");
+    zl_broker_config_defaults (&cfg);
+    if (zl_broker_config_load (&cfg, path, err, sizeof err) != 0)
+        fail_msg ("load failed: %s", err);
+    assert_int_equal (cfg.leader_lease_ms, 3000);
+    assert_string_equal (cfg.advertise, "zlane-1.internal");
+    zl_broker_config_free (&cfg);
+    s_remove (path);
+}
+
 int
 main (void)
 {
@@ -503,6 +565,7 @@ main (void)
         cmocka_unit_test (test_empty_file_keeps_defaults),
         cmocka_unit_test (test_set_keys),
         cmocka_unit_test (test_store_location),
+        cmocka_unit_test (test_leadership_keys),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
