@@ -13,6 +13,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,8 +240,10 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
     int64_t deadline = zl_clock_mono_ms () + (int64_t)o->timeout_ms;
     size_t untried = n; // brokers of the list not yet tried since the last NOT_LEADER
     int rc = 3, hops = 0;
+    bool unavailable = false; // the last broker that answered has no database
     char why[512] = "";
     for (; untried > 0 && zl_clock_mono_ms () < deadline; untried--) {
+        unavailable = false;
         if (s_conn_open (conn, o, ZMQ_DEALER, brokers, 0, 1, "admin",
                          S_HANDSHAKE_FAILED | (n > 1 ? ZMQ_EVENT_CONNECT_RETRIED : 0)) != 0) {
             rc = 2;
@@ -306,6 +309,15 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
                 s_conn_close (conn);
                 goto moved;
             }
+            if (reply->kind == ZL_MSG_ERROR && reply->u.error.code == ZL_ERR_UNAVAILABLE) {
+                // its database does not answer, it did nothing: the next
+                // broker, or this one again a little later
+                fprintf (stderr, "zlane-ctl: the broker at %s cannot reach its database: %s\n",
+                         conn->endpoint, reply->u.error.message);
+                unavailable = true;
+                next = true;
+                break;
+            }
             if (reply->kind == ZL_MSG_ERROR) {
                 fprintf (stderr, "zlane-ctl: broker error: %s: %s\n",
                          zl_error_code_name (reply->u.error.code), reply->u.error.message);
@@ -324,10 +336,24 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             fprintf (stderr, "zlane-ctl: no answer from the broker at %s\n", conn->endpoint);
         s_conn_close (conn);
         zl_eplist_next (brokers);
+        int64_t left = deadline - zl_clock_mono_ms ();
+        if (unavailable && untried == 1 && left > 0) {
+            // every broker tried, the last without its database: the list
+            // again after a pause, until --timeout
+            untried = n + 1;
+            poll (NULL, 0, left < 250 ? (int)left : 250);
+        }
         continue;
     moved:;
     }
-    if (rc == 3)
+    if (unavailable) {
+        fprintf (stderr,
+                 "zlane-ctl: the broker%s at %s could not reach %s database within %" PRIu64
+                 " ms; nothing was done\n",
+                 n > 1 ? "s" : "", zl_eplist_text (brokers), n > 1 ? "their" : "its",
+                 o->timeout_ms);
+        rc = 1;
+    } else if (rc == 3)
         fprintf (stderr, "zlane-ctl: no answer from the broker%s at %s within %" PRIu64 " ms%s\n",
                  n > 1 ? "s" : "", zl_eplist_text (brokers), o->timeout_ms,
                  zl_curve_enabled (&o->curve) ? ""
@@ -408,12 +434,29 @@ s_json_groups (FILE *out, const char *name, const zl_group_stats_t *g, size_t n)
     fputc (']', out);
 }
 
+// Counter `name` of `st`, 0 if it has none.
+static uint64_t
+s_counter_of (const zl_stats_t *st, const char *name)
+{
+    for (size_t i = 0; i < st->n_counters; i++)
+        if (!strcmp (st->counters[i].name, name))
+            return st->counters[i].value;
+    return 0;
+}
+
 static void
 s_print_stats_json (const zl_stats_t *st)
 {
-    printf ("{\"uptime_ms\":%" PRIu64 ",\"workers\":%u,\"producers\":%u,\"store_backend\":\"%s\","
-            "\"counters\":{",
-            st->uptime_ms, st->workers, st->producers, st->store_backend ? st->store_backend : "");
+    printf ("{\"uptime_ms\":%" PRIu64 ",\"workers\":%u,\"producers\":%u,\"store_backend\":",
+            st->uptime_ms, st->workers, st->producers);
+    zl_json_str (stdout, st->store_backend ? st->store_backend : "");
+    printf (",\"role\":");
+    zl_json_str (stdout, st->role ? st->role : "");
+    printf (",\"epoch\":%" PRIu64 ",\"store_reachable\":%s,\"takeovers\":%" PRIu64
+            ",\"fenced\":%" PRIu64 ",\"leader\":",
+            st->epoch, st->store_reachable ? "true" : "false", st->takeovers, st->fenced);
+    zl_json_str (stdout, st->leader ? st->leader : "");
+    printf (",\"counters\":{");
     for (size_t i = 0; i < st->n_counters; i++)
         printf ("%s\"%s\":%" PRIu64, i ? "," : "", st->counters[i].name, st->counters[i].value);
     printf ("},\"latencies\":{");
@@ -448,6 +491,17 @@ s_print_stats (const zl_stats_t *st)
 {
     printf ("uptime %.1fs, %u worker(s), %u producer(s)\n", (double)st->uptime_ms / 1000,
             st->workers, st->producers);
+    const char *role = st->role && st->role[0] ? st->role : "?";
+    const char *leader = st->leader && st->leader[0] ? st->leader : NULL;
+    printf ("role %s, epoch %" PRIu64 "%s%s; store %s, database %s; %" PRIu64
+            " takeover(s), %" PRIu64 " fenced commit(s)\n",
+            role, st->epoch, strcmp (role, "leader") && leader ? ", the leader is " : "",
+            strcmp (role, "leader") && leader ? leader : "",
+            st->store_backend && st->store_backend[0] ? st->store_backend : "?",
+            st->store_reachable ? "reachable" : "UNREACHABLE", st->takeovers, st->fenced);
+    printf ("commits %" PRIu64 ": avg %.2fms, max %.2fms\n", s_counter_of (st, "store_commits"),
+            s_counter_of (st, "store_commit_avg_us") / 1000.0,
+            s_counter_of (st, "store_commit_max_us") / 1000.0);
     for (size_t i = 0; i < st->n_latencies; i++) {
         const zl_latency_t *l = &st->latencies[i];
         printf ("%-16s n=%" PRIu64 " p50=%.2fms p90=%.2fms p99=%.2fms max=%.2fms\n", l->name,

@@ -11,7 +11,8 @@
       4. apply connection events from the monitor (a new handshake means a new
          broker connection: Hello again, credit from zero, resend everything
          not yet accepted), then the broker's replies;
-      5. if the broker is gone or said NOT_LEADER, leave it (below);
+      5. if the broker is gone, said NOT_LEADER or has no database
+         (UNAVAILABLE), leave it (below);
       6. steps 1 and 2 again, for what the replies made possible.
 
     Several brokers. The endpoint option may list several brokers (one
@@ -21,13 +22,15 @@
     handshake, then Credit for our Hello) came within S_DIAL_TIMEOUT_MS of
     the dial, or the peer echoes our own Hello), for the next, round robin;
     and when it answers NOT_LEADER, for the leader it names (or the next).
-    It closes that socket and dials the new endpoint after a full-jitter
-    backoff that doubles on every move until a broker serves (Credit,
-    Accepted, Rejected). The new connection is a new session as above:
-    whatever was not Accepted is resent under its key. With one endpoint
-    ZeroMQ reconnects the same socket, as it always did.
-    Results are collected on a list and handed to the callback only from
-    zl_producer_poll and zl_producer_wait, never from inside a submit. */
+    A broker whose database does not answer (Error UNAVAILABLE to a Hello,
+    Rejected UNAVAILABLE to a Submit, whose jobs then wait for their
+    retry-after as after QUEUE_FULL) is left for the next broker, or for
+    itself again when it is the only one. It closes that socket and dials the new endpoint after a
+   full-jitter backoff that doubles on every move until a broker serves (Credit, Accepted,
+   Rejected). The new connection is a new session as above: whatever was not Accepted is resent
+   under its key. With one endpoint ZeroMQ reconnects the same socket, as it always did. Results are
+   collected on a list and handed to the callback only from zl_producer_poll and zl_producer_wait,
+   never from inside a submit. */
 #include "zlane_producer.h"
 
 #include "clock.h"
@@ -175,9 +178,10 @@ static bool
 s_retryable (zl_reject_code_t code)
 {
     //  SHUTTING_DOWN is retried too: the broker is going away and, like a
-    //  restart, will most likely be back before the job's deadline.
+    //  restart, will most likely be back before the job's deadline. So is
+    //  UNAVAILABLE: the broker's database does not answer for now.
     return code == ZL_REJECT_QUEUE_FULL || code == ZL_REJECT_STORE_FULL ||
-           code == ZL_REJECT_SHUTTING_DOWN;
+           code == ZL_REJECT_SHUTTING_DOWN || code == ZL_REJECT_UNAVAILABLE;
 }
 
 //  Specs this connection may still send.
@@ -536,6 +540,11 @@ s_on_accepted (zl_producer_t *self, const zl_accepted_t *accepted)
 static void
 s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
 {
+    //  A broker whose database does not answer: its jobs wait for their
+    //  retry; with several brokers, the next may reach one (or lead).
+    if (rejected->n && rejected->jobs[0].code == ZL_REJECT_UNAVAILABLE &&
+        zl_eplist_roams (self->brokers))
+        s_leave_for_next (self, "its database does not answer");
     for (size_t i = 0; i < rejected->n; i++) {
         const zl_rejection_t *r = &rejected->jobs[i];
         zl_pending_job_t *job = zl_pending_get (self->pending, r->seq);
@@ -565,10 +574,20 @@ s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
 
 static size_t s_new_session (zl_producer_t *self);
 
+//  True for what only a broker that serves sends (not one without its
+//  database, whose Rejected all say UNAVAILABLE).
+static bool
+s_serves (const zl_msg_t *msg)
+{
+    if (msg->kind == ZL_MSG_REJECTED)
+        return !msg->u.rejected.n || msg->u.rejected.jobs[0].code != ZL_REJECT_UNAVAILABLE;
+    return msg->kind == ZL_MSG_ACCEPTED || msg->kind == ZL_MSG_CREDIT;
+}
+
 static void
 s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 {
-    if (msg->kind == ZL_MSG_ACCEPTED || msg->kind == ZL_MSG_REJECTED || msg->kind == ZL_MSG_CREDIT)
+    if (s_serves (msg))
         self->backoff_ms = S_RECONNECT_IVL_MS; // a broker that serves
     self->dial_deadline_ms = 0;                // a broker answers: it is there
     switch (msg->kind) {
@@ -608,6 +627,15 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
             self->leave_loud = true;
             snprintf (self->leave_why, sizeof self->leave_why, "it is not the leader%s",
                       named ? "; the leader is elsewhere" : "");
+            break;
+        }
+        if (msg->u.error.code == ZL_ERR_UNAVAILABLE) {
+            //  Its database does not answer: it did nothing (our Hello gave us
+            //  no credit). Leave it and come back, or go to the next broker,
+            //  after the backoff: a new session there resends everything.
+            zl_info (S_COMPONENT, "%s", self->last_error);
+            s_leave_for_next (self, "its database does not answer");
+            self->leave_loud = true;
             break;
         }
         zl_warn (S_COMPONENT, "%s", self->last_error);

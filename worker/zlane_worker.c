@@ -30,8 +30,11 @@
     broker is silent for liveness x heartbeat it reconnects to the next of
     the list (round robin), and when it answers NOT_LEADER, to the leader it
     names (or the next), both after the same full-jitter backoff, which a
-    NOT_LEADER does not reset. A new connection is a reconnect like any:
-    Ready again, and every pending settlement resent. */
+    NOT_LEADER does not reset. A broker whose database does not answer
+    (Error UNAVAILABLE) is left the same way, for the next (itself again
+    when it is the only one), without resetting the backoff. A new
+    connection is a reconnect like any: Ready again, and every pending
+    settlement resent. */
 #include "zlane_worker.h"
 
 #include "clock.h"
@@ -154,10 +157,11 @@ struct _zl_worker_t {
     int64_t last_sent_ms;    // last message to the broker
     int64_t reconnect_at_ms; // when to open a new connection (dealer == NULL)
     uint32_t backoff_ms;     // upper bound of the next reconnect delay
-    bool leave;              // leave this broker at the next tick: NOT_LEADER, or ...
-    bool not_broker;         // ... it is not a broker (it echoes us): the next
-    bool draining;           // zl_worker_stop was called
-    bool drain_cancelled;    // running jobs were cancelled for the shutdown
+    // leave this broker at the next tick, and why: for the leader a standby
+    // names (or the next), or for the next broker of the list
+    enum { S_STAY = 0, S_NOT_LEADER, S_NOT_BROKER, S_UNAVAILABLE } leave;
+    bool draining;        // zl_worker_stop was called
+    bool drain_cancelled; // running jobs were cancelled for the shutdown
     int64_t drain_deadline_ms;
     int64_t linger_deadline_ms; // stop waiting for Settled after this; 0 = unset
     // Per-turn batches (reused buffers).
@@ -668,18 +672,18 @@ s_connect (zl_worker_t *self, int64_t now_ms)
 }
 
 /*  Give up on the current connection: close it, presume every held lease
-    lost, and schedule a reconnect after a full-jitter backoff: to the next
-    broker of the list if it went silent, to where a NOT_LEADER pointed
-    (self->leave) otherwise. */
+    lost, and schedule a reconnect after a full-jitter backoff: to where a
+    NOT_LEADER pointed, else to the next broker of the list (it went silent,
+    is no broker, or cannot reach its database: self->leave). */
 static void
 s_disconnect (zl_worker_t *self, int64_t now_ms)
 {
     const char *left = zl_eplist_current (self->brokers);
     char was[ZL_EPLIST_MAX_LEN + 1];
     snprintf (was, sizeof was, "%s", left);
-    bool not_leader = self->leave && !self->not_broker;
-    self->leave = false;
-    self->not_broker = false;
+    bool not_leader = self->leave == S_NOT_LEADER;
+    bool unavailable = self->leave == S_UNAVAILABLE;
+    self->leave = S_STAY;
     if (!not_leader)
         zl_eplist_next (self->brokers); // one endpoint: the same again
     zsock_destroy (&self->dealer);
@@ -695,6 +699,9 @@ s_disconnect (zl_worker_t *self, int64_t now_ms)
     if (not_leader)
         zl_info (S_COMPONENT, "broker %s is not the leader; connecting to %s in %" PRIu64 " ms",
                  was, next, delay);
+    else if (unavailable)
+        zl_warn (S_COMPONENT, "broker %s cannot reach its database; %s %s in %" PRIu64 " ms", was,
+                 strcmp (was, next) ? "trying" : "reconnecting to", next, delay);
     else if (strcmp (was, next) != 0)
         zl_warn (S_COMPONENT, "broker %s silent for %u ms; trying %s in %" PRIu64 " ms", was,
                  self->opts.liveness * self->opts.heartbeat_ms, next, delay);
@@ -835,7 +842,17 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
                  zl_error_code_name (e->code), e->message ? e->message : "");
         zl_eplist_follow (self->brokers, e->n_leader_endpoints,
                           (const char *const *)e->leader_endpoints);
-        self->leave = true;
+        self->leave = S_NOT_LEADER;
+        return;
+    case ZL_ERR_UNAVAILABLE:
+        // Its database does not answer: it did nothing with what we sent.
+        // Come back later (or try the next broker): Ready again there, and
+        // every unconfirmed settlement resent.
+        if (self->leave)
+            return;
+        zl_info (S_COMPONENT, "broker %s: %s: %s", zl_eplist_current (self->brokers),
+                 zl_error_code_name (e->code), e->message ? e->message : "");
+        self->leave = S_UNAVAILABLE;
         return;
     case ZL_ERR_NOT_READY:
         // The broker does not know us (it restarted): introduce ourselves again
@@ -873,8 +890,7 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
         if (!self->leave) {
             zl_warn (S_COMPONENT, "%s is not a broker (it sent us %s)",
                      zl_eplist_current (self->brokers), zl_msg_kind_name (msg->kind));
-            self->leave = true;
-            self->not_broker = true;
+            self->leave = S_NOT_BROKER;
         }
         break;
     default:
@@ -915,7 +931,8 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
         }
         if (msg.kind == ZL_MSG_DISPATCH || msg.kind == ZL_MSG_SETTLED ||
             msg.kind == ZL_MSG_HEARTBEAT ||
-            (msg.kind == ZL_MSG_ERROR && msg.u.error.code != ZL_ERR_NOT_LEADER))
+            (msg.kind == ZL_MSG_ERROR && msg.u.error.code != ZL_ERR_NOT_LEADER &&
+             msg.u.error.code != ZL_ERR_UNAVAILABLE))
             self->backoff_ms = self->opts.reconnect_min_ms; // a broker that serves
         s_on_message (self, &msg, now_ms);
     }
@@ -1113,7 +1130,7 @@ s_tick (zl_worker_t *self, int64_t now_ms)
     if (self->dealer && (self->leave || now_ms - self->last_heard_ms >= silence_ms))
         s_disconnect (self, now_ms);
     if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0) {
-        self->leave = false;
+        self->leave = S_STAY;
         zl_eplist_next (self->brokers); // a bad endpoint a standby named: the list again
         self->reconnect_at_ms = now_ms + self->opts.reconnect_max_ms;
     }

@@ -135,6 +135,12 @@ test_metrics_page (void **state)
     page = s_http (metrics, "GET /metrics HTTP/1.0\r\n\r\n");
     assert_non_null (strstr (page, "\nzlane_ready{lane=\"a\",tenant=\"acme\"} 2\n"));
     assert_non_null (strstr (page, "\nzlane_store_info{backend=\"lmdb\"} 1\n"));
+    assert_non_null (strstr (page, "\nzlane_store_role{role=\"leader\"} 1\n"));
+    assert_non_null (strstr (page, "\nzlane_store_role{role=\"standby\"} 0\n"));
+    assert_non_null (strstr (page, "\nzlane_store_epoch 0\n"));
+    assert_non_null (strstr (page, "\nzlane_store_reachable 1\n"));
+    assert_non_null (strstr (page, "\nzlane_store_commits_total "));
+    assert_non_null (strstr (page, "\nzlane_store_commit_max_us "));
     free (page);
     assert_int_equal (zlt_counter (admin, "metrics_requests"), 2);
     // per lane only, for many tenants

@@ -209,7 +209,21 @@ test_dead_first_endpoint (void **state)
     char *text = zlt_read_file (ctl_out, NULL);
     assert_non_null (text);
     assert_non_null (strstr (text, "\"groups\":["));
+    // an LMDB broker leads, at epoch 0, its store reachable
+    assert_non_null (strstr (text, "\"role\":\"leader\",\"epoch\":0,\"store_reachable\":true"));
     free (text);
+    // and says so in words, with its commit latency
+    char *ctl_bin = zlt_bin ("zlane-ctl");
+    const char *words[] = {ctl_bin, "--admin", admins, "--timeout", "10s", "stats", NULL};
+    unlink (ctl_out);
+    assert_int_equal (zlt_run (words, NULL, ctl_out, ctl_err, 30000), 0);
+    text = zlt_read_file (ctl_out, NULL);
+    assert_non_null (text);
+    if (!strstr (text, "role leader, epoch 0; store lmdb, database reachable") ||
+        !strstr (text, "\ncommits "))
+        fail_msg ("zlane-ctl stats said:\n%s", text);
+    free (text);
+    free (ctl_bin);
 
     char *record = zlt_path (dir, "record");
     char *worker_err;

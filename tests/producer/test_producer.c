@@ -609,6 +609,129 @@ test_list_moves_on (void **state)
     s_fixture_destroy (&t);
 }
 
+//  (d3) A broker whose database does not answer. Its Error{UNAVAILABLE} to
+//  our Hello gave no credit: the producer leaves and dials it again (the only
+//  broker it has) with a new Hello. Its Rejected{UNAVAILABLE} keeps the jobs:
+//  they are resent after retry_after on the same connection, same keys, as
+//  after QUEUE_FULL.
+static void
+test_unavailable_one_broker (void **state)
+{
+    fixture_t *t = s_fixture_new (true, 0, 0);
+    s_expect_hello (t);
+    zl_peer_t first = t->peer;
+    zl_msg_t err = {.kind = ZL_MSG_ERROR,
+                    .u.error = {.code = ZL_ERR_UNAVAILABLE, .message = "no database"}};
+    s_broker_send (t, &err);
+    s_expect_hello (t); // a new connection: the same broker, again
+    assert_false (t->peer.len == first.len && !memcmp (t->peer.data, first.data, first.len));
+    s_send_credit (t, 100);
+    s_wait_credit (t, 100);
+    zl_producer_job_t jobs[2] = {s_job ("a"), s_job ("b")};
+    jobs[1].idempotency_key = "mine-b";
+    assert_int_equal (zl_producer_submit_batch (t->producer, jobs, 2, NULL), 2);
+    zl_producer_flush (t->producer);
+    uint64_t seqs[2];
+    char keys[2][128];
+    s_expect_specs (t, 2, 256, seqs, keys);
+    zl_rejection_t r[2] = {{seqs[0], ZL_REJECT_UNAVAILABLE, "no database", 150},
+                           {seqs[1], ZL_REJECT_UNAVAILABLE, "no database", 150}};
+    zl_msg_t rej = {.kind = ZL_MSG_REJECTED, .u.rejected = {2, r}};
+    s_broker_send (t, &rej);
+    int64_t rejected_at = zl_clock_mono_ms ();
+    uint64_t again[2];
+    char again_keys[2][128];
+    s_expect_specs (t, 2, 256, again, again_keys); // no Hello first: the same session
+    assert_true (zl_clock_mono_ms () - rejected_at >= 150);
+    for (int i = 0; i < 2; i++) { // each under its key (retries come in no set order)
+        int k = again[i] == seqs[0] ? 0 : 1;
+        assert_int_equal (again[i], seqs[k]);
+        assert_string_equal (again_keys[i], keys[k]);
+    }
+    assert_true (again[0] != again[1]);
+    assert_int_equal (t->n_results, 0); // nothing was given up
+    s_accept (t, seqs[0], 700, false);
+    s_accept (t, seqs[1], 701, false);
+    assert_int_equal (zl_producer_wait (t->producer, WAIT_MS), 0);
+    assert_int_equal (s_result (t, seqs[1])->status, ZL_PRODUCER_ACCEPTED);
+    assert_int_equal (s_result (t, seqs[1])->job_id, 701);
+    zl_producer_stats_t stats;
+    zl_producer_stats (t->producer, &stats);
+    assert_int_equal (stats.retried, 2);
+    assert_int_equal (stats.connects, 2);
+    s_fixture_destroy (&t);
+}
+
+//  (d4) Given "A,B", a Rejected{UNAVAILABLE} from A moves the producer to B
+//  (which may reach the database, or lead), where the jobs are resent after
+//  their retry_after under the same keys.
+static void
+test_unavailable_list_moves_on (void **state)
+{
+    fixture_t *t = ZL_NEW (fixture_t);
+    t->codec = zl_codec_new ();
+    s_broker_bind (t, "tcp://127.0.0.1:*"); // A
+    zsock_t *b = zsock_new (ZMQ_ROUTER);
+    assert_non_null (b);
+    int linger = 0;
+    zmq_setsockopt (zsock_resolve (b), ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal (zmq_bind (zsock_resolve (b), "tcp://127.0.0.1:*"), 0);
+    char b_ep[256];
+    size_t size = sizeof b_ep;
+    assert_int_equal (zmq_getsockopt (zsock_resolve (b), ZMQ_LAST_ENDPOINT, b_ep, &size), 0);
+    char list[600];
+    snprintf (list, sizeof list, "%s,%s", t->endpoint, b_ep);
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = list;
+    opts.client = "test-producer";
+    opts.nonblock = true;
+    opts.on_result = s_on_result;
+    opts.on_result_arg = t;
+    t->producer = zl_producer_new (&opts);
+    assert_non_null (t->producer);
+
+    s_expect_hello (t); // A
+    s_send_credit (t, 100);
+    s_wait_credit (t, 100);
+    zl_producer_job_t jobs[3] = {s_job ("x"), s_job ("y"), s_job ("z")};
+    assert_int_equal (zl_producer_submit_batch (t->producer, jobs, 3, NULL), 3);
+    zl_producer_flush (t->producer);
+    uint64_t seqs[3];
+    char keys[3][128];
+    s_expect_specs (t, 3, 256, seqs, keys);
+    zl_rejection_t r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = (zl_rejection_t){seqs[i], ZL_REJECT_UNAVAILABLE, "no database", 100};
+    zl_msg_t rej = {.kind = ZL_MSG_REJECTED, .u.rejected = {3, r}};
+    s_broker_send (t, &rej);
+
+    zsock_t *a = t->router; // B from now on
+    t->router = b;
+    t->handle = zsock_resolve (b);
+    s_expect_hello (t);
+    assert_string_equal (zl_producer_endpoint (t->producer), b_ep);
+    s_send_credit (t, 100);
+    uint64_t again[3];
+    char again_keys[3][128];
+    s_expect_specs (t, 3, 256, again, again_keys);
+    for (int i = 0; i < 3; i++) { // each under its key (retries come in no set order)
+        int k = 0;
+        while (k < 3 && seqs[k] != again[i])
+            k++;
+        assert_true (k < 3);
+        assert_string_equal (again_keys[i], keys[k]);
+        s_accept (t, again[i], 900 + again[i], false);
+    }
+    assert_int_equal (zl_producer_wait (t->producer, WAIT_MS), 0);
+    assert_int_equal (t->n_results, 3);
+    zl_producer_stats_t stats;
+    zl_producer_stats (t->producer, &stats);
+    assert_int_equal (stats.moves, 1);
+    zsock_destroy (&a);
+    s_fixture_destroy (&t);
+}
+
 //  A list with an empty entry or an endpoint ZeroMQ refuses makes no producer.
 static void
 test_bad_lists (void **state)
@@ -825,6 +948,8 @@ main (void)
         cmocka_unit_test (test_rejections),
         cmocka_unit_test (test_restart_ride_through),
         cmocka_unit_test (test_list_moves_on),
+        cmocka_unit_test (test_unavailable_one_broker),
+        cmocka_unit_test (test_unavailable_list_moves_on),
         cmocka_unit_test (test_bad_lists),
         cmocka_unit_test (test_nonblock_eagain),
         cmocka_unit_test (test_deadlines),

@@ -775,6 +775,39 @@ test_not_ready (void **state)
     assert_int_equal (s_finish (f, false), 0);
 }
 
+/*  Error UNAVAILABLE (the broker cannot reach its database; it did nothing):
+    the worker leaves and comes back (the only broker it has) on a new
+    connection, says Ready again with the same instance, and resends the Ack
+    that was never Settled, with its lease token. */
+static void
+test_unavailable_resends (void **state)
+{
+    s_fixture_t *f = *state;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    uint64_t instance = f->broker.msg.u.ready.instance;
+    zl_peer_t first = f->broker.peer;
+    zl_job_msg_t job = s_job (31, "ack");
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    s_broker_error (&f->broker, ZL_ERR_UNAVAILABLE, 0, 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    assert_true (f->broker.msg.u.ready.instance == instance);
+    assert_false (f->broker.peer.len == first.len &&
+                  !memcmp (f->broker.peer.data, first.data, first.len)); // a new connection
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.n, 1);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 31);
+    assert_true (f->broker.msg.u.ack.items[0].lease == job.lease);
+    s_broker_settle (&f->broker, 31, job.lease);
+    assert_int_equal (s_finish (f, false), 0);
+    zl_worker_stats_t stats;
+    zl_worker_stats (f->worker, &stats);
+    assert_int_equal (stats.acked, 1);
+    assert_int_equal (stats.settled, 1);
+    assert_int_equal (stats.reconnects, 1);
+}
+
 /*  A stop hands back the unstarted backlog, lets the running job finish,
     waits for its Settled and returns 0. */
 static void
@@ -1307,6 +1340,7 @@ main (void)
     zsys_init ();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_ready, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_unavailable_resends, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_dispatch_ack, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_nack_classes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_extend_then_lease_lost, s_setup, s_teardown),
