@@ -26,7 +26,7 @@
 
     No bloat: nothing is ever updated or deleted row by row (except the one
     lease row, renewed every lease/4). Segments rotate: the log moves to a
-    new partition after ROTATE_ROWS rows or ROTATE_MS; past KEEP_SEGS, the
+    new partition after 500,000 rows or a minute; past 3 segments, the
     oldest one's live records (jobs still queued) are appended again to the
     current one in a turn's commit and the partition is then dropped. An
     idempotency segment is dropped when the newest key in it has outlived
@@ -65,9 +65,6 @@
 #define SCHEMA_VERSION 1
 #define SCHEMA_LOCK 0x7a6c616e65LL // pg_advisory_xact_lock key ("zlane") for creating the schema
 #define FENCE_SQLSTATE "ZL001"     // zlane.fence: this epoch no longer leads
-#define ROTATE_ROWS 500000         // the log moves to a new segment after this many rows
-#define ROTATE_MS 60000            //   or this long
-#define KEEP_SEGS 3                // log segments kept, the current one included
 #define IDEM_SEG_MS (60 * 1000)    // an idempotency segment takes keys this long (resend)
 #define IDEM_USER_SEG_MS (3600 * 1000) //   (users' keys)
 #define MAX_SEGS 4096                  // segments of one series kept at most
@@ -80,6 +77,21 @@
 // KIND_FORGOTTEN: the keys of class `id` seen before the 8 bytes of data
 // (big-endian ms) were forgotten (expired or evicted, oldest first)
 enum { KIND_JOB = 1, KIND_STATE = 2, KIND_DEL = 3, KIND_NEXT_ID = 4, KIND_FORGOTTEN = 5 };
+// Rotation: the log moves to a new segment after s_rotate_rows rows or
+// s_rotate_ms; s_keep_segs are kept, the current one included (tunable for
+// tests and benchmarks: zl_store_pg_tune).
+static uint64_t s_rotate_rows = 500000;
+static int64_t s_rotate_ms = 60000;
+static size_t s_keep_segs = 3;
+
+void
+zl_store_pg_tune (uint64_t rotate_rows, int64_t rotate_ms, unsigned keep_segs)
+{
+    s_rotate_rows = rotate_rows ? rotate_rows : 500000;
+    s_rotate_ms = rotate_ms > 0 ? rotate_ms : 60000;
+    s_keep_segs = keep_segs >= 2 ? keep_segs : 3;
+}
+
 enum { SER_LOG = 0, SER_RESEND = 1, SER_USER = 2, SER_COUNT = 3 };
 static const char *s_series_table[SER_COUNT] = {"log", "idem_resend", "idem_user"};
 
@@ -1271,16 +1283,16 @@ s_maintain (s_pg_t *self, int64_t wall_ms)
 
 // At the start of a batch: move a series to its next segment when the
 // current one is full or old and the next is ready, and pick a log segment
-// to compact when more than KEEP_SEGS are kept.
+// to compact when more than s_keep_segs are kept.
 static void
 s_rotate (s_pg_t *self, int64_t mono_ms)
 {
     for (int k = 0; k < SER_COUNT; k++) {
         s_series_t *s = &self->ser[k];
-        int64_t age_max = k == SER_LOG      ? ROTATE_MS
+        int64_t age_max = k == SER_LOG      ? s_rotate_ms
                           : k == SER_RESEND ? IDEM_SEG_MS
                                             : IDEM_USER_SEG_MS;
-        bool due = s->rows >= ROTATE_ROWS || (s->rows && mono_ms - s->started_ms >= age_max);
+        bool due = s->rows >= s_rotate_rows || (s->rows && mono_ms - s->started_ms >= age_max);
         if (!due || !s->ready || s->n == MAX_SEGS)
             continue;
         s->segs[s->n] = s->ready;
@@ -1290,7 +1302,7 @@ s_rotate (s_pg_t *self, int64_t mono_ms)
         s->started_ms = mono_ms;
     }
     s_series_t *log = &self->ser[SER_LOG];
-    if (!self->compact_seg && !self->drop_log_seg && log->n > KEEP_SEGS)
+    if (!self->compact_seg && !self->drop_log_seg && log->n > s_keep_segs)
         self->compact_seg = log->segs[0];
 }
 
@@ -1509,6 +1521,10 @@ s_pg_commit (void *be, int fault)
     }
     if (synced)
         PQexitPipelineMode (self->conn);
+    if (!ok && PQtransactionStatus (self->conn) == PQTRANS_INERROR) {
+        PGresult *r = PQexec (self->conn, "ROLLBACK"); // the BEGIN ran, the rest did not
+        PQclear (r);
+    }
     if (!why[0])
         snprintf (why, sizeof why, "%s", s_pq_error (self));
     uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
