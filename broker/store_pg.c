@@ -1887,7 +1887,9 @@ static void
 s_pg_close (void *be)
 {
     s_pg_t *self = be;
-    if (self->role == ZL_ROLE_LEADER && self->conn && !self->batch) {
+    if (self->batch)
+        s_batch_end (self, false); // an open batch is aborted
+    if (self->role == ZL_ROLE_LEADER && self->conn) {
         // give the lease up, so that a standby takes over at once
         char epoch[24];
         snprintf (epoch, sizeof epoch, "%" PRIu64, self->epoch);
