@@ -8,8 +8,8 @@
     and state records, the idempotency index, next_id) and serves every
     read from it: a dispatch or a Submit costs no round trip. The database
     gets only appends: each loop turn's writes go in one transaction, sent
-    in one pipeline (libpq pipeline mode: BEGIN, the fence, one multi-row
-    INSERT per table through unnest() of binary arrays, COMMIT), one round
+    in one pipeline (libpq pipeline mode: BEGIN, the fence, one INSERT per
+    table of one row holding the turn's records packed, COMMIT), one round
     trip per turn. The image is loaded from the database when this broker
     takes the lead.
 
@@ -19,10 +19,12 @@
     - meta (key, value): format, schema_version, the secret of the digests;
     - leader: one row, the lease (epoch, holder, its advertised endpoints,
       expires_at);
-    - log: partitioned by segment; rows (seg, seq, kind, id, data) of kind
-      JOB (the job record), STATE, DEL and NEXT_ID; a later seq wins;
-    - idem_resend, idem_user: the idempotency keys by class, partitioned by
-      segment: (seg, seq, digest, job_id, seen_ms).
+    - log: partitioned by segment; a row (seg, seq, data) per commit, data
+      the commit's records packed: (kind, id, length, bytes) of kind JOB
+      (the job record), STATE, DEL, NEXT_ID and FORGOTTEN (how far the
+      keys' expiry went); a later record wins;
+    - idem_resend, idem_user: the idempotency keys by class, partitioned
+      by segment, a row per commit: (digest, job id, seen) packed.
 
     No bloat: nothing is ever updated or deleted row by row (except the one
     lease row, renewed every lease/4). Segments rotate: the log moves to a
@@ -73,6 +75,8 @@
 #define RETRY_MAX_MS 2000              //   doubling up to this
 #define FETCH_ROWS 20000               // rows per FETCH when loading the image
 #define DIGEST_LEN 16
+#define IDEM_ITEM_LEN (DIGEST_LEN + 16) // a key packed in a row: digest, job id, seen
+#define SEQ_SHIFT 24 // a record's order: its row's seq, then its place in the row
 
 // KIND_FORGOTTEN: the keys of class `id` seen before the 8 bytes of data
 // (big-endian ms) were forgotten (expired or evicted, oldest first)
@@ -226,6 +230,12 @@ s_be32 (uint8_t *p, uint32_t v)
         p[i] = (uint8_t)v;
 }
 
+static uint32_t
+s_get_be32 (const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 // A growable byte buffer for binary arrays.
 typedef struct {
     uint8_t *data;
@@ -243,48 +253,6 @@ s_buf_take (s_buf_t *b, size_t n)
     b->len += n;
     return p;
 }
-
-// The header of a one-dimensional binary array of `n` elements of type `oid`.
-static void
-s_array_start (s_buf_t *b, uint32_t oid, size_t n)
-{
-    uint8_t *p = s_buf_take (b, 20);
-    s_be32 (p, 1);
-    s_be32 (p + 4, 0);
-    s_be32 (p + 8, oid);
-    s_be32 (p + 12, (uint32_t)n);
-    s_be32 (p + 16, 1);
-}
-
-static void
-s_array_i64 (s_buf_t *b, int64_t v)
-{
-    uint8_t *p = s_buf_take (b, 12);
-    s_be32 (p, 8);
-    s_be64 (p + 4, (uint64_t)v);
-}
-
-static void
-s_array_i16 (s_buf_t *b, int v)
-{
-    uint8_t *p = s_buf_take (b, 6);
-    s_be32 (p, 2);
-    p[4] = (uint8_t)(v >> 8);
-    p[5] = (uint8_t)v;
-}
-
-static void
-s_array_bytes (s_buf_t *b, const uint8_t *data, uint32_t len)
-{
-    uint8_t *p = s_buf_take (b, 4 + (size_t)len);
-    s_be32 (p, len);
-    if (len)
-        memcpy (p + 4, data, len);
-}
-
-#define OID_BYTEA 17
-#define OID_INT8 20
-#define OID_INT2 21
 
 // The message of the last error on the connection, one line.
 static const char *
@@ -338,14 +306,14 @@ static const char *s_schema_sql =
     "  holder text NOT NULL, frontend text NOT NULL, backend text NOT NULL,"
     "  admin text NOT NULL, expires_at timestamptz NOT NULL);"
     "INSERT INTO zlane.leader VALUES (1, 0, '', '', '', '', '-infinity');"
-    "CREATE TABLE zlane.log (seg bigint NOT NULL, seq bigint NOT NULL, kind smallint NOT NULL,"
-    "  id bigint NOT NULL, data bytea) PARTITION BY LIST (seg);"
-    "CREATE TABLE zlane.idem_resend (seg bigint NOT NULL, seq bigint NOT NULL,"
-    "  digest bytea NOT NULL, job_id bigint NOT NULL, seen_ms bigint NOT NULL)"
+    // a row per commit and table: the commit's records packed in `data`
+    // (stored as is: they are mostly payloads, compressed or not by their
+    // producers)
+    "CREATE TABLE zlane.log (seg bigint NOT NULL, seq bigint NOT NULL, data bytea NOT NULL)"
     "  PARTITION BY LIST (seg);"
-    "CREATE TABLE zlane.idem_user (seg bigint NOT NULL, seq bigint NOT NULL,"
-    "  digest bytea NOT NULL, job_id bigint NOT NULL, seen_ms bigint NOT NULL)"
-    "  PARTITION BY LIST (seg);"
+    "ALTER TABLE zlane.log ALTER data SET STORAGE EXTERNAL;"
+    "CREATE TABLE zlane.idem_resend (LIKE zlane.log INCLUDING STORAGE) PARTITION BY LIST (seg);"
+    "CREATE TABLE zlane.idem_user (LIKE zlane.log INCLUDING STORAGE) PARTITION BY LIST (seg);"
     // The fence of every commit: locks the lease row FOR SHARE (a takeover
     // waits for this commit) and raises if this epoch no longer leads; with
     // renew_ms > 0, renews the lease instead.
@@ -792,8 +760,10 @@ s_create_segment (s_pg_t *self, int series, int64_t seg)
     snprintf (sql, sizeof sql,
               "BEGIN; SET LOCAL lock_timeout = '" LOCK_TIMEOUT "';"
               " CREATE TABLE IF NOT EXISTS zlane.%s_%" PRId64 " PARTITION OF zlane.%s"
-              " FOR VALUES IN (%" PRId64 "); COMMIT",
-              s_series_table[series], seg, s_series_table[series], seg);
+              " FOR VALUES IN (%" PRId64 "); ALTER TABLE zlane.%s_%" PRId64
+              " ALTER data SET STORAGE EXTERNAL; COMMIT",
+              s_series_table[series], seg, s_series_table[series], seg, s_series_table[series],
+              seg);
     if (s_exec (self, sql, "creating a segment"))
         return 0;
     s_exec (self, "ROLLBACK", "creating a segment");
@@ -856,35 +826,26 @@ s_fresh_segments (s_pg_t *self, int64_t mono_ms)
     return 0;
 }
 
-static int64_t
-s_cell_i64 (const PGresult *r, int row, int col)
-{
-    return (int64_t)s_get_be64 ((const uint8_t *)PQgetvalue (r, row, col));
-}
-
-// One row of the log, while loading.
+// One record of the log, while loading: `seq` orders it among all.
 static void
-s_load_log_row (s_pg_t *self, const PGresult *r, int i)
+s_load_record (s_pg_t *self, int64_t seg, int64_t seq, int kind, uint64_t id, const uint8_t *data,
+               uint32_t len)
 {
-    int64_t seg = s_cell_i64 (r, i, 0), seq = s_cell_i64 (r, i, 1);
-    const uint8_t *k = (const uint8_t *)PQgetvalue (r, i, 2);
-    int kind = (int16_t)(k[0] << 8 | k[1]);
-    uint64_t id = (uint64_t)s_cell_i64 (r, i, 3);
-    if (seq >= self->seq)
-        self->seq = seq + 1;
     if (kind == KIND_NEXT_ID) {
         if (id > self->next_id)
             self->next_id = id;
         return;
     }
     if (kind == KIND_FORGOTTEN) {
-        if (id < 2 && PQgetlength (r, i, 4) == 8) {
-            int64_t ms = (int64_t)s_get_be64 ((const uint8_t *)PQgetvalue (r, i, 4));
+        if (id < 2 && len == 8) {
+            int64_t ms = (int64_t)s_get_be64 (data);
             if (ms > self->forgotten[id])
                 self->forgotten[id] = ms;
         }
         return;
     }
+    if (kind != KIND_JOB && kind != KIND_STATE && kind != KIND_DEL)
+        return;
     s_job_t *j = zl_u64map_get (self->jobs, id);
     if (!j) {
         j = zl_calloc (1, sizeof *j);
@@ -892,40 +853,32 @@ s_load_log_row (s_pg_t *self, const PGresult *r, int i)
         zl_u64map_put (self->jobs, id, j);
     }
     if (kind == KIND_DEL) {
-        j->deleted = true;
+        j->deleted = true; // ids are never used again: gone for good
         return;
     }
     bool job = kind == KIND_JOB;
-    if (!job && kind != KIND_STATE)
-        return;
     if (seq <= (job ? j->job_seq : j->state_seq))
         return;
-    uint32_t len = (uint32_t)PQgetlength (r, i, 4);
-    uint8_t *data = zl_malloc (len ? len : 1);
-    memcpy (data, PQgetvalue (r, i, 4), len);
+    uint8_t *copy = zl_malloc (len ? len : 1);
+    memcpy (copy, data, len);
     if (job) {
         free (j->job);
-        j->job = data, j->job_len = len, j->job_seg = seg, j->job_seq = seq;
+        j->job = copy, j->job_len = len, j->job_seg = seg, j->job_seq = seq;
     } else {
         free (j->state);
-        j->state = data, j->state_len = len, j->state_seg = seg, j->state_seq = seq;
+        j->state = copy, j->state_len = len, j->state_seg = seg, j->state_seq = seq;
     }
 }
 
-// One row of an idempotency series, while loading.
+// One key, while loading.
 static void
-s_load_idem_row (s_pg_t *self, int series, const PGresult *r, int i)
+s_load_key (s_pg_t *self, int series, int64_t seg, int64_t seq, const uint8_t *p)
 {
-    int64_t seg = s_cell_i64 (r, i, 0), seq = s_cell_i64 (r, i, 1);
-    if (seq >= self->seq)
-        self->seq = seq + 1;
-    if (PQgetlength (r, i, 2) != DIGEST_LEN)
-        return;
-    s_idem_t rec = {.job_id = (uint64_t)s_cell_i64 (r, i, 3),
-                    .seen_ms = s_cell_i64 (r, i, 4),
+    s_idem_t rec = {.job_id = s_get_be64 (p + DIGEST_LEN),
+                    .seen_ms = (int64_t)s_get_be64 (p + DIGEST_LEN + 8),
                     .seq = seq,
                     .generated = series == SER_RESEND};
-    memcpy (rec.digest, PQgetvalue (r, i, 2), DIGEST_LEN);
+    memcpy (rec.digest, p, DIGEST_LEN);
     s_series_t *s = &self->ser[series];
     int at = s_seg_index (s, seg);
     if (at >= 0 && rec.seen_ms > s->newest_ms[at])
@@ -935,9 +888,41 @@ s_load_idem_row (s_pg_t *self, int series, const PGresult *r, int i)
     s_idem_t *old = zl_u64map_get (self->idem, k);
     if (old && old->seq > seq)
         return;
-    zl_u64map_put (self->idem, k, zl_malloc (sizeof rec));
-    *(s_idem_t *)zl_u64map_get (self->idem, k) = rec;
+    s_idem_t *e = zl_malloc (sizeof *e);
+    *e = rec;
+    zl_u64map_put (self->idem, k, e);
     free (old);
+}
+
+// One row of a series (seg, seq, data), its packed records unpacked.
+// Returns 0, or -1 when the row does not parse (the store is damaged).
+static int
+s_load_row (s_pg_t *self, int series, const PGresult *r, int i)
+{
+    int64_t seg = (int64_t)s_get_be64 ((const uint8_t *)PQgetvalue (r, i, 0));
+    int64_t row_seq = (int64_t)s_get_be64 ((const uint8_t *)PQgetvalue (r, i, 1));
+    const uint8_t *p = (const uint8_t *)PQgetvalue (r, i, 2);
+    size_t len = (size_t)PQgetlength (r, i, 2), at = 0;
+    if (row_seq >= self->seq)
+        self->seq = row_seq + 1;
+    for (int64_t n = 0; at < len; n++) {
+        int64_t seq = row_seq << SEQ_SHIFT | n;
+        if (series != SER_LOG) {
+            if (len - at < IDEM_ITEM_LEN)
+                return -1;
+            s_load_key (self, series, seg, seq, p + at);
+            at += IDEM_ITEM_LEN;
+            continue;
+        }
+        if (len - at < 13)
+            return -1;
+        uint32_t n_bytes = s_get_be32 (p + at + 9);
+        if (len - at - 13 < n_bytes)
+            return -1;
+        s_load_record (self, seg, seq, p[at], s_get_be64 (p + at + 1), p + at + 13, n_bytes);
+        at += 13 + (size_t)n_bytes;
+    }
+    return 0;
 }
 
 // Read table zlane.<series> whole through a binary cursor into the image.
@@ -946,8 +931,7 @@ s_load_series (s_pg_t *self, int series)
 {
     char sql[256];
     snprintf (sql, sizeof sql,
-              "DECLARE zl_load BINARY NO SCROLL CURSOR FOR SELECT %s FROM zlane.%s",
-              series == SER_LOG ? "seg, seq, kind, id, data" : "seg, seq, digest, job_id, seen_ms",
+              "DECLARE zl_load BINARY NO SCROLL CURSOR FOR SELECT seg, seq, data FROM zlane.%s",
               s_series_table[series]);
     if (!s_exec (self, sql, "loading the store"))
         return -1;
@@ -960,13 +944,15 @@ s_load_series (s_pg_t *self, int series)
             PQclear (r);
             return -1;
         }
-        int n = PQntuples (r);
-        for (int i = 0; i < n; i++)
-            if (series == SER_LOG)
-                s_load_log_row (self, r, i);
-            else
-                s_load_idem_row (self, series, r, i);
+        int n = PQntuples (r), bad = 0;
+        for (int i = 0; i < n && !bad; i++)
+            bad = s_load_row (self, series, r, i) != 0;
         PQclear (r);
+        if (bad) {
+            zl_error ("store", "%s: a row of zlane.%s does not parse: the store is damaged",
+                      self->safe, s_series_table[series]);
+            return -1;
+        }
         if (n == 0)
             break;
     }
@@ -1364,62 +1350,47 @@ s_pg_fail (void *be, int error, const char *what)
     return error == ENOSPC ? ZL_STORE_FULL : ZL_STORE_ERROR;
 }
 
-// Queue one INSERT of the batch's rows of `series` into the pipeline.
+// Queue the INSERT of the batch's records of `series` into the pipeline:
+// one row, its records packed (s_load_blob reads them).
 static int
-s_send_rows (s_pg_t *self, int series, s_buf_t bufs[4])
+s_send_rows (s_pg_t *self, int series, s_buf_t *blob, uint8_t seq_be[8])
 {
     size_t n = 0;
-    for (size_t i = 0; i < self->n_rows; i++)
-        n += self->rows[i].series == series;
-    if (!n)
-        return 0;
-    for (int b = 0; b < 4; b++)
-        bufs[b].len = 0;
-    bool log = series == SER_LOG;
-    s_array_start (&bufs[0], OID_INT8, n); // seq
-    s_array_start (&bufs[1], log ? OID_INT2 : OID_BYTEA, n);
-    s_array_start (&bufs[2], OID_INT8, n);
-    s_array_start (&bufs[3], log ? OID_BYTEA : OID_INT8, n);
+    blob->len = 0;
     s_series_t *s = &self->ser[series];
     int64_t seg = s->segs[s->n - 1];
     for (size_t i = 0; i < self->n_rows; i++) {
         s_row_t *r = &self->rows[i];
         if (r->series != series)
             continue;
-        s_array_i64 (&bufs[0], self->seq++);
-        if (log) {
-            s_array_i16 (&bufs[1], r->kind);
-            s_array_i64 (&bufs[2], (int64_t)r->id);
-            s_array_bytes (&bufs[3], r->data, r->len);
-        } else {
-            s_array_bytes (&bufs[1], r->idem.digest, DIGEST_LEN);
-            s_array_i64 (&bufs[2], (int64_t)r->idem.job_id);
-            s_array_i64 (&bufs[3], r->idem.seen_ms);
+        n++;
+        if (series == SER_LOG) { // kind, id, length (big-endian), the record
+            uint8_t *p = s_buf_take (blob, 13 + (size_t)r->len);
+            p[0] = (uint8_t)r->kind;
+            s_be64 (p + 1, r->id);
+            s_be32 (p + 9, r->len);
+            if (r->len)
+                memcpy (p + 13, r->data, r->len);
+        } else { // digest, job id, seen (ms)
+            uint8_t *p = s_buf_take (blob, IDEM_ITEM_LEN);
+            memcpy (p, r->idem.digest, DIGEST_LEN);
+            s_be64 (p + DIGEST_LEN, r->idem.job_id);
+            s_be64 (p + DIGEST_LEN + 8, (uint64_t)r->idem.seen_ms);
             if (r->idem.seen_ms > s->newest_ms[s->n - 1])
                 s->newest_ms[s->n - 1] = r->idem.seen_ms;
         }
     }
+    if (!n)
+        return 0;
     s->rows += n;
-    char sql[320];
-    if (log)
-        snprintf (sql, sizeof sql,
-                  "INSERT INTO zlane.log_%" PRId64 " (seg, seq, kind, id, data) SELECT %" PRId64
-                  ", * FROM unnest($1::int8[], $2::int2[], $3::int8[], $4::bytea[])",
-                  seg, seg);
-    else
-        snprintf (sql, sizeof sql,
-                  "INSERT INTO zlane.%s_%" PRId64
-                  " (seg, seq, digest, job_id, seen_ms) SELECT %" PRId64
-                  ", * FROM unnest($1::int8[], $2::bytea[], $3::int8[], $4::int8[])",
-                  s_series_table[series], seg, seg);
-    const char *values[4];
-    int lengths[4], formats[4];
-    for (int b = 0; b < 4; b++) {
-        values[b] = (const char *)bufs[b].data;
-        lengths[b] = (int)bufs[b].len;
-        formats[b] = 1;
-    }
-    return PQsendQueryParams (self->conn, sql, 4, NULL, values, lengths, formats, 0) ? 0 : -1;
+    s_be64 (seq_be, (uint64_t)self->seq++);
+    char sql[160];
+    snprintf (sql, sizeof sql,
+              "INSERT INTO zlane.%s_%" PRId64 " (seg, seq, data) VALUES (%" PRId64 ", $1, $2)",
+              s_series_table[series], seg, seg);
+    const char *values[2] = {(const char *)seq_be, (const char *)blob->data};
+    int lengths[2] = {8, (int)blob->len}, formats[2] = {1, 1};
+    return PQsendQueryParams (self->conn, sql, 2, NULL, values, lengths, formats, 0) ? 0 : -1;
 }
 
 // The compaction of the batch: the live records of compact_seg appended
@@ -1484,17 +1455,18 @@ s_pg_commit (void *be, int fault)
     char epoch[24];
     snprintf (epoch, sizeof epoch, "%" PRIu64, self->epoch);
     const char *fence_params[] = {epoch, "0"};
-    s_buf_t bufs[4] = {{0}};
+    s_buf_t blobs[SER_COUNT] = {{0}};
+    uint8_t seqs[SER_COUNT][8];
     bool sent = PQenterPipelineMode (self->conn) &&
                 PQsendQueryParams (self->conn, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) &&
                 PQsendQueryParams (self->conn, "SELECT zlane.fence($1::bigint, $2::int)", 2, NULL,
                                    fence_params, NULL, NULL, 0);
     for (int k = 0; k < SER_COUNT && sent; k++)
-        sent = s_send_rows (self, k, bufs) == 0;
+        sent = s_send_rows (self, k, &blobs[k], seqs[k]) == 0;
     sent = sent && PQsendQueryParams (self->conn, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) &&
            PQpipelineSync (self->conn);
-    for (int b = 0; b < 4; b++)
-        free (bufs[b].data);
+    for (int k = 0; k < SER_COUNT; k++)
+        free (blobs[k].data);
     // the results, to the sync: the first error says why
     bool ok = sent, fenced = false, synced = false;
     char why[512] = "";

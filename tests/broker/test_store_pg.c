@@ -163,6 +163,8 @@ test_fencing_and_takeover (void **state)
     assert_int_equal (lead.epoch, epoch_a + 1);
     assert_int_equal (s_count_jobs (b), 1); // what a committed
     // a's commit is refused: it is a standby now, and nothing of it landed
+    char log_rows[32];
+    snprintf (log_rows, sizeof log_rows, "%s", s_sql ("SELECT count(*) FROM zlane.log"));
     assert_int_equal (zl_store_commit (a), ZL_STORE_FENCED);
     assert_int_equal (zl_store_role (a), ZL_ROLE_STANDBY);
     assert_int_equal (s_count_jobs (a), 0); // it forgot what it held
@@ -171,7 +173,8 @@ test_fencing_and_takeover (void **state)
     assert_int_equal (st.fenced, 1);
     assert_int_equal (zl_store_elect (a, zl_clock_mono_ms (), &lead), ZL_ROLE_STANDBY);
     assert_string_equal (lead.leader[ZL_ADVERTISE_FRONTEND], "tcp://b:5570");
-    assert_string_equal (s_sql ("SELECT count(*) FROM zlane.log WHERE kind = 1 AND id = 2"), "0");
+    assert_string_equal (s_sql ("SELECT count(*) FROM zlane.log"),
+                         log_rows); // nothing of a's refused commit
 
     // b serves; a clean close gives the lease up: a takes over at once
     assert_int_equal (zl_store_begin (b), ZL_STORE_OK);
@@ -307,8 +310,9 @@ test_rotation_compacts_and_drops (void **state)
     zl_store_stats (store, &st);
     assert_true (st.log_rotations >= 10);
     assert_true (max_parts <= 3 + 2); // kept, plus the one made ahead, plus one being compacted
+    // a row per commit, the compaction's included, in the segments kept
     size_t rows = (size_t)atoi (s_sql ("SELECT count(*) FROM zlane.log"));
-    assert_true (rows < 200 * 3 + 5 * 40); // the live jobs' rows and a few segments' worth
+    assert_true (rows <= 5 * 12);
     zl_store_close (&store);
 
     // everything live comes back, with its state; the deleted do not
