@@ -61,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <poll.h>
 #include <unistd.h>
 
 #define FORMAT "zlane-pg-store"
@@ -175,8 +176,11 @@ typedef struct {
     uint32_t lease_ms;
     char leader[ZL_ADVERTISE_COUNT][ZL_ADVERTISE_MAX];
     char leader_name[128];
-    int64_t due_ms;   // the next zl_store_elect
-    int64_t retry_ms; // the current backoff while unreachable
+    int64_t due_ms;          // the next zl_store_elect
+    int64_t retry_ms;        // the current backoff while unreachable
+    int64_t dial_started_ms; // a dial in progress (conn set, not yet connected) began then
+    bool dialing;
+    PostgresPollingStatusType dial_wants; // what the dial waits for: reading or writing
     bool schema_ok;
     // the image
     zl_u64map_t *jobs;   // id -> s_job_t
@@ -455,6 +459,7 @@ s_disconnect (s_pg_t *self)
     if (self->conn)
         PQfinish (self->conn);
     self->conn = NULL;
+    self->dialing = false;
 }
 
 static void
@@ -469,24 +474,77 @@ s_set_unreachable (s_pg_t *self, const char *why)
     s_disconnect (self);
 }
 
+// libpq's defaults for a broker, before the location's own settings (a
+// later keyword wins): a dead host is noticed in seconds, not hours.
+static const char *s_dial_keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
+                                    "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                                    "application_name",    "dbname",           NULL};
+#define DIAL_MAX_MS 10000 // a dial that has not connected by then starts again
+
+// Start dialling the database without waiting (PQconnectStartParams);
+// s_dial_poll moves it on. Returns 0, or -2 when it failed at once.
+static int
+s_dial_start (s_pg_t *self, int64_t mono_ms, char *err, size_t errlen)
+{
+    s_disconnect (self);
+    const char *vals[] = {"3", "1", "5", "2", "3", "10000", "zlane-broker", self->location, NULL};
+    self->conn = PQconnectStartParams (s_dial_keys, vals, 1);
+    if (!self->conn || PQstatus (self->conn) == CONNECTION_BAD) {
+        snprintf (err, errlen, "%s", s_pq_error (self));
+        s_disconnect (self);
+        return -2;
+    }
+    self->dial_started_ms = mono_ms;
+    self->dial_wants = PGRES_POLLING_WRITING; // as after PQconnectStart
+    return 0;
+}
+
+static int s_session (s_pg_t *self, char *err, size_t errlen);
+
+// Move a dial on as far as it goes without blocking. Returns 0 (connected
+// and checked), 1 (still dialling), -1 (fatal, reason in err), -2 (failed).
+static int
+s_dial_poll (s_pg_t *self, int64_t mono_ms, char *err, size_t errlen)
+{
+    // libpq's rule: call PQconnectPoll once the socket is ready the way
+    // its last answer asked
+    struct pollfd pfd = {PQsocket (self->conn),
+                         self->dial_wants == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
+    PostgresPollingStatusType st = self->dial_wants;
+    if (pfd.fd < 0 || poll (&pfd, 1, 0) != 0)
+        st = self->dial_wants = PQconnectPoll (self->conn);
+    if (st == PGRES_POLLING_OK)
+        return s_session (self, err, errlen);
+    if (st == PGRES_POLLING_FAILED || mono_ms - self->dial_started_ms > DIAL_MAX_MS) {
+        snprintf (err, errlen, "%s",
+                  st == PGRES_POLLING_FAILED ? s_pq_error (self) : "no answer in 10 s");
+        s_disconnect (self);
+        return -2;
+    }
+    return 1;
+}
+
 // Dial the database (any host of the location that is writable) and check
-// the schema. Returns 0; -1 (fatal, reason in err); -2 (no answer, retry).
+// the schema, waiting (at open). Returns 0; -1 (fatal, reason in err); -2
+// (no answer, retry).
 static int
 s_connect (s_pg_t *self, char *err, size_t errlen)
 {
     s_disconnect (self);
-    // libpq's defaults for a broker, before the location's own settings
-    // (a later keyword wins): a dead host is noticed in seconds, not hours
-    const char *keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
-                          "keepalives_interval", "keepalives_count", "tcp_user_timeout",
-                          "application_name",    "dbname",           NULL};
     const char *vals[] = {"3", "1", "5", "2", "3", "10000", "zlane-broker", self->location, NULL};
-    self->conn = PQconnectdbParams (keys, vals, 1);
+    self->conn = PQconnectdbParams (s_dial_keys, vals, 1);
     if (PQstatus (self->conn) != CONNECTION_OK) {
         snprintf (err, errlen, "%s", s_pq_error (self));
         s_disconnect (self);
         return -2;
     }
+    return s_session (self, err, errlen);
+}
+
+// A new connection: writable, the session's settings, the schema.
+static int
+s_session (s_pg_t *self, char *err, size_t errlen)
+{
     const char *sync = self->mode == ZL_DURABILITY_NONE ? "off" : "on";
     char sql[160];
     snprintf (sql, sizeof sql, "SET synchronous_commit = %s; SET lock_timeout = 0", sync);
@@ -1183,8 +1241,18 @@ s_pg_elect (void *be, int64_t mono_ms, zl_store_lead_t *out)
         return self->role;
     }
     if (self->role == ZL_ROLE_UNREACHABLE) {
+        // the dial never blocks the loop: it moves on at each call
         char err[512] = "";
-        int rc = s_connect (self, err, sizeof err);
+        int rc = self->dialing ? s_dial_poll (self, mono_ms, err, sizeof err)
+                               : s_dial_start (self, mono_ms, err, sizeof err);
+        if (!self->dialing && rc == 0)
+            rc = 1; // started
+        self->dialing = rc == 1;
+        if (rc == 1) {
+            self->due_ms = mono_ms + 10;
+            s_fill_lead (self, out);
+            return self->role;
+        }
         if (rc == 0) {
             zl_info ("store", "%s: the database answers again", self->safe);
             self->role = ZL_ROLE_STANDBY;
