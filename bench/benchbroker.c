@@ -9,6 +9,7 @@
 #include <czmq.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -72,9 +73,12 @@ zl_benchbroker_start (const char *dir, const char *const *args)
         for (size_t i = 0; i < 6; i++)
             argv[n++] = pre[i];
     }
+    // $ZLANE_BENCH_STORE: another store than DIR/data (a PostgreSQL location)
+    const char *store = getenv ("ZLANE_BENCH_STORE");
+    bool pg = store && *store;
     const char *fixed[] = {bin,
-                           "--data",
-                           data,
+                           pg ? "--store" : "--data",
+                           pg ? store : data,
                            "--frontend",
                            "tcp://127.0.0.1:*",
                            "--backend",

@@ -65,5 +65,9 @@ typedef struct {
 extern const zl_store_backend_t zl_store_lmdb;
 /*  The PostgreSQL backend (store_pg.c), when built with libpq (ZL_HAVE_PG). */
 extern const zl_store_backend_t zl_store_pg;
+/*  Its rotation, process-wide, for tests and benchmarks: the log moves to a
+    new segment after `rotate_rows` rows or `rotate_ms` (defaults 500,000
+    and 60 s), `keep_segs` segments are kept (default 3). 0 = the default. */
+void zl_store_pg_tune (uint64_t rotate_rows, int64_t rotate_ms, unsigned keep_segs);
 
 #endif

@@ -7,6 +7,7 @@
 #include "eplist.h"
 #include "json.h"
 #include "rng.h"
+#include "store_copy.h"
 #include "wire.h"
 
 #include <ctype.h>
@@ -59,6 +60,9 @@ s_usage (FILE *out)
         "  dlq purge   (--all | --lane L | --tenant T | ID...)\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
         "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq)\n"
+        "  store copy --from DIR --to LOCATION [--batch N]\n"
+        "        move a stopped broker's LMDB store into an empty PostgreSQL store,\n"
+        "        then verify the counts (offline: no broker may run on either)\n"
         "  keygen NAME [--role R] [--tenants LIST] [--lanes LIST] [--dir DIR]\n"
         "        write a CURVE certificate pair: DIR/NAME (public) and DIR/NAME_secret\n"
         "\n"
@@ -1126,7 +1130,7 @@ main (int argc, char **argv)
     if (o.cert && !*o.cert)
         o.cert = NULL;
     char err[512];
-    if (strcmp (cmd, "keygen") != 0 &&
+    if (strcmp (cmd, "keygen") != 0 && strcmp (cmd, "store") != 0 &&
         zl_curve_load (&o.curve, o.curve_server, o.cert, err, sizeof err) != 0) {
         fprintf (stderr, "zlane-ctl: %s (--curve-server FILE --cert FILE)\n", err);
         zsys_shutdown ();
@@ -1143,6 +1147,8 @@ main (int argc, char **argv)
         rc = s_cmd_lane (&o, cmd, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "tail"))
         rc = s_cmd_tail (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "store"))
+        rc = zl_ctl_store_copy (argc - i - 1, argv + i + 1);
     else
         rc = s_fail_usage ("unknown command '%s'", cmd);
     zsys_shutdown ();

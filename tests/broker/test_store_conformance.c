@@ -25,6 +25,9 @@
 #include "log.h"
 #include "record.h"
 #include "store.h"
+#ifdef ZLT_PG_CONFORMANCE
+#include "pg_harness.h"
+#endif
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,8 +90,45 @@ s_lmdb_drop (const char *loc)
     nftw (dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+#ifdef ZLT_PG_CONFORMANCE
+// PostgreSQL: a fresh database per case on one cluster the harness started
+// for the run (stopped at exit by the harness).
+static zlh_pg_t *s_pg;
+static int s_pg_dbs;
+
+static int
+s_pg_make (char *loc, size_t size, char *why, size_t whylen)
+{
+    if (!s_pg && !(s_pg = zlh_pg_start ())) {
+        snprintf (why, whylen, "the PostgreSQL harness could not start a cluster");
+        return -1;
+    }
+    PGconn *conn = PQconnectdb (zlh_pg_conninfo (s_pg));
+    char sql[64];
+    snprintf (sql, sizeof sql, "CREATE DATABASE conformance_%d", ++s_pg_dbs);
+    PGresult *r = PQexec (conn, sql);
+    int rc = PQresultStatus (r) == PGRES_COMMAND_OK ? 0 : -1;
+    if (rc != 0)
+        snprintf (why, whylen, "%s: %s", sql, PQerrorMessage (conn));
+    PQclear (r);
+    PQfinish (conn);
+    // a later keyword of a connection string wins
+    snprintf (loc, size, "%s dbname=conformance_%d", zlh_pg_conninfo (s_pg), s_pg_dbs);
+    return rc;
+}
+
+static void
+s_pg_drop (const char *loc)
+{
+    (void)loc; // the cluster goes at exit, every database with it
+}
+#endif
+
 static const s_backend_t s_backends[] = {
     {"lmdb", s_lmdb_make, s_lmdb_drop},
+#ifdef ZLT_PG_CONFORMANCE
+    {"postgresql", s_pg_make, s_pg_drop},
+#endif
 };
 
 static const s_backend_t *s_be; // the backend of the run going on
@@ -133,6 +173,9 @@ s_open_mode (fx_t *fx, zl_durability_t mode)
     if (!store)
         fail_msg ("zl_store_open %s: %s", fx->loc, err);
     assert_string_equal (zl_store_backend_name (store), s_be->name);
+    // a store that several brokers share is led by one: this test's
+    zl_store_lead_t lead;
+    assert_int_equal (zl_store_elect (store, 0, &lead), ZL_ROLE_LEADER);
     return store;
 }
 
