@@ -713,8 +713,11 @@ s_core_destroy (zl_broker_t *self)
 
 /*  Forget the core, `why` saying what ended the lead, and build it empty:
     every job, worker and producer, the timers, and every reply that waited
-    for a commit go. The store keeps what was committed; s_lead loads it
-    when this broker leads again. */
+    for a commit go. The producers and workers are told (self->lead.role
+    says how: NOT_LEADER, UNAVAILABLE, or NOT_READY when this broker leads
+    again), so that they start again instead of waiting for those replies.
+    The store keeps what was committed; s_lead loads it when this broker
+    leads again. */
 static void
 s_forget (zl_broker_t *self, const char *why)
 {
@@ -727,6 +730,22 @@ s_forget (zl_broker_t *self, const char *why)
                  "committed",
                  why, zl_jobs_count (self->jobs), zl_workers_count (self->workers), np);
         self->counters[ZL_CTR_STEPDOWNS]++;
+        static const zl_error_code_t codes[] = {[ZL_ROLE_LEADER] = ZL_ERR_NOT_READY,
+                                                [ZL_ROLE_STANDBY] = ZL_ERR_NOT_LEADER,
+                                                [ZL_ROLE_UNREACHABLE] = ZL_ERR_UNAVAILABLE};
+        const char *leader[ZL_SOCK_COUNT];
+        for (int i = 0; i < ZL_SOCK_COUNT; i++)
+            leader[i] = self->lead.leader[s_advertised[i]];
+        const char *text = zl_arena_printf (
+            self->turn,
+            "this broker forgot your session (%s): what it has not answered may not have "
+            "been done; start again (%s)",
+            why,
+            self->lead.role == ZL_ROLE_LEADER    ? "Hello or Ready here"
+            : self->lead.role == ZL_ROLE_STANDBY ? "at the leader"
+                                                 : "later, or at another broker");
+        zl_replies_forgotten (self->replies, self->producers, self->workers, codes[self->lead.role],
+                              leader, text);
     }
     if (zl_store_in_batch (self->store)) // a failed recovery's: closed
         (void)s_lead_fns->commit (s_lead_ctx, self->store);
@@ -743,6 +762,9 @@ s_step_down (zl_broker_t *self, zl_store_role_t role, const char *why)
     bool was_leading = self->lead.role == ZL_ROLE_LEADER;
     self->lead.role = role;
     self->lead.took_over = false;
+    // who leads now is the next election's news
+    memset (self->lead.leader, 0, sizeof self->lead.leader);
+    self->lead.leader_name[0] = '\0';
     if (was_leading)
         s_forget (self, why);
 }

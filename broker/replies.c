@@ -181,6 +181,27 @@ zl_replies_unavailable (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *pee
 }
 
 void
+zl_replies_forgotten (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *workers,
+                      zl_error_code_t code, const char *const leader[ZL_SOCK_COUNT],
+                      const char *why)
+{
+    const char *fe = leader[ZL_SOCK_FRONTEND], *be = leader[ZL_SOCK_BACKEND];
+    zl_msg_t m = {.kind = ZL_MSG_ERROR};
+    m.u.error = (zl_error_t){.code = code, .message = why};
+    size_t n;
+    zl_producer_conn_t **ps = zl_producers_all (producers, &n);
+    m.u.error.n_leader_endpoints = code == ZL_ERR_NOT_LEADER && fe[0] ? 1 : 0;
+    m.u.error.leader_endpoints = &fe;
+    for (size_t i = 0; i < n; i++)
+        zl_replies_send (self, ZL_SOCK_FRONTEND, &ps[i]->peer, &m);
+    zl_worker_conn_t **ws = zl_workers_all (workers, &n);
+    m.u.error.n_leader_endpoints = code == ZL_ERR_NOT_LEADER && be[0] ? 1 : 0;
+    m.u.error.leader_endpoints = &be;
+    for (size_t i = 0; i < n; i++)
+        zl_replies_send (self, ZL_SOCK_BACKEND, &ws[i]->peer, &m);
+}
+
+void
 zl_replies_publish (zl_replies_t *self, const char *topic, const zl_msg_t *msg)
 {
     if (zl_wire_publish (self->env.events, topic, self->env.codec, msg) == 0)

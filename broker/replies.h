@@ -109,6 +109,15 @@ void zl_replies_not_leader (zl_replies_t *self, zl_sock_t sock, const zl_peer_t 
     message. */
 void zl_replies_unavailable (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer,
                              const zl_msg_t *msg, uint32_t retry_after_ms);
+/*  The broker forgot its state (it lost the lead, or leads again from the
+    store): tell each producer and worker it held, at once, so that none
+    waits for an answer that will not come: Error{code, `why`}, `code` being
+    NOT_LEADER (naming `leader[sock]`, the leader's endpoint for the
+    client's socket, "" unknown), UNAVAILABLE, or NOT_READY (this broker
+    leads: Hello or Ready again). Not counted as refusals. */
+void zl_replies_forgotten (zl_replies_t *self, struct _zl_producers_t *producers,
+                           struct _zl_workers_t *workers, zl_error_code_t code,
+                           const char *const leader[ZL_SOCK_COUNT], const char *why);
 /*  Publish `msg` on the events socket under `topic` now; counts it. */
 void zl_replies_publish (zl_replies_t *self, const char *topic, const zl_msg_t *msg);
 /*  Publish a DlqAlert (depth, age of the oldest) under "alert.dlq", if the

@@ -11,7 +11,9 @@
     socket, an unreachable broker Rejected/Error UNAVAILABLE, both answer
     Stats and do nothing else (no commit, no dispatch); the turn that loses
     the lead (an election, a fenced or unavailable commit) sends none of its
-    promises and forgets the broker's state; the broker recovers the store's
+    promises and forgets the broker's state, telling its producers and
+    workers to start again (NOT_LEADER, UNAVAILABLE, or NOT_READY when it
+    took the lead again); the broker recovers the store's
     state when it leads again, and an attempt that ran under the last leader
     ends as leader_change (or broker_restart, as the store says); a recovery
     whose commit is fenced leaves the broker standing by; elections run
@@ -544,7 +546,9 @@ test_unreachable_refuses_until_the_database_answers (void **state)
     zl_msg_t sub = s_submit_msg (1, 3, NULL, 0);
     assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_OK);
     F.due = zl_clock_mono_ms () + 1500; // the next dial
-    assert_int_equal (T.n_got, 1);
+    assert_int_equal (T.n_got, 2);         // the session it forgot, then the Submit
+    assert_int_equal (T.got[0].kind, ZL_MSG_ERROR);
+    assert_int_equal (T.got[0].error, ZL_ERR_UNAVAILABLE);
     const seen_t *rej = s_find (ZLH_FRONTEND, ZL_MSG_REJECTED);
     assert_non_null (rej);
     assert_int_equal (rej->n, 3);
@@ -607,6 +611,16 @@ test_takeover_recovers_and_ends_running_attempts (void **state)
     assert_string_equal (st.role, "standby");
     assert_int_equal (st.ready, 0); // forgotten
     assert_int_equal (st.stepdowns, 1);
+    // and told so, each sent to the leader's socket of its kind
+    const seen_t *told = s_find (ZLH_FRONTEND, ZL_MSG_ERROR);
+    assert_non_null (told);
+    assert_int_equal (told->error, ZL_ERR_NOT_LEADER);
+    assert_string_equal (told->leader, "tcp://b:5570");
+    told = s_find (ZLH_BACKEND, ZL_MSG_ERROR);
+    assert_non_null (told);
+    assert_int_equal (told->error, ZL_ERR_NOT_LEADER);
+    assert_string_equal (told->leader, "tcp://b:5571");
+    assert_false (s_any_promise ());
 
     // another broker led meanwhile: this one takes over
     s_next_election (ZL_ROLE_LEADER, NULL, NULL, NULL, NULL);
@@ -674,6 +688,10 @@ test_fenced_commit_sends_nothing (void **state)
     zl_msg_t sub = s_submit_msg (2, 2, NULL, 0);
     assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_OK);
     assert_false (s_any_promise ());
+    // the producer is told to start again, at a leader it does not know yet
+    assert_int_equal (T.n_got, 1);
+    assert_int_equal (T.got[0].error, ZL_ERR_NOT_LEADER);
+    assert_int_equal (T.got[0].n_leader, 0);
     F.commit = ZL_STORE_OK;
     zl_msg_t hello = s_hello_msg ();
     seen_t e = s_refused (ZLH_FRONTEND, &hello);
@@ -709,6 +727,8 @@ test_unavailable_commit_and_the_resend (void **state)
     zl_msg_t sub = s_submit_msg (1, 1, "order-17", 0);
     assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_OK);
     assert_false (s_any_promise ());
+    assert_int_equal (T.n_got, 1); // told to come back later
+    assert_int_equal (T.got[0].error, ZL_ERR_UNAVAILABLE);
     F.commit = ZL_STORE_OK;
     assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_OK);
     const seen_t *rej = s_find (ZLH_FRONTEND, ZL_MSG_REJECTED);
@@ -753,6 +773,34 @@ test_fenced_recovery_stands_by (void **state)
     st = s_stats ();
     assert_string_equal (st.role, "leader");
     assert_int_equal (st.ready, 2);
+}
+
+// An election that says this broker took the lead while it was leading
+// (its lease lapsed unseen, and others may have led since): it loads the
+// store again, and tells its producers and workers to say Hello and Ready
+// again.
+static void
+test_lead_taken_again_starts_over (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t id;
+    s_submit (0, 1, 1, 0, &id);
+    zl_msg_t ready = s_ready_msg (0, 1);
+    assert_int_equal (s_feed (ZLH_BACKEND, 0, &ready), ZL_TURN_OK);
+    s_next_election (ZL_ROLE_LEADER, NULL, NULL, NULL, NULL);
+    F.take_over = true;
+    F.epoch = 9;
+    seen_t st = s_stats ();
+    assert_string_equal (st.role, "leader");
+    assert_int_equal (st.stepdowns, 1);
+    assert_int_equal (st.ready, 1); // the leased job, ready again
+    const seen_t *told = s_find (ZLH_FRONTEND, ZL_MSG_ERROR);
+    assert_non_null (told);
+    assert_int_equal (told->error, ZL_ERR_NOT_READY);
+    told = s_find (ZLH_BACKEND, ZL_MSG_ERROR);
+    assert_non_null (told);
+    assert_int_equal (told->error, ZL_ERR_NOT_READY);
 }
 
 // A broker that starts as a standby loads nothing until it leads; its loop
@@ -840,6 +888,7 @@ main (void)
         T_ (test_fenced_commit_sends_nothing),
         T_ (test_unavailable_commit_and_the_resend),
         T_ (test_fenced_recovery_stands_by),
+        T_ (test_lead_taken_again_starts_over),
         T_ (test_standby_at_start_waits_for_its_election),
         T_ (test_metrics_show_the_role),
     };

@@ -71,97 +71,6 @@ s_list (const char *first, const char *second)
     return list;
 }
 
-// Write `n` more lines "job <i>" to the FIFO `fd` (non-blocking, a one-page
-// buffer); `*fed` counts them. Returns once all but a page of them were
-// read by the producer: it is busy submitting them. Fails the test if that
-// takes past `deadline`.
-static void
-s_feed (int fd, int *fed, int n, int64_t deadline)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream (&text, &len);
-    assert_non_null (f);
-    for (int i = 0; i < n; i++)
-        fprintf (f, "job %d\n", (*fed)++);
-    assert_int_equal (fclose (f), 0);
-    for (size_t done = 0; done < len;) {
-        ssize_t w = write (fd, text + done, len - done);
-        if (w > 0) {
-            done += (size_t)w;
-            continue;
-        }
-        assert_true (w < 0 && errno == EAGAIN);
-        int64_t left = deadline - zlt_now_ms ();
-        if (left <= 0)
-            fail_msg ("the producer read %zu of %zu bytes of its input in time", done, len);
-        struct pollfd p = {fd, POLLOUT, 0};
-        poll (&p, 1, (int)left);
-    }
-    free (text);
-}
-
-static bool
-s_has_lines (const char *text, const void *arg)
-{
-    size_t n = 0;
-    for (const char *p = text; (p = strchr (p, '\n')); p++)
-        n++;
-    return n >= *(const size_t *)arg;
-}
-
-// Wait until `out` has `want` lines, woken by every write to it (inotify):
-// the kill must land while the broker is busy. Fails the test if `submit`
-// exits or `deadline` passes first.
-static void
-s_wait_printed (const char *out, size_t want, zlt_proc_t *submit, const char *err, int64_t deadline)
-{
-    while (zlt_wait_file (out, s_has_lines, &want, 200) != 0) {
-        if (zlt_proc_wait (submit, 0) == 0 || zlt_now_ms () >= deadline) {
-            zlt_dump_file ("zlane-submit stderr", err, 3000);
-            fail_msg ("zlane-submit printed %zu of %zu ids", zlt_count_lines (out), want);
-        }
-    }
-}
-
-// Return how many times `needle` occurs in the file at `path`.
-static size_t
-s_count_in_file (const char *path, const char *needle)
-{
-    char *text = zlt_read_file (path, NULL);
-    size_t n = 0;
-    for (const char *p = text; p && (p = strstr (p, needle)); p += strlen (needle))
-        n++;
-    free (text);
-    return n;
-}
-
-// Spawn zlane-worker on lane a for `brokers`, running zlane-testhandler
-// --record `record`, with 200 ms heartbeats (the brokers use the same);
-// stderr to <dir>/<name>.err (returned, caller frees).
-static zlt_proc_t *
-s_worker (const char *dir, const char *name, const char *brokers, const char *record,
-          char **err_out)
-{
-    char *bin = zlt_bin ("zlane-worker");
-    char *handler = zlt_bin ("zlane-testhandler");
-    char *cmd;
-    assert_true (asprintf (&cmd, "'%s' --record '%s'", handler, record) > 0);
-    char file[96];
-    snprintf (file, sizeof file, "%s.err", name);
-    char *err = zlt_path (dir, file);
-    const char *argv[] = {bin, "--broker",      brokers, "--lanes",     "a",     "--exec",
-                          cmd, "--name",        name,    "--heartbeat", "200ms", "--liveness",
-                          "3", "--concurrency", "4",     "-v",          NULL};
-    zlt_proc_t *p = zlt_spawn (argv, NULL, NULL, err);
-    assert_non_null (p);
-    free (cmd);
-    free (handler);
-    free (bin);
-    *err_out = err;
-    return p;
-}
-
 // Run zlane-ctl `--admin admin --json stats`; returns its exit code and
 // leaves its stdout in `out`.
 static int
@@ -227,7 +136,7 @@ test_dead_first_endpoint (void **state)
 
     char *record = zlt_path (dir, "record");
     char *worker_err;
-    zlt_proc_t *worker = s_worker (dir, "worker1", backends, record, &worker_err);
+    zlt_proc_t *worker = zlt_worker_spawn (dir, "worker1", backends, record, &worker_err);
 
     enum { JOBS = 200 };
     char *in = zlt_path (dir, "submit.in"), *out = zlt_path (dir, "submit.out");
@@ -252,13 +161,13 @@ test_dead_first_endpoint (void **state)
 
     t = zlt_now_ms ();
     size_t want = JOBS;
-    zlt_wait_file (record, s_has_lines, &want, 30000); // woken by each write
+    zlt_wait_file (record, zlt_has_lines, &want, 30000); // woken by each write
     int64_t run_ms = zlt_now_ms () - t;
     if (zlt_count_lines (record) < JOBS) {
         zlt_dump_file ("zlane-worker stderr", worker_err, 3000);
         fail_msg ("the worker ran %zu of %d jobs", zlt_count_lines (record), JOBS);
     }
-    size_t worker_moves = s_count_in_file (worker_err, "; trying ");
+    size_t worker_moves = zlt_count_in_file (worker_err, "; trying ");
     fprintf (stderr,
              "dead first endpoint: zlane-ctl answered in %" PRId64 " ms, %d jobs accepted in "
              "%" PRId64 " ms, all run %" PRId64 " ms later; the worker moved %zu times\n",
@@ -323,7 +232,7 @@ test_failover_to_second_broker (void **state)
     for (int w = 0; w < WORKERS; w++) {
         char name[32];
         snprintf (name, sizeof name, "worker%d", w + 1);
-        workers[w] = s_worker (dir, name, backends, record, &worker_err[w]);
+        workers[w] = zlt_worker_spawn (dir, name, backends, record, &worker_err[w]);
     }
     if (zlt_wait_counter (admin_a, "workers_ready", WORKERS, 10000) != 0) {
         for (int w = 0; w < WORKERS; w++)
@@ -350,10 +259,10 @@ test_failover_to_second_broker (void **state)
                           FAILOVER_JOBS - 2 * (FAILOVER_JOBS * 3 / 8)};
     int fed = 0;
     int64_t deadline = t0 + SUBMIT_MS;
-    s_feed (feed, &fed, parts[0], deadline);
-    s_wait_printed (out, (size_t)parts[0] / 2, submit, err, deadline);
+    zlt_fifo_feed (feed, &fed, parts[0], deadline);
+    zlt_wait_printed (out, (size_t)parts[0] / 2, submit, err, deadline);
     // mid-stream: the producer has read all but a page of the second part
-    s_feed (feed, &fed, parts[1], deadline);
+    zlt_fifo_feed (feed, &fed, parts[1], deadline);
     size_t printed_at_kill = zlt_count_lines (out);
     size_t executed_at_kill = zlt_count_lines (record);
     int64_t t_kill = zlt_now_ms ();
@@ -368,7 +277,7 @@ test_failover_to_second_broker (void **state)
         fail_msg ("broker B did not start on %s and the reserved ports", data);
     int64_t b_up_ms = zlt_now_ms () - t_kill;
     assert_string_equal (zlt_broker_endpoint (b, "frontend"), b_ep[0]);
-    s_feed (feed, &fed, parts[2], deadline); // read once B serves
+    zlt_fifo_feed (feed, &fed, parts[2], deadline); // read once B serves
     close (feed);
 
     // the first id printed after the kill: the producer is served by B
@@ -435,7 +344,7 @@ test_failover_to_second_broker (void **state)
     }
     zlt_tally (record, ids, n_ids, runs, &t);
 
-    size_t producer_moves = s_count_in_file (err, "leaving broker at ");
+    size_t producer_moves = zlt_count_in_file (err, "leaving broker at ");
     size_t resent = 0;
     char *log = zlt_read_file (err, NULL);
     for (const char *p = log; p && (p = strstr (p, "; resending ")); p++)
@@ -443,7 +352,7 @@ test_failover_to_second_broker (void **state)
     free (log);
     size_t worker_moves = 0;
     for (int w = 0; w < WORKERS; w++)
-        worker_moves += s_count_in_file (worker_err[w], "; trying ");
+        worker_moves += zlt_count_in_file (worker_err[w], "; trying ");
     fprintf (stderr,
              "failover: lost = %zu, duplicate executions = %zu, jobs = %d accepted (%zu said "
              "duplicate: the keys are generated, so none should)\n"

@@ -714,8 +714,13 @@ s_launch (zlt_broker_t *self, bool again, int64_t deadline, bool *bind_failed)
     }
     argv[n++] = "--ports-file";
     argv[n++] = ports;
-    argv[n++] = "--data";
-    argv[n++] = data;
+    bool store = false; // a --store among the flags replaces --data
+    for (size_t i = 0; self->args[i]; i++)
+        store |= !strcmp (self->args[i], "--store");
+    if (!store) {
+        argv[n++] = "--data";
+        argv[n++] = data;
+    }
     for (size_t i = 0; self->args[i] && n < 127; i++)
         argv[n++] = self->args[i];
     argv[n] = NULL;
@@ -780,7 +785,10 @@ zlt_broker_start (const char *const args[])
     // ZLANE_WIRE_DUMP_DIR (set by CTest for the integration tests): every
     // frame the broker sends is kept there, for decoders in other languages
     const char *dump = getenv ("ZLANE_WIRE_DUMP_DIR");
-    if (dump && *dump) {
+    bool dumps = false; // the test names its own wire_dump
+    for (size_t i = 0; i + 1 < n_args; i++)
+        dumps |= !strcmp (args[i], "--set") && !strncmp (args[i + 1], "wire_dump=", 10);
+    if (dump && *dump && !dumps) {
         static unsigned brokers;
         char set[4096];
         snprintf (set, sizeof set, "wire_dump=%s/broker-%d-%u.wire", dump, (int)getpid (),
@@ -1280,6 +1288,86 @@ zlt_count_lines (const char *path)
         n++;
     free (text);
     return n;
+}
+
+bool
+zlt_has_lines (const char *text, const void *arg)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strchr (p, '\n')); p++)
+        n++;
+    return n >= *(const size_t *)arg;
+}
+
+size_t
+zlt_count_in_file (const char *path, const char *needle)
+{
+    char *text = zlt_read_file (path, NULL);
+    size_t n = 0;
+    for (const char *p = text; p && (p = strstr (p, needle)); p += strlen (needle))
+        n++;
+    free (text);
+    return n;
+}
+
+void
+zlt_fifo_feed (int fd, int *fed, int n, int64_t deadline)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&text, &len);
+    assert_non_null (f);
+    for (int i = 0; i < n; i++)
+        fprintf (f, "job %d\n", (*fed)++);
+    assert_int_equal (fclose (f), 0);
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write (fd, text + done, len - done);
+        if (w > 0) {
+            done += (size_t)w;
+            continue;
+        }
+        assert_true (w < 0 && errno == EAGAIN);
+        int64_t left = deadline - zlt_now_ms ();
+        if (left <= 0)
+            fail_msg ("the producer read %zu of %zu bytes of its input in time", done, len);
+        struct pollfd p = {fd, POLLOUT, 0};
+        poll (&p, 1, (int)left);
+    }
+    free (text);
+}
+
+void
+zlt_wait_printed (const char *out, size_t want, zlt_proc_t *proc, const char *err, int64_t deadline)
+{
+    while (zlt_wait_file (out, zlt_has_lines, &want, 200) != 0) {
+        if (zlt_proc_wait (proc, 0) == 0 || zlt_now_ms () >= deadline) {
+            zlt_dump_file ("its stderr", err, 3000);
+            fail_msg ("%s has %zu of %zu lines", out, zlt_count_lines (out), want);
+        }
+    }
+}
+
+zlt_proc_t *
+zlt_worker_spawn (const char *dir, const char *name, const char *brokers, const char *record,
+                  char **err_out)
+{
+    char *bin = zlt_bin ("zlane-worker");
+    char *handler = zlt_bin ("zlane-testhandler");
+    char *cmd;
+    assert_true (asprintf (&cmd, "'%s' --record '%s'", handler, record) > 0);
+    char file[96];
+    snprintf (file, sizeof file, "%s.err", name);
+    char *err = zlt_path (dir, file);
+    const char *argv[] = {bin, "--broker",      brokers, "--lanes",     "a",     "--exec",
+                          cmd, "--name",        name,    "--heartbeat", "200ms", "--liveness",
+                          "3", "--concurrency", "4",     "-v",          NULL};
+    zlt_proc_t *p = zlt_spawn (argv, NULL, NULL, err);
+    assert_non_null (p);
+    free (cmd);
+    free (handler);
+    free (bin);
+    *err_out = err;
+    return p;
 }
 
 void

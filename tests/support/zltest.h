@@ -88,10 +88,12 @@ int zlt_run (const char *const argv[], const char *in_path, const char *out_path
 typedef struct _zlt_broker_t zlt_broker_t;
 
 /*  Start zlane-broker in a fresh temp dir with every endpoint on
-    tcp://127.0.0.1:*, --ports-file and --data in that dir, then `args`
-    (NULL-terminated extra flags; NULL means "--lane a --lane b"). Waits (at
-    most 10 s) for the ports file. Returns the broker (registered), or NULL
-    if it died or timed out (its stderr is printed). */
+    tcp://127.0.0.1:*, --ports-file and --data in that dir (no --data when
+    `args` give --store), then `args` (NULL-terminated extra flags; NULL
+    means "--lane a --lane b"); with $ZLANE_WIRE_DUMP_DIR, a wire_dump there
+    unless `args` set one. Waits (at most 10 s) for the ports file. Returns
+    the broker (registered), or NULL if it died or timed out (its stderr is
+    printed). */
 zlt_broker_t *zlt_broker_start (const char *const args[]);
 /*  Return an endpoint: which is "frontend", "backend", "events", "admin" or
     "metrics" (only when started with --metrics); NULL for an unknown name
@@ -219,6 +221,26 @@ void zlt_tally (const char *path, const uint64_t *ids, size_t n_ids, unsigned *r
 void zlt_write_lines (const char *path, const char *prefix, int n);
 /*  The number of complete lines in `path` (0 if it is missing). */
 size_t zlt_count_lines (const char *path);
+/*  A zlt_file_ready_fn: true once `text` has *(size_t *)arg complete lines. */
+bool zlt_has_lines (const char *text, const void *arg);
+/*  How many times `needle` occurs in the file at `path` (0 if missing). */
+size_t zlt_count_in_file (const char *path, const char *needle);
+/*  Write `n` more lines "job <i>" to the FIFO `fd` (opened O_NONBLOCK,
+    ideally with a one-page pipe buffer); `*fed` counts them. Returns once
+    all but the buffer's worth were read by the process at the other end.
+    Fails the test if that takes past `deadline` (zlt_now_ms). */
+void zlt_fifo_feed (int fd, int *fed, int n, int64_t deadline);
+/*  Wait until `out` has `want` lines, woken by every write to it
+    (inotify). Fails the test, showing `err` (the process's stderr), if
+    `proc` exits or `deadline` passes first. */
+void zlt_wait_printed (const char *out, size_t want, zlt_proc_t *proc, const char *err,
+                       int64_t deadline);
+/*  Spawn zlane-worker on lane a for `brokers` (a list), running
+    zlane-testhandler --record `record`, with 200 ms heartbeats, liveness 3,
+    concurrency 4, -v; its stderr to <dir>/<name>.err, whose path goes to
+    `*err_out` (caller frees). */
+zlt_proc_t *zlt_worker_spawn (const char *dir, const char *name, const char *brokers,
+                              const char *record, char **err_out);
 /*  Fail the test if the file at `path` (a process's stderr) holds a
     sanitizer report, after showing it under `title`. */
 void zlt_assert_no_sanitizer_report (const char *title, const char *path);
