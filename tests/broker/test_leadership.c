@@ -546,7 +546,7 @@ test_unreachable_refuses_until_the_database_answers (void **state)
     zl_msg_t sub = s_submit_msg (1, 3, NULL, 0);
     assert_int_equal (s_feed (ZLH_FRONTEND, 0, &sub), ZL_TURN_OK);
     F.due = zl_clock_mono_ms () + 1500; // the next dial
-    assert_int_equal (T.n_got, 2);         // the session it forgot, then the Submit
+    assert_int_equal (T.n_got, 2);      // the session it forgot, then the Submit
     assert_int_equal (T.got[0].kind, ZL_MSG_ERROR);
     assert_int_equal (T.got[0].error, ZL_ERR_UNAVAILABLE);
     const seen_t *rej = s_find (ZLH_FRONTEND, ZL_MSG_REJECTED);
