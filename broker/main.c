@@ -69,7 +69,7 @@ static const s_flag_t s_flags[] = {
     KEY ("data", "DIR", "data", "data directory           [./zlane-data]"),
     KEY ("store", "LOC", "store",
          "the store, instead of --data: a directory (LMDB)\n"
-         "or postgresql://... (not built in yet) [--data]"),
+         "or postgresql://... (brokers sharing it: one leads) [--data]"),
     KEY ("durability", "MODE", "durability", "fsync | none             [fsync]"),
     KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
     KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
