@@ -45,6 +45,8 @@
 
 #include "zl_alloc.h"
 
+#include <libpq-fe.h>
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -649,10 +651,9 @@ s_http_status (int port, const char *path)
         ssize_t n = recv (fd, buf + got, sizeof buf - 1 - got, 0);
         if (n < 0 && errno == EAGAIN)
             continue;
-        if (n > 0 && got + (size_t)n < sizeof buf - 1) {
-            got += (size_t)n;
+        got += n > 0 ? (size_t)n : 0;
+        if (n > 0 && got < sizeof buf - 1)
             continue;
-        }
         // the end (or more than a status needs): "HTTP/1.x NNN ..."
         buf[got] = '\0';
         int code;
@@ -872,7 +873,11 @@ s_node_setup (zlh_patroni_t *self, int i)
         "  hosts: 127.0.0.1:%d\n"
         "bootstrap:\n"
         "  dcs:\n"
-        // a failover within seconds: ttl >= loop_wait + 2 * retry_timeout
+        // Patroni 3.0 takes whole seconds, loop_wait 1 the least; it wants
+        // ttl >= loop_wait + 2 * retry_timeout. A dead postmaster is noticed
+        // within a loop_wait and the leader key released at once, so the
+        // failover does not wait for the ttl (that is for a dead Patroni);
+        // retry_timeout 4 leaves room for a loaded machine's slow etcd
         "    ttl: 10\n"
         "    loop_wait: 1\n"
         "    retry_timeout: 4\n"
@@ -881,7 +886,9 @@ s_node_setup (zlh_patroni_t *self, int i)
         "    primary_start_timeout: 0\n"
         // commits wait for the standby, and only the standby named in etcd's
         // /sync key may be promoted; not strict, so that a primary left alone
-        // (its standby down, or just promoted) keeps taking writes
+        // (its standby down, or just promoted) keeps taking writes: strict
+        // would hold every write after a failover until the old primary is
+        // back as a standby (5-10 s more)
         "    synchronous_mode: true\n"
         "    synchronous_mode_strict: false\n"
         "    synchronous_node_count: 1\n"

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "patroni_harness.h"
 
+#include <libpq-fe.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +62,7 @@ s_now_ms (void)
 static bool
 s_gone (pid_t pid)
 {
+    assert_true (pid > 0); // kill (-1 or 0, ...) would mean others
     return kill (pid, 0) < 0 && errno == ESRCH;
 }
 
@@ -182,7 +185,8 @@ typedef struct {
 } s_writer_t;
 
 static s_writer_t s_writer;
-static zlh_patroni_t *s_cluster; // for the logs on a failure
+static zlh_patroni_t *s_cluster;    // for the logs on a failure
+static char s_orphan_dir[PATH_MAX]; // the temp dir of a cluster no stop removes
 
 static void
 s_on_notice (void *arg, const PGresult *res)
@@ -395,14 +399,16 @@ test_failover_loses_no_commit (void **state)
     s_cluster = zlh_patroni_start (err, sizeof err);
     if (!s_cluster)
         fail_msg ("zlh_patroni_start: %s", err);
+    int64_t started_ms = s_now_ms () - t0;
     int primary = zlh_patroni_wait_ready (s_cluster, READY_MS);
     if (primary < 0)
         s_fail_with_logs ("zlh_patroni_wait_ready");
     int standby = 1 - primary;
     fprintf (stderr,
-             "test_patroni_harness: n%d primary, n%d its synchronous standby, %lld ms after the "
-             "start (%s)\n",
-             primary, standby, (long long)(s_now_ms () - t0), zlh_patroni_dir (s_cluster));
+             "test_patroni_harness: started in %lld ms; n%d primary, n%d its synchronous standby "
+             "%lld ms after the start (%s)\n",
+             (long long)started_ms, primary, standby, (long long)(s_now_ms () - t0),
+             zlh_patroni_dir (s_cluster));
     assert_int_equal (zlh_patroni_primary (s_cluster), primary);
     pid_t pids[MAX_PIDS];
     size_t n_pids = 0;
@@ -551,11 +557,45 @@ s_any_under (const char *dir)
     return any;
 }
 
+// A test that fails in the middle of a failover stops its cluster all the
+// same, within the harness's bounds: a stop (what zlh_patroni_cleanup, the
+// teardown and the atexit hook run) right after the kill.
+static void
+test_stop_in_the_middle_of_a_failover (void **state)
+{
+    (void)state;
+    char err[1024];
+    s_cluster = zlh_patroni_start (err, sizeof err);
+    if (!s_cluster)
+        fail_msg ("zlh_patroni_start: %s", err);
+    if (zlh_patroni_wait_ready (s_cluster, READY_MS) < 0)
+        s_fail_with_logs ("zlh_patroni_wait_ready");
+    pid_t pids[MAX_PIDS];
+    size_t n_pids = 0;
+    s_collect (s_cluster, pids, &n_pids);
+    char *dir = strdup (zlh_patroni_dir (s_cluster));
+    assert_true (zlh_patroni_kill_primary (s_cluster) >= 0);
+    s_collect (s_cluster, pids, &n_pids);
+    int64_t t0 = s_now_ms ();
+    int rc = zlh_patroni_stop (&s_cluster); // what zlh_patroni_cleanup runs for each cluster
+    fprintf (stderr, "test_patroni_harness: stopped in the middle of a failover in %lld ms (%s)\n",
+             (long long)(s_now_ms () - t0),
+             rc == 0 ? "every process exited by itself" : "some had to be SIGKILLed");
+    for (size_t i = 0; i < n_pids; i++)
+        if (!s_gone (pids[i]))
+            fail_msg ("pid %d outlived the cleanup", (int)pids[i]);
+    assert_false (s_any_under (dir));
+    assert_int_equal (s_zombie_children (), 0);
+    if (!getenv ("ZLT_KEEP"))
+        assert_false (s_dir_exists (dir));
+    free (dir);
+}
+
 // A test process that dies without stopping its cluster (SIGKILL: no
-// atexit, no teardown) takes the cluster with it, once up: the keeper sees
-// its socket close and kills everything. Here a forked child plays the test
-// process; made a child subreaper, this process inherits the orphaned
-// keeper and can reap it.
+// atexit, no teardown), here in the middle of a failover, takes the
+// cluster with it: the keeper sees its socket close and kills everything. Here a forked child plays
+// the test process; made a child subreaper, this process inherits the orphaned keeper and can reap
+// it.
 static void
 test_cluster_dies_with_the_test_process (void **state)
 {
@@ -577,6 +617,8 @@ test_cluster_dies_with_the_test_process (void **state)
                       (int)zlh_patroni_agent_pid (cluster, 1),
                       (int)zlh_patroni_postmaster_pid (cluster, 0),
                       (int)zlh_patroni_postmaster_pid (cluster, 1), zlh_patroni_dir (cluster));
+            if (zlh_patroni_kill_primary (cluster) < 0)
+                msg[0] = '\0';
         }
         if (write (fds[1], msg, strlen (msg)) < 0)
             _exit (1);
@@ -589,7 +631,7 @@ test_cluster_dies_with_the_test_process (void **state)
     assert_true (n > 0);
     msg[n] = '\0';
     int keeper, etcd, agent[2], postmaster[2];
-    char dir[PATH_MAX];
+    char *dir = s_orphan_dir;
     assert_int_equal (sscanf (msg, "%d %d %d %d %d %d %4095s", &keeper, &etcd, &agent[0], &agent[1],
                               &postmaster[0], &postmaster[1], dir),
                       7);
@@ -611,7 +653,6 @@ test_cluster_dies_with_the_test_process (void **state)
     }
     assert_false (s_any_under (dir));
     assert_int_equal (s_zombie_children (), 0);
-    nftw (dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS); // no stop removed it
 }
 
 static int
@@ -620,6 +661,9 @@ s_teardown (void **state)
     s_writer_free (); // before the cluster it writes to
     s_cluster = NULL;
     prctl (PR_SET_CHILD_SUBREAPER, 0);
+    if (s_orphan_dir[0] && !getenv ("ZLT_KEEP"))
+        nftw (s_orphan_dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    s_orphan_dir[0] = '\0';
     return zlh_patroni_teardown (state);
 }
 
@@ -628,6 +672,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_failover_loses_no_commit, s_teardown),
+        cmocka_unit_test_teardown (test_stop_in_the_middle_of_a_failover, s_teardown),
         cmocka_unit_test_teardown (test_cluster_dies_with_the_test_process, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
