@@ -9,7 +9,10 @@
 # tests/support/pg_harness.c, which starts a throwaway cluster of its own for
 # each test (initdb, postgres on 127.0.0.1). The Debian package's own cluster
 # (15/main, port 5432) is not used: if installing the package created and
-# started it, it is stopped and set to start manually only.
+# started it, it is stopped and set to start manually only. And Patroni and
+# etcd, for tests/support/patroni_harness.c, which starts its own etcd and
+# two Patroni nodes; the services the packages start or enable are stopped
+# and disabled.
 # Further arguments are more packages to install (e.g. beanstalkd).
 set -euo pipefail
 

@@ -14,10 +14,10 @@
     instead of being restarted. Random passwords guard the superuser `zlane`,
     the replication user and the REST API's writes.
 
-    Times measured on the 2-core machine: start 0.3 s; wait_ready 8-13 s
+    Times measured on the 2-core machine: start 0.2-1 s; wait_ready 8-14 s
     (initdb, the standby's clone, Patroni naming it synchronous); failover
-    0.5-1.5 s (Patroni notices the dead postmaster within a loop_wait); the
-    old primary back as the synchronous standby 5-10 s (pg_rewind); stop 3 s
+    0.5-2 s (Patroni notices the dead postmaster within a loop_wait); the
+    old primary back as the synchronous standby 5-11 s (pg_rewind); stop 3 s
     (the standby's Patroni waits 2 s to be released from its sync role).
 
     Run as root, etcd and Patroni (and so PostgreSQL) run as the system user
