@@ -17,8 +17,8 @@ typedef struct _zl_benchbroker_t zl_benchbroker_t;
     (NULL-terminated: lanes, durability, limits) after the endpoints. With
     ZLANE_BENCH_PERF=PREFIX it runs under `perf record --call-graph=dwarf -o
     PREFIX.<dir's name>`. With ZLANE_BENCH_STORE set, the broker's store is
-    that location (--store, e.g. a PostgreSQL database) instead of DIR/data. Exits the program (zl_benchproc_die) unless the
-    broker writes its ports within 10 s. */
+    that location (--store, e.g. a PostgreSQL database) instead of DIR/data. Exits the program
+   (zl_benchproc_die) unless the broker writes its ports within 10 s. */
 zl_benchbroker_t *zl_benchbroker_start (const char *dir, const char *const *args);
 /*  Close the admin socket (the process stays with benchproc); nulls the
     caller's pointer. NULL-safe. */

@@ -58,15 +58,15 @@ typedef struct {
     uint64_t commit_us; // total time spent committing (sync included)
     uint64_t commit_max_us;
     // leadership (stores that several brokers share; LMDB: leader, epoch 0)
-    uint32_t role;           // zl_store_role_t
-    uint64_t epoch;          // the lease's epoch
-    uint64_t takeovers;      // times this broker took the lead (since start)
-    uint64_t fenced;         // commits refused because another broker led
-    uint64_t unreachable;    // times the database stopped answering
-    uint64_t reachable;      // 1 while the database answers
-    uint64_t log_rows;       // rows in the database's log (PostgreSQL)
-    uint64_t log_segments;   // partitions of the log kept
-    uint64_t log_rotations;  // partitions dropped (since start)
+    uint32_t role;          // zl_store_role_t
+    uint64_t epoch;         // the lease's epoch
+    uint64_t takeovers;     // times this broker took the lead (since start)
+    uint64_t fenced;        // commits refused because another broker led
+    uint64_t unreachable;   // times the database stopped answering
+    uint64_t reachable;     // 1 while the database answers
+    uint64_t log_rows;      // rows in the database's log (PostgreSQL)
+    uint64_t log_segments;  // partitions of the log kept
+    uint64_t log_rotations; // partitions dropped (since start)
 } zl_store_stats_t;
 
 /*  How long idempotency keys are kept, and how many at most. */
@@ -198,16 +198,16 @@ enum { ZL_ADVERTISE_FRONTEND = 0, ZL_ADVERTISE_BACKEND = 1, ZL_ADVERTISE_ADMIN =
 #define ZL_ADVERTISE_MAX 256 // bytes of one advertised endpoint, NUL included
 
 typedef struct {
-    const char *name;                            // this broker, for logs and the lease row
-    const char *advertise[ZL_ADVERTISE_COUNT];   // where clients reach it, per socket
-    uint32_t lease_ms;                           // the lease's length
+    const char *name;                          // this broker, for logs and the lease row
+    const char *advertise[ZL_ADVERTISE_COUNT]; // where clients reach it, per socket
+    uint32_t lease_ms;                         // the lease's length
 } zl_store_candidate_t;
 
 typedef struct {
     zl_store_role_t role;
-    uint64_t epoch;                                          // the lease's epoch as last seen
-    char leader[ZL_ADVERTISE_COUNT][ZL_ADVERTISE_MAX];      // the leader's endpoints, "" unknown
-    char leader_name[128];                                   // the leader's name, "" unknown
+    uint64_t epoch;                                    // the lease's epoch as last seen
+    char leader[ZL_ADVERTISE_COUNT][ZL_ADVERTISE_MAX]; // the leader's endpoints, "" unknown
+    char leader_name[128];                             // the leader's name, "" unknown
     bool took_over; // this call made this broker the leader (it must recover now)
 } zl_store_lead_t;
 

@@ -9,7 +9,10 @@
 # tests/support/pg_harness.c, which starts a throwaway cluster of its own for
 # each test (initdb, postgres on 127.0.0.1). The Debian package's own cluster
 # (15/main, port 5432) is not used: if installing the package created and
-# started it, it is stopped and set to start manually only.
+# started it, it is stopped and set to start manually only. And Patroni and
+# etcd, for tests/support/patroni_harness.c, which starts its own etcd and
+# two Patroni nodes; the services the packages start or enable are stopped
+# and disabled.
 # Further arguments are more packages to install (e.g. beanstalkd).
 set -euo pipefail
 
@@ -19,7 +22,8 @@ packages=(gcc make cmake pkg-config
           clang libclang-rt-dev  # libFuzzer: the fuzz targets of make test
           clang-format           # scripts/check-format.sh, the first step of make test
           protobuf-compiler python3-protobuf)  # proto3 decoding in Python: tests/wire
-test_packages=(postgresql-15 libpq-dev)  # tests/support/pg_harness: initdb, postgres, libpq
+test_packages=(postgresql-15 libpq-dev  # tests/support/pg_harness: initdb, postgres, libpq
+               patroni etcd-server)   # tests/support/patroni_harness: a failover cluster
 if [ "${1:-}" = --test ]; then
   shift
   packages+=("${test_packages[@]}")
@@ -60,3 +64,25 @@ if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ -f /etc/postgresql/15/mai
     systemctl disable --quiet postgresql.service || true
   fi
 fi
+
+# Installing etcd-server starts the system's etcd (127.0.0.1:2379, where
+# services may start) and enables it at boot; installing patroni enables
+# patroni.service (idle without /etc/patroni/config.yml). The tests start
+# their own etcd and Patroni nodes (tests/support/patroni_harness.c, on free
+# ports): stop and disable these. Only when this run installed the package.
+for pair in etcd-server:etcd patroni:patroni; do
+  pkg=${pair%%:*} service=${pair#*:}
+  [[ " ${missing[*]} " == *" $pkg "* ]] || continue
+  if [ -d /run/systemd/system ]; then
+    if systemctl is-active --quiet "$service.service"; then
+      echo "stopping the $service service the package started (the tests run their own)"
+    fi
+    systemctl disable --now --quiet "$service.service" || true
+  elif [ -x "/etc/init.d/$service" ]; then
+    if "/etc/init.d/$service" status >/dev/null 2>&1; then
+      echo "stopping the $service service the package started (the tests run their own)"
+      "/etc/init.d/$service" stop >/dev/null
+    fi
+    update-rc.d "$service" disable >/dev/null 2>&1 || true
+  fi
+done
