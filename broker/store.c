@@ -452,4 +452,8 @@ void
 zl_store_stats (zl_store_t *self, zl_store_stats_t *st)
 {
     self->be->stats (self->impl, st);
+    if (!self->be->elect) { // a store one broker holds alone: it leads, it answers
+        st->role = ZL_ROLE_LEADER;
+        st->reachable = 1;
+    }
 }

@@ -60,7 +60,8 @@
 #define S_HWM 1000                  // frames; credit bounds what we queue anyway
 #define S_LINGER_MS 100
 #define S_RECONNECT_IVL_MS 100
-#define S_RECONNECT_IVL_MAX_MS 2000
+#define S_RECONNECT_IVL_MAX_MS                                                                     \
+    1000 // a move waits random(0, this) at most: a takeover is not waited out long
 #define S_HEARTBEAT_IVL_MS 1000
 #define S_HEARTBEAT_TIMEOUT_MS 3000
 #define S_REDIAL_MIN_MS 1000 // ZeroMQ gives up on a refused handshake: we dial again
