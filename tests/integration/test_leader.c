@@ -17,9 +17,16 @@
         UNAVAILABLE (Stats: unreachable), and serves once the database is up.
     (5) The database SIGKILLed mid-run and restarted: the broker refuses
         meanwhile and serves again; nothing accepted is lost.
+    (6) The database's own failover: two PostgreSQL nodes under Patroni in
+        synchronous mode with one etcd (tests/support/patroni_harness), the
+        broker given both hosts (target_session_attrs=read-write); the
+        primary's postmaster SIGKILLed under load: Patroni promotes the
+        standby, the broker dials it and serves; lost = 0, the write outage
+        (kill -> first job accepted again) printed.
     Every wait is bounded and waits for an event (a file's inotify, a
     process's pidfd, a reply) or polls Stats every 20 ms. */
 #define _GNU_SOURCE
+#include "patroni_harness.h"
 #include "pg_harness.h"
 #include "zltest.h"
 
@@ -757,10 +764,83 @@ test_database_lost_mid_run (void **state)
     zlh_pg_stop (&pg);
 }
 
+// ---------------------------------------------------------------- 6. Patroni
+static void
+test_database_failover_under_patroni (void **state)
+{
+    (void)state;
+    int64_t deadline = zlt_now_ms () + RUN_MS;
+    char err[512] = "";
+    zlh_patroni_t *cluster = zlh_patroni_start (err, sizeof err);
+    if (!cluster)
+        fail_msg ("patroni harness: %s", err);
+    int primary = zlh_patroni_wait_ready (cluster, 90000);
+    if (primary < 0) {
+        zlh_patroni_dump_logs (cluster, 4000);
+        fail_msg ("the Patroni cluster was not ready: %s", zlh_patroni_error (cluster));
+    }
+    const char *args[] = {
+        "--store", zlh_patroni_conninfo (cluster), "--lane", "a", "--heartbeat", "200ms", NULL};
+    zlt_broker_t *a = zlt_broker_start (args);
+    assert_non_null (a);
+    const char *admin = zlt_broker_endpoint (a, "admin");
+    s_wait_role (admin, "leader", 20000);
+    load_t l;
+    s_load_start (&l, zlt_broker_dir (a), zlt_broker_endpoint (a, "frontend"),
+                  zlt_broker_endpoint (a, "backend"));
+    s_load_step (&l, CHUNK, CHUNK / 2, deadline);
+    zlt_fifo_feed (l.feed, &l.fed, CHUNK, deadline); // under load when it dies
+
+    info_t before;
+    assert_int_equal (s_info (admin, &before, 5000), 0);
+    int64_t t_kill = zlt_now_ms ();
+    int killed = zlh_patroni_kill_primary (cluster);
+    assert_int_equal (killed, primary);
+    int64_t failover = zlh_patroni_wait_failover (cluster, 60000);
+    if (failover < 0) {
+        zlh_patroni_dump_logs (cluster, 4000);
+        fail_msg ("no new primary: %s", zlh_patroni_error (cluster));
+    }
+    // the write outage: until the broker leads again (a new epoch: it lost
+    // the old primary and dialled the new one) and accepts a job there
+    zlt_fifo_feed (l.feed, &l.fed, CHUNK / 10, deadline);
+    info_t in = before;
+    uint64_t accepted_at_lead = 0;
+    int64_t first = -1;
+    while (zlt_now_ms () < t_kill + TAKEOVER_MS * 2) {
+        if (s_info (admin, &in, 1000) == 0 && !strcmp (in.role, "leader") &&
+            in.epoch > before.epoch) {
+            if (!accepted_at_lead)
+                accepted_at_lead = in.accepted;
+            else if (in.accepted > accepted_at_lead) {
+                first = zlt_now_ms () - t_kill;
+                break;
+            }
+        }
+        poll (NULL, 0, 20);
+    }
+    if (first < 0)
+        fail_msg ("the broker did not accept again after the failover (role %s, epoch %" PRIu64 ")",
+                  in.role, in.epoch);
+    fprintf (stderr,
+             "database failover under Patroni: node %d killed, the new primary writable after "
+             "%" PRId64 " ms; the broker accepted again %" PRId64
+             " ms after the kill (the write outage; epoch %" PRIu64 ", %" PRIu64
+             " refused UNAVAILABLE)\n",
+             killed, failover, first, in.epoch, in.unavailable);
+    s_load_step (&l, CHUNK, CHUNK / 4, deadline);
+    s_load_finish (&l, "database failover", deadline);
+    s_load_free (&l);
+    assert_int_equal (zlt_broker_stop (a, 10000), 0);
+    s_assert_clean (a, "zlane-broker stderr");
+    zlh_patroni_stop (&cluster);
+}
+
 static int
 s_teardown (void **state)
 {
     zlt_teardown (state);
+    zlh_patroni_cleanup ();
     return zlh_pg_teardown (state);
 }
 
@@ -773,6 +853,7 @@ main (void)
         cmocka_unit_test_teardown (test_zombie_leader, s_teardown),
         cmocka_unit_test_teardown (test_database_unreachable_at_start, s_teardown),
         cmocka_unit_test_teardown (test_database_lost_mid_run, s_teardown),
+        cmocka_unit_test_teardown (test_database_failover_under_patroni, s_teardown),
     };
     if (getenv ("ZLT_FILTER")) // run one: ZLT_FILTER='test_zombie*'
         cmocka_set_test_filter (getenv ("ZLT_FILTER"));
