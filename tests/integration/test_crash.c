@@ -9,6 +9,9 @@
     ZLT_FILTER='test_poison*'. */
 #define _GNU_SOURCE
 #include "zltest.h"
+#ifdef ZLT_PG
+#include "pg_harness.h"
+#endif
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -344,10 +347,12 @@ s_dlq_attempts (const char *json, attempt_t *out, size_t cap)
     executions (jobs leased or acked but not yet committed at a crash) are
     allowed by at-least-once and counted. */
 static void
-test_crash_restarts_lose_nothing (void **state)
+s_crash_restarts_lose_nothing (void **state, const char *store)
 {
     int64_t t0 = zlt_now_ms ();
-    const char *args[] = {"--lane", "a", "--durability", "fsync", "--max-depth", "2000", NULL};
+    const char *args[] = {"--lane",      "a",    "--durability",           "fsync",
+                          "--max-depth", "2000", store ? "--store" : NULL, store,
+                          NULL};
     zlt_broker_t *broker = zlt_broker_start (args);
     assert_non_null (broker);
     const char *dir = zlt_broker_dir (broker);
@@ -573,6 +578,32 @@ test_crash_restarts_lose_nothing (void **state)
     free (record);
     free (handler);
 }
+
+static void
+test_crash_restarts_lose_nothing (void **state)
+{
+    s_crash_restarts_lose_nothing (state, NULL); // LMDB in the broker's dir
+}
+
+#ifdef ZLT_PG
+// The same on the PostgreSQL store, a cluster of the test's own: the broker
+// is SIGKILLed and restarted on the database; the database is not touched.
+static void
+test_crash_restarts_lose_nothing_on_postgresql (void **state)
+{
+    zlh_pg_t *pg = zlh_pg_start ();
+    assert_non_null (pg);
+    s_crash_restarts_lose_nothing (state, zlh_pg_conninfo (pg));
+    zlh_pg_stop (&pg);
+}
+
+static int
+s_pg_teardown (void **state)
+{
+    zlt_teardown (state);
+    return zlh_pg_teardown (state);
+}
+#endif
 
 // ---------------------------------------------------------------- 2. poison
 // True if the --log file has a start line for attempt `attempt`.
@@ -1292,6 +1323,9 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_crash_restarts_lose_nothing, zlt_teardown),
+#ifdef ZLT_PG
+        cmocka_unit_test_teardown (test_crash_restarts_lose_nothing_on_postgresql, s_pg_teardown),
+#endif
         cmocka_unit_test_teardown (test_poison_killed_between_attempts, zlt_teardown),
         cmocka_unit_test_teardown (test_poison_killed_while_attempt_runs, zlt_teardown),
         cmocka_unit_test_teardown (test_recovery_order_and_content, zlt_teardown),
