@@ -43,6 +43,8 @@
 #define _GNU_SOURCE
 #include "patroni_harness.h"
 
+#include "harness_util.h"
+
 #include "zl_alloc.h"
 
 #include <libpq-fe.h>
@@ -84,15 +86,13 @@
 #ifndef ZLH_ETCD
 #define ZLH_ETCD "/usr/bin/etcd"
 #endif
-#define DEFAULT_USER "zlane-test" // the server user when the test runs as root
-#define SUPERUSER "zlane"         // the clusters' superuser
-#define REPLICATOR "replicator"   // their replication user
-#define SCOPE "zlh"               // Patroni's cluster name (the etcd key prefix)
+#define SUPERUSER "zlane"       // the clusters' superuser
+#define REPLICATOR "replicator" // their replication user
+#define SCOPE "zlh"             // Patroni's cluster name (the etcd key prefix)
 // one node's connection string: its port, the superuser's password
 #define NODE_CONNINFO                                                                              \
     "host=127.0.0.1 port=%d dbname=postgres user=" SUPERUSER " password=%s connect_timeout=2"
 #define MAX_CLUSTERS 4
-#define USERADD_MS 30000
 #define ETCD_READY_MS 30000 // etcd answering /health
 #define SPAWN_MS 10000      // the keeper's answer to a start command
 #define AGENT_STOP_MS 20000 // Patroni stopping its PostgreSQL and exiting, before SIGKILL
@@ -166,25 +166,6 @@ static zlh_patroni_t *s_clusters[MAX_CLUSTERS];
 static pid_t s_owner; // the process that started them (not a forked child): 0 until then
 
 // ---------------------------------------------------------------- small helpers
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int
-s_pidfd_open (pid_t pid)
-{
-    return (int)syscall (SYS_pidfd_open, pid, 0);
-}
-
-static int
-s_pidfd_kill (int pidfd, int sig)
-{
-    return (int)syscall (SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 
 // Record why the current call failed, print it, and return -1.
 static int
@@ -206,38 +187,6 @@ s_random_hex (char out[33])
         abort ();
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf (out + 2 * i, 3, "%02x", raw[i]);
-}
-
-static void
-s_dump_tail (const char *title, const char *path, size_t max_bytes)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat (fd, &st) < 0) {
-        fprintf (stderr, "---- %s (%s): unreadable\n", title, path);
-        if (fd >= 0)
-            close (fd);
-        return;
-    }
-    size_t size = (size_t)st.st_size;
-    size_t from = size > max_bytes ? size - max_bytes : 0;
-    char *buf = zl_malloc (size - from + 1);
-    ssize_t n = pread (fd, buf, size - from, (off_t)from);
-    close (fd);
-    buf[n > 0 ? n : 0] = '\0';
-    fprintf (stderr, "---- %s (%s)%s\n%s%s---- end of %s\n", title, path, from ? " [tail]" : "",
-             buf, n > 0 && buf[n - 1] != '\n' ? "\n" : "", title);
-    free (buf);
-}
-
-static int
-s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove (path);
-    return 0;
 }
 
 // Write `text` to a new file at `path` (mode 0600, owned by the server
@@ -340,7 +289,7 @@ static int
 s_proc_wait (s_proc_t *proc, int64_t deadline_ms)
 {
     while (s_proc_alive (proc)) {
-        int64_t left = deadline_ms - s_now_ms ();
+        int64_t left = deadline_ms - zlh_now_ms ();
         if (left <= 0)
             return -1;
         struct pollfd pfd = {proc->pidfd, POLLIN, 0}; // readable once it exits
@@ -355,8 +304,8 @@ s_proc_kill (s_proc_t *proc)
 {
     if (!s_proc_alive (proc))
         return;
-    s_pidfd_kill (proc->pidfd, SIGKILL);
-    if (s_proc_wait (proc, s_now_ms () + KILL_MS) < 0)
+    zlh_pidfd_kill (proc->pidfd, SIGKILL);
+    if (s_proc_wait (proc, zlh_now_ms () + KILL_MS) < 0)
         fprintf (stderr, "patroni_harness: pid %d outlived SIGKILL for %d ms\n", (int)proc->pid,
                  KILL_MS);
 }
@@ -390,7 +339,7 @@ static bool
 s_keeper_sweep (int sfd)
 {
     bool killed = false;
-    int64_t deadline = s_now_ms () + KEEPER_MS;
+    int64_t deadline = zlh_now_ms () + KEEPER_MS;
     for (;;) {
         s_keeper_reap ();
         int n = 0;
@@ -398,7 +347,7 @@ s_keeper_sweep (int sfd)
         killed |= n > 0;
         if (n == 0 && waitpid (-1, NULL, WNOHANG) < 0 && errno == ECHILD)
             return killed;
-        if (s_now_ms () >= deadline)
+        if (zlh_now_ms () >= deadline)
             return true;
         struct pollfd pfd = {sfd, POLLIN, 0}; // a SIGCHLD, or look again after 50 ms
         if (poll (&pfd, 1, 50) > 0) {
@@ -472,7 +421,7 @@ s_keeper_start (const zlh_patroni_t *self, unsigned what, int sock)
     if (what < N_PROCS) {
         pid_t pid = s_keeper_exec (self, &self->specs[what]);
         if (pid > 0)
-            pidfd = s_pidfd_open (pid); // our unreaped child: the right process
+            pidfd = zlh_pidfd_open (pid); // our unreaped child: the right process
         reply[0] = pid > 0 && pidfd >= 0 ? (int32_t)pid : -1;
         reply[1] = reply[0] > 0 ? 0 : errno;
         if (pid > 0 && pidfd < 0)
@@ -571,7 +520,7 @@ s_keeper_fork (zlh_patroni_t *self)
     close (sv[1]);
     self->sock = sv[0];
     self->keeper.pid = self->keeper_pid = pid;
-    self->keeper.pidfd = s_pidfd_open (pid); // our unreaped child
+    self->keeper.pidfd = zlh_pidfd_open (pid); // our unreaped child
     if (self->keeper.pidfd < 0) {
         kill (pid, SIGKILL);
         waitpid (pid, NULL, 0);
@@ -628,7 +577,7 @@ s_http_status (int port, const char *path)
         return -1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)port)};
     sa.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    int64_t deadline = s_now_ms () + HTTP_MS;
+    int64_t deadline = zlh_now_ms () + HTTP_MS;
     int status = -1;
     char req[256], buf[4096];
     int len =
@@ -637,7 +586,7 @@ s_http_status (int port, const char *path)
     if (connect (fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS)
         goto done;
     for (;;) {
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zlh_now_ms ();
         struct pollfd pfd = {fd, sent < (size_t)len ? POLLOUT : POLLIN, 0};
         if (left <= 0 || poll (&pfd, 1, (int)left) <= 0)
             goto done;
@@ -673,43 +622,10 @@ done:
 static int
 s_server_user (zlh_patroni_t *self)
 {
-    if (geteuid () != 0)
-        return 0; // the cluster runs as we do
-    const char *env = getenv ("ZLANE_PG_USER");
-    const char *name = env && env[0] ? env : DEFAULT_USER;
-    struct passwd *pw = getpwnam (name);
-    if (!pw && strcmp (name, DEFAULT_USER) == 0) {
-        char *const argv[] = {"/usr/sbin/useradd", "--system",
-                              "--user-group",      "--no-create-home",
-                              "--home-dir",        "/nonexistent",
-                              "--shell",           "/usr/sbin/nologin",
-                              "--comment",         "zlane tests, throwaway PostgreSQL clusters",
-                              DEFAULT_USER,        NULL};
-        char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-        pid_t pid = fork ();
-        if (pid == 0) {
-            close_range (3, ~0U, 0);
-            execve (argv[0], argv, envp);
-            _exit (127);
-        }
-        s_proc_t child = {pid, pid > 0 ? s_pidfd_open (pid) : -1};
-        if (child.pidfd >= 0 && s_proc_wait (&child, s_now_ms () + USERADD_MS) < 0)
-            s_proc_kill (&child);
-        if (pid > 0)
-            waitpid (pid, NULL, 0);
-        pw = getpwnam (name); // another test process may have made it meanwhile
-    }
-    if (!pw)
-        return s_fail (self,
-                       "PostgreSQL refuses to run as root, and there is no user %s to run it as "
-                       "(set ZLANE_PG_USER, e.g. to nobody)",
-                       name);
-    if (pw->pw_uid == 0)
-        return s_fail (self, "ZLANE_PG_USER=%s is root", name);
-    self->drop = true;
-    self->uid = pw->pw_uid;
-    self->gid = pw->pw_gid;
-    return 0;
+    char why[256];
+    if (zlh_server_user (&self->drop, &self->uid, &self->gid, why, sizeof why) == 0)
+        return 0;
+    return s_fail (self, "%s", why);
 }
 
 // Make the temp dir (owned by the server user), the dirs in it and the paths.
@@ -950,14 +866,14 @@ s_node_setup (zlh_patroni_t *self, int i)
 static int
 s_wait_etcd (zlh_patroni_t *self)
 {
-    int64_t deadline = s_now_ms () + ETCD_READY_MS;
+    int64_t deadline = zlh_now_ms () + ETCD_READY_MS;
     for (;;) {
         if (s_http_status (self->etcd_client_port, "/health") == 200)
             return 0;
         if (!s_proc_alive (&self->procs[PROC_ETCD]))
             return s_fail (self, "etcd exited before answering on 127.0.0.1:%d",
                            self->etcd_client_port);
-        if (s_now_ms () >= deadline)
+        if (zlh_now_ms () >= deadline)
             return s_fail (self, "etcd did not answer /health on 127.0.0.1:%d within %d ms",
                            self->etcd_client_port, ETCD_READY_MS);
         poll (NULL, 0, POLL_MS);
@@ -1043,7 +959,7 @@ s_kill_under_dir (pid_t pid, void *arg)
     zlh_patroni_t *self = arg;
     if (!s_proc_under (pid, self->dir))
         return true;
-    s_proc_t proc = {pid, s_pidfd_open (pid)};
+    s_proc_t proc = {pid, zlh_pidfd_open (pid)};
     // looked at again once the pidfd holds it: the pid was not reused meanwhile
     if (proc.pidfd >= 0 && s_proc_under (pid, self->dir)) {
         fprintf (stderr, "patroni_harness: pid %d still works in %s: SIGKILL\n", (int)pid,
@@ -1064,8 +980,8 @@ s_shutdown (zlh_patroni_t *self)
     // Patroni stops its PostgreSQL on SIGTERM; both at once
     for (int i = 0; i < N_PROCS; i++)
         if (i != PROC_ETCD && s_proc_alive (&self->procs[i]))
-            s_pidfd_kill (self->procs[i].pidfd, SIGTERM);
-    int64_t deadline = s_now_ms () + AGENT_STOP_MS;
+            zlh_pidfd_kill (self->procs[i].pidfd, SIGTERM);
+    int64_t deadline = zlh_now_ms () + AGENT_STOP_MS;
     for (int i = 0; i < N_PROCS; i++)
         if (i != PROC_ETCD && s_proc_wait (&self->procs[i], deadline) < 0) {
             fprintf (stderr, "patroni_harness: Patroni of n%d did not stop within %d ms: SIGKILL\n",
@@ -1074,8 +990,8 @@ s_shutdown (zlh_patroni_t *self)
             killed = true;
         }
     if (s_proc_alive (&self->procs[PROC_ETCD])) {
-        s_pidfd_kill (self->procs[PROC_ETCD].pidfd, SIGTERM);
-        if (s_proc_wait (&self->procs[PROC_ETCD], s_now_ms () + ETCD_STOP_MS) < 0) {
+        zlh_pidfd_kill (self->procs[PROC_ETCD].pidfd, SIGTERM);
+        if (s_proc_wait (&self->procs[PROC_ETCD], zlh_now_ms () + ETCD_STOP_MS) < 0) {
             fprintf (stderr, "patroni_harness: etcd did not stop within %d ms: SIGKILL\n",
                      ETCD_STOP_MS);
             s_proc_kill (&self->procs[PROC_ETCD]);
@@ -1090,7 +1006,7 @@ s_shutdown (zlh_patroni_t *self)
     if (self->keeper_pid > 0) {
         pid_t pid = self->keeper_pid;
         self->keeper_pid = -1;
-        if (s_proc_wait (&self->keeper, s_now_ms () + KEEPER_MS + KILL_MS) < 0) {
+        if (s_proc_wait (&self->keeper, zlh_now_ms () + KEEPER_MS + KILL_MS) < 0) {
             fprintf (stderr, "patroni_harness: the keeper did not exit: SIGKILL\n");
             s_proc_kill (&self->keeper);
         }
@@ -1137,7 +1053,7 @@ s_free (zlh_patroni_t *self)
         if (getenv ("ZLT_KEEP"))
             fprintf (stderr, "patroni_harness: keeping %s\n", self->dir);
         else
-            nftw (self->dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            zlh_remove_tree (self->dir);
     }
     s_unregister (self);
     free (self);
@@ -1220,7 +1136,7 @@ int
 zlh_patroni_wait_ready (zlh_patroni_t *self, int timeout_ms)
 {
     self->err[0] = '\0';
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zlh_now_ms () + timeout_ms;
     int rc = -1;
     while (s_check_procs (self) == 0) {
         int p = s_find_primary (self);
@@ -1236,7 +1152,7 @@ zlh_patroni_wait_ready (zlh_patroni_t *self, int timeout_ms)
                 break;
             }
         }
-        if (s_now_ms () >= deadline) {
+        if (zlh_now_ms () >= deadline) {
             s_fail (self,
                     "no primary with a synchronous standby within %d ms (n0: /primary %d /sync "
                     "%d; n1: /primary %d /sync %d)",
@@ -1348,17 +1264,17 @@ zlh_patroni_kill_primary (zlh_patroni_t *self)
     if (p < 0)
         return s_fail (self, "no primary to kill");
     pid_t pid = zlh_patroni_postmaster_pid (self, p);
-    s_proc_t pm = {pid, pid > 0 ? s_pidfd_open (pid) : -1};
+    s_proc_t pm = {pid, pid > 0 ? zlh_pidfd_open (pid) : -1};
     // looked at again once the pidfd holds it: the pid was not reused meanwhile
     if (pm.pidfd < 0 || !s_proc_under (pid, self->nodes[p].data) || !s_proc_alive (&pm)) {
         if (pm.pidfd >= 0)
             close (pm.pidfd);
         return s_fail (self, "the postmaster of n%d (pid %d) is not running", p, (int)pid);
     }
-    self->killed_at_ms = s_now_ms ();
+    self->killed_at_ms = zlh_now_ms ();
     self->killed = p;
-    s_pidfd_kill (pm.pidfd, SIGKILL);
-    int rc = s_proc_wait (&pm, s_now_ms () + KILL_MS);
+    zlh_pidfd_kill (pm.pidfd, SIGKILL);
+    int rc = s_proc_wait (&pm, zlh_now_ms () + KILL_MS);
     if (pm.pidfd >= 0)
         close (pm.pidfd);
     if (rc < 0)
@@ -1374,14 +1290,14 @@ zlh_patroni_wait_failover (zlh_patroni_t *self, int timeout_ms)
     if (self->killed < 0)
         return s_fail (self, "wait_failover: no zlh_patroni_kill_primary before");
     int other = 1 - self->killed;
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zlh_now_ms () + timeout_ms;
     int64_t rc = -1;
     while (s_check_procs (self) == 0) {
         if (s_is_primary (self, other) && !s_is_primary (self, self->killed)) {
-            rc = s_now_ms () - self->killed_at_ms;
+            rc = zlh_now_ms () - self->killed_at_ms;
             break;
         }
-        if (s_now_ms () >= deadline) {
+        if (zlh_now_ms () >= deadline) {
             s_fail (self, "n%d did not become the primary within %d ms of n%d's postmaster's kill",
                     other, timeout_ms, self->killed);
             break;
@@ -1409,12 +1325,12 @@ zlh_patroni_dump_logs (zlh_patroni_t *self, size_t max_bytes)
 {
     if (!self || !self->dir[0])
         return;
-    s_dump_tail ("etcd.log", self->etcd_log, max_bytes);
+    zlh_dump_tail ("etcd.log", self->etcd_log, max_bytes);
     for (int i = 0; i < ZLH_PATRONI_NODES; i++) {
         char path[PATH_MAX + 32], title[32];
         snprintf (path, sizeof path, "%s/patroni.log", self->nodes[i].dir);
         snprintf (title, sizeof title, "n%d/patroni.log", i);
-        s_dump_tail (title, path, max_bytes);
+        zlh_dump_tail (title, path, max_bytes);
     }
 }
 

@@ -25,6 +25,8 @@
 #define _GNU_SOURCE
 #include "pg_harness.h"
 
+#include "harness_util.h"
+
 #include "zl_alloc.h"
 
 #include <arpa/inet.h>
@@ -56,13 +58,11 @@
 #define ZLH_PG_BINDIR "/usr/lib/postgresql/15/bin"
 #endif
 
-#define DEFAULT_USER "zlane-test" // the server user when the test runs as root
-#define SUPERUSER "zlane"         // the cluster's superuser (initdb -U)
-#define DBNAME "zlane_test"       // the database zlh_pg_conninfo names
+#define SUPERUSER "zlane"   // the cluster's superuser (initdb -U)
+#define DBNAME "zlane_test" // the database zlh_pg_conninfo names
 #define MAX_CLUSTERS 16
 #define MAX_ORPHANS 128 // max_connections 20, plus the auxiliary processes
 #define PORT_TRIES 5    // a free port taken by another before the server binds it
-#define USERADD_MS 30000
 #define INITDB_MS 60000
 #define READY_MS 30000      // a fresh server accepting connections
 #define RECOVERY_MS 60000   // a restarted one, crash recovery included
@@ -102,57 +102,6 @@ static zlh_pg_t *s_clusters[MAX_CLUSTERS];
 static pid_t s_owner; // the process that started them (not a forked child): 0 until then
 
 // ---------------------------------------------------------------- small helpers
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int
-s_pidfd_open (pid_t pid)
-{
-    return (int)syscall (SYS_pidfd_open, pid, 0);
-}
-
-static int
-s_pidfd_kill (int pidfd, int sig)
-{
-    return (int)syscall (SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
-
-static void
-s_dump_tail (const char *title, const char *path, size_t max_bytes)
-{
-    int fd = open (path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat (fd, &st) < 0) {
-        fprintf (stderr, "---- %s (%s): unreadable\n", title, path);
-        if (fd >= 0)
-            close (fd);
-        return;
-    }
-    size_t size = (size_t)st.st_size;
-    size_t from = size > max_bytes ? size - max_bytes : 0;
-    char *buf = zl_malloc (size - from + 1);
-    ssize_t n = pread (fd, buf, size - from, (off_t)from);
-    close (fd);
-    buf[n > 0 ? n : 0] = '\0';
-    fprintf (stderr, "---- %s (%s)%s\n%s%s---- end of %s\n", title, path, from ? " [tail]" : "",
-             buf, n > 0 && buf[n - 1] != '\n' ? "\n" : "", title);
-    free (buf);
-}
-
-static int
-s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove (path);
-    return 0;
-}
 
 static void
 s_remove_dir (const char *dir)
@@ -160,7 +109,7 @@ s_remove_dir (const char *dir)
     if (getenv ("ZLT_KEEP"))
         fprintf (stderr, "pg_harness: keeping %s\n", dir);
     else
-        nftw (dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        zlh_remove_tree (dir);
 }
 
 // Return a port on 127.0.0.1 that was free a moment ago, or -1.
@@ -255,7 +204,7 @@ s_spawn (const zlh_pg_t *self, const char *const argv[], const char *out_path, c
     if (devnull >= 0)
         close (devnull);
     child->pid = pid;
-    child->pidfd = s_pidfd_open (pid); // our unreaped child: no race
+    child->pidfd = zlh_pidfd_open (pid); // our unreaped child: no race
     return 0;
 }
 
@@ -264,7 +213,7 @@ s_spawn (const zlh_pg_t *self, const char *const argv[], const char *out_path, c
 static int
 s_child_wait (s_child_t *child, int timeout_ms, int *status)
 {
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zlh_now_ms () + timeout_ms;
     for (;;) {
         int st;
         pid_t r = waitpid (child->pid, &st, WNOHANG);
@@ -276,7 +225,7 @@ s_child_wait (s_child_t *child, int timeout_ms, int *status)
             child->pidfd = -1;
             return 0;
         }
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zlh_now_ms ();
         if (left <= 0)
             return -1;
         if (child->pidfd >= 0) { // readable once it exits
@@ -367,7 +316,7 @@ s_orphan_add (zlh_pg_t *self, pid_t pid, bool in_dir)
         fprintf (stderr, "pg_harness: more than %d server processes\n", MAX_ORPHANS);
         return;
     }
-    int fd = s_pidfd_open (pid);
+    int fd = zlh_pidfd_open (pid);
     if (fd < 0 || (in_dir && !s_proc_in_dir (pid, self->data))) {
         if (fd >= 0)
             close (fd);
@@ -409,7 +358,7 @@ s_kill_postmaster (zlh_pg_t *self)
     self->pid = -1;
     self->pidfd = -1;
     kill (pm.pid, SIGSTOP);
-    int64_t deadline = s_now_ms () + STOP_MS;
+    int64_t deadline = zlh_now_ms () + STOP_MS;
     for (;;) {
         int st;
         pid_t r = waitpid (pm.pid, &st, WUNTRACED | WNOHANG);
@@ -420,7 +369,7 @@ s_kill_postmaster (zlh_pg_t *self)
                 close (pm.pidfd);
             return;
         }
-        if (s_now_ms () >= deadline) { // listed all the same: the best we can do
+        if (zlh_now_ms () >= deadline) { // listed all the same: the best we can do
             fprintf (stderr, "pg_harness: postgres %d did not stop within %d ms\n", (int)pm.pid,
                      STOP_MS);
             break;
@@ -442,12 +391,12 @@ s_kill_postmaster (zlh_pg_t *self)
 static size_t
 s_orphans_wait (zlh_pg_t *self, int timeout_ms)
 {
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zlh_now_ms () + timeout_ms;
     for (;;) {
         struct pollfd pfds[MAX_ORPHANS];
         for (size_t i = 0; i < self->n_orphans; i++)
             pfds[i] = (struct pollfd){self->orphans[i].pidfd, POLLIN, 0};
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zlh_now_ms ();
         if (self->n_orphans && poll (pfds, self->n_orphans, left > 0 ? (int)left : 0) < 0 &&
             errno != EINTR)
             break;
@@ -476,7 +425,7 @@ s_orphans_reap (zlh_pg_t *self)
     s_orphans_scan (self, 0);
     size_t left = s_orphans_wait (self, DIR_PROCS_MS);
     for (size_t i = 0; i < left; i++)
-        s_pidfd_kill (self->orphans[i].pidfd, SIGKILL);
+        zlh_pidfd_kill (self->orphans[i].pidfd, SIGKILL);
     size_t stuck = s_orphans_wait (self, KILL_MS);
     if (left)
         fprintf (stderr, "pg_harness: %zu server process(es) of %s outlived %d ms: SIGKILLed\n",
@@ -526,38 +475,11 @@ s_unregister (zlh_pg_t *self)
 static int
 s_server_user (zlh_pg_t *self)
 {
-    if (geteuid () != 0)
-        return 0; // the server runs as we do
-    const char *env = getenv ("ZLANE_PG_USER");
-    const char *name = env && env[0] ? env : DEFAULT_USER;
-    struct passwd *pw = getpwnam (name);
-    if (!pw && strcmp (name, DEFAULT_USER) == 0) {
-        const char *argv[] = {"/usr/sbin/useradd", "--system",
-                              "--user-group",      "--no-create-home",
-                              "--home-dir",        "/nonexistent",
-                              "--shell",           "/usr/sbin/nologin",
-                              "--comment",         "zlane tests, throwaway PostgreSQL clusters",
-                              DEFAULT_USER,        NULL};
-        int rc = s_run (NULL, argv, NULL, "/", USERADD_MS);
-        pw = getpwnam (name); // another test process may have made it meanwhile
-        if (!pw)
-            fprintf (stderr, "pg_harness: useradd %s failed (exit %d)\n", name, rc);
-    }
-    if (!pw) {
-        fprintf (stderr,
-                 "pg_harness: PostgreSQL refuses to run as root, and there is no user %s "
-                 "to run it as (set ZLANE_PG_USER, e.g. to nobody)\n",
-                 name);
-        return -1;
-    }
-    if (pw->pw_uid == 0) {
-        fprintf (stderr, "pg_harness: ZLANE_PG_USER=%s is root\n", name);
-        return -1;
-    }
-    self->drop = true;
-    self->uid = pw->pw_uid;
-    self->gid = pw->pw_gid;
-    return 0;
+    char why[256];
+    if (zlh_server_user (&self->drop, &self->uid, &self->gid, why, sizeof why) == 0)
+        return 0;
+    fprintf (stderr, "pg_harness: %s\n", why);
+    return -1;
 }
 
 // Make the temp dir (owned by the server user) and the paths in it.
@@ -668,7 +590,7 @@ s_initdb (zlh_pg_t *self)
     if (rc != 0) {
         fprintf (stderr, "pg_harness: initdb failed (exit %d)%s\n", rc,
                  self->drop ? "; the server user must be able to reach the temp dir" : "");
-        s_dump_tail ("initdb.log", self->initdb_log, LOG_TAIL_BYTES);
+        zlh_dump_tail ("initdb.log", self->initdb_log, LOG_TAIL_BYTES);
         return -1;
     }
 
@@ -758,7 +680,7 @@ s_start_server (zlh_pg_t *self, int timeout_ms)
     snprintf (ping, sizeof ping,
               "host=127.0.0.1 port=%d dbname=postgres user=" SUPERUSER " connect_timeout=2",
               self->port);
-    int64_t deadline = s_now_ms () + timeout_ms;
+    int64_t deadline = zlh_now_ms () + timeout_ms;
     for (;;) {
         if (s_pidfile_ready (self) && PQping (ping) == PQPING_OK)
             return 0;
@@ -783,7 +705,7 @@ s_start_server (zlh_pg_t *self, int timeout_ms)
             zlh_pg_dump_log (self, LOG_TAIL_BYTES);
             return -1;
         }
-        int64_t left = deadline - s_now_ms ();
+        int64_t left = deadline - zlh_now_ms ();
         if (left <= 0)
             break;
         // woken at once if the postmaster exits
@@ -975,7 +897,7 @@ void
 zlh_pg_dump_log (zlh_pg_t *self, size_t max_bytes)
 {
     if (self)
-        s_dump_tail ("postgres.log", self->log, max_bytes);
+        zlh_dump_tail ("postgres.log", self->log, max_bytes);
 }
 
 int

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "patroni_harness.h"
 
+#include "harness_util.h"
+
 #include <libpq-fe.h>
 
 #include <setjmp.h>
@@ -525,16 +527,6 @@ test_failover_loses_no_commit (void **state)
     s_writer_free ();
 }
 
-static int
-s_rm_entry (const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove (path);
-    return 0;
-}
-
 // Return true if any process works in `dir` or below.
 static bool
 s_any_under (const char *dir)
@@ -662,7 +654,7 @@ s_teardown (void **state)
     s_cluster = NULL;
     prctl (PR_SET_CHILD_SUBREAPER, 0);
     if (s_orphan_dir[0] && !getenv ("ZLT_KEEP"))
-        nftw (s_orphan_dir, s_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        zlh_remove_tree (s_orphan_dir);
     s_orphan_dir[0] = '\0';
     return zlh_patroni_teardown (state);
 }
