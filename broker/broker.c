@@ -89,7 +89,7 @@ struct _zl_broker_t {
     // election or commit
     char name[128];  // host:pid, for logs and the lease row
     char where[512]; // the store's location, its password hidden
-    zl_store_lead_t lead;
+    zl_lead_t *lead; // the role as last elected
     // the core: the jobs and everything that holds or schedules them, in
     // memory. Built by s_core_new, loaded from the store by s_lead, and
     // forgotten whole (s_forget) when the broker stops leading.
@@ -287,7 +287,7 @@ s_stats_sources (zl_broker_t *self, zl_stats_sources_t *src)
                                 .started_ms = self->started_ms,
                                 .workers = zl_workers_count (self->workers),
                                 .producers = np,
-                                .lead = &self->lead,
+                                .lead = zl_lead_state (self->lead),
                                 .name = self->name};
 }
 
@@ -353,82 +353,19 @@ static const route_t s_routes[ZL_SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
 };
 
 // ---------------------------------------------------------------- without the lead
-/*  Leadership as the broker asks the store for it (store.h), or as a test
-    plays it (zl_broker_set_leadership). */
-static zl_store_role_t
-s_store_elect (void *ctx, zl_store_t *store, int64_t mono_ms, zl_store_lead_t *out)
-{
-    (void)ctx;
-    return zl_store_elect (store, mono_ms, out);
-}
-
-static int64_t
-s_store_elect_due (void *ctx, zl_store_t *store)
-{
-    (void)ctx;
-    return zl_store_elect_due (store);
-}
-
-static zl_store_rc_t
-s_store_commit (void *ctx, zl_store_t *store)
-{
-    (void)ctx;
-    return zl_store_commit (store);
-}
-
-static const char *
-s_store_recovery_cause (void *ctx, zl_store_t *store)
-{
-    (void)ctx;
-    return zl_store_recovery_cause (store);
-}
-
-static const zl_leadership_t s_store_leadership = {s_store_elect, s_store_elect_due, s_store_commit,
-                                                   s_store_recovery_cause};
-static const zl_leadership_t *s_lead_fns = &s_store_leadership;
-static void *s_lead_ctx;
-
-void
-zl_broker_set_leadership (const zl_leadership_t *fns, void *ctx)
-{
-    s_lead_fns = fns ? fns : &s_store_leadership;
-    s_lead_ctx = fns ? ctx : NULL;
-}
-
-// The endpoint a standby names for each socket (store.h's slots).
-static const int s_advertised[ZL_SOCK_COUNT] = {[ZL_SOCK_FRONTEND] = ZL_ADVERTISE_FRONTEND,
-                                                [ZL_SOCK_BACKEND] = ZL_ADVERTISE_BACKEND,
-                                                [ZL_SOCK_ADMIN] = ZL_ADVERTISE_ADMIN};
-
-// True for the one request a broker answers whatever its role: Stats
-// (operators must see the role).
-static bool
-s_stats_request (const zl_msg_t *msg)
-{
-    return msg->kind == ZL_MSG_ADMIN_REQUEST && msg->u.admin_request.op == ZL_ADMIN_STATS;
-}
-
-// How long a client should wait before it asks a broker without a database
-// again: until the broker dials it again, within [100 ms, 5 s].
-static uint32_t
-s_retry_after_ms (zl_broker_t *self, zl_now_t now)
-{
-    int64_t left = s_lead_fns->elect_due (s_lead_ctx, self->store) - now.mono_ms;
-    return left < 100 ? 100 : left > 5000 ? 5000 : (uint32_t)left;
-}
-
 // A broker that does not lead does nothing a message asks: a standby names
 // the leader it knows, one without a database says when to try again.
 static void
 s_not_leading (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
-    if (self->lead.role == ZL_ROLE_STANDBY)
+    if (zl_lead_role (self->lead) == ZL_ROLE_STANDBY)
         zl_replies_not_leader (self->replies, ctx->sock, ctx->peer,
-                               self->lead.leader[s_advertised[ctx->sock]], self->lead.leader_name);
+                               zl_lead_leader_for (self->lead, ctx->sock),
+                               zl_lead_state (self->lead)->leader_name);
     else
         zl_replies_unavailable (self->replies, ctx->sock, ctx->peer, msg,
-                                s_retry_after_ms (self, ctx->now));
+                                zl_lead_retry_after_ms (self->lead, ctx->now.mono_ms));
 }
 
 // ---------------------------------------------------------------- frames
@@ -469,7 +406,7 @@ s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_
                   zl_codec_error (self->codec));
         return;
     }
-    if (self->lead.role != ZL_ROLE_LEADER && !s_stats_request (&msg)) {
+    if (zl_lead_role (self->lead) != ZL_ROLE_LEADER && !zl_lead_answered_in_any_role (&msg)) {
         s_not_leading (&ctx, &msg);
         return;
     }
@@ -662,7 +599,7 @@ s_commit (zl_broker_t *self)
         zl_store_set_next_id (self->store, next_id);
         self->stored_next_id = next_id;
     }
-    zl_store_rc_t rc = s_lead_fns->commit (s_lead_ctx, self->store);
+    zl_store_rc_t rc = zl_lead_commit (self->lead);
     return failed != ZL_STORE_OK ? failed : rc;
 }
 
@@ -713,7 +650,7 @@ s_core_destroy (zl_broker_t *self)
 
 /*  Forget the core, `why` saying what ended the lead, and build it empty:
     every job, worker and producer, the timers, and every reply that waited
-    for a commit go. The producers and workers are told (self->lead.role
+    for a commit go. The producers and workers are told (the role
     says how: NOT_LEADER, UNAVAILABLE, or NOT_READY when this broker leads
     again), so that they start again instead of waiting for those replies.
     The store keeps what was committed; s_lead loads it when this broker
@@ -735,20 +672,21 @@ s_forget (zl_broker_t *self, const char *why)
                                                 [ZL_ROLE_UNREACHABLE] = ZL_ERR_UNAVAILABLE};
         const char *leader[ZL_SOCK_COUNT];
         for (int i = 0; i < ZL_SOCK_COUNT; i++)
-            leader[i] = self->lead.leader[s_advertised[i]];
+            leader[i] = zl_lead_leader_for (self->lead, (zl_sock_t)i);
+        zl_store_role_t role = zl_lead_role (self->lead);
         const char *text = zl_arena_printf (
             self->turn,
             "this broker forgot your session (%s): what it has not answered may not have "
             "been done; start again (%s)",
             why,
-            self->lead.role == ZL_ROLE_LEADER    ? "Hello or Ready here"
-            : self->lead.role == ZL_ROLE_STANDBY ? "at the leader"
-                                                 : "later, or at another broker");
-        zl_replies_forgotten (self->replies, self->producers, self->workers, codes[self->lead.role],
-                              leader, text);
+            role == ZL_ROLE_LEADER    ? "Hello or Ready here"
+            : role == ZL_ROLE_STANDBY ? "at the leader"
+                                      : "later, or at another broker");
+        zl_replies_forgotten (self->replies, self->producers, self->workers, codes[role], leader,
+                              text);
     }
     if (zl_store_in_batch (self->store)) // a failed recovery's: closed
-        (void)s_lead_fns->commit (s_lead_ctx, self->store);
+        (void)zl_lead_commit (self->lead);
     s_core_destroy (self);
     s_core_new (self, zl_now ());
 }
@@ -759,13 +697,7 @@ s_forget (zl_broker_t *self, const char *why)
 static void
 s_step_down (zl_broker_t *self, zl_store_role_t role, const char *why)
 {
-    bool was_leading = self->lead.role == ZL_ROLE_LEADER;
-    self->lead.role = role;
-    self->lead.took_over = false;
-    // who leads now is the next election's news
-    memset (self->lead.leader, 0, sizeof self->lead.leader);
-    self->lead.leader_name[0] = '\0';
-    if (was_leading)
+    if (zl_lead_step_down (self->lead, role))
         s_forget (self, why);
 }
 
@@ -792,9 +724,8 @@ static int
 s_lead (zl_broker_t *self, char *err, size_t errlen)
 {
     lead_commit_t commit = {self, ZL_STORE_OK};
-    zl_recovery_env_t rec = {self->store,   self->lanes,
-                             self->sched,   self->jobs,
-                             self->where,   s_lead_fns->recovery_cause (s_lead_ctx, self->store),
+    zl_recovery_env_t rec = {self->store,   self->lanes, self->sched,
+                             self->jobs,    self->where, zl_lead_recovery_cause (self->lead),
                              s_lead_commit, &commit};
     if (zl_recover (&rec, err, errlen) == 0) {
         self->loaded = true;
@@ -811,31 +742,6 @@ s_lead (zl_broker_t *self, char *err, size_t errlen)
     return 0;
 }
 
-// Say what changed in this broker's role, on a store that several brokers
-// share (an LMDB broker always leads, and says nothing).
-static void
-s_say_role (zl_broker_t *self, const zl_store_lead_t *now, bool shared)
-{
-    const zl_store_lead_t *was = &self->lead;
-    if (!shared || (now->role == was->role && now->epoch == was->epoch && !now->took_over &&
-                    !strcmp (now->leader_name, was->leader_name)))
-        return;
-    if (now->role == ZL_ROLE_LEADER)
-        zl_info ("broker", "%s %s the lead (epoch %" PRIu64 ")", self->name,
-                 now->took_over ? "took" : "holds", now->epoch);
-    else if (now->role == ZL_ROLE_STANDBY && now->leader_name[0])
-        zl_info ("broker", "%s stands by (epoch %" PRIu64 "): the leader is %s at %s", self->name,
-                 now->epoch, now->leader_name,
-                 now->leader[ZL_ADVERTISE_FRONTEND][0] ? now->leader[ZL_ADVERTISE_FRONTEND] : "?");
-    else if (now->role == ZL_ROLE_STANDBY)
-        zl_info ("broker", "%s stands by: no leader known yet", self->name);
-    else
-        zl_warn ("broker",
-                 "%s: no writable database answers: refusing every request (UNAVAILABLE) "
-                 "until one does",
-                 self->name);
-}
-
 /*  Step 2 of the turn, outside any batch: renew, watch or take the lead.
     A broker that leads now and did not load the store's state (it starts,
     took over, or leads again after a spell without the lead) loads it; one
@@ -844,18 +750,16 @@ s_say_role (zl_broker_t *self, const zl_store_lead_t *now, bool shared)
 static int
 s_elect (zl_broker_t *self, zl_now_t now, char *err, size_t errlen)
 {
-    zl_store_lead_t lead;
-    lead.role = s_lead_fns->elect (s_lead_ctx, self->store, now.mono_ms, &lead);
-    s_say_role (self, &lead, s_lead_fns->elect_due (s_lead_ctx, self->store) != INT64_MAX);
-    bool was_leading = self->lead.role == ZL_ROLE_LEADER;
-    self->lead = lead;
-    if (lead.role != ZL_ROLE_LEADER) {
+    bool was_leading;
+    zl_store_role_t role = zl_lead_elect (self->lead, now.mono_ms, &was_leading);
+    if (role != ZL_ROLE_LEADER) {
         if (was_leading)
-            s_forget (self, lead.role == ZL_ROLE_STANDBY ? "another broker leads now"
-                                                         : "the database does not answer");
+            s_forget (self, role == ZL_ROLE_STANDBY ? "another broker leads now"
+                                                    : "the database does not answer");
         return 0;
     }
-    if (lead.took_over && self->loaded) // it led before, but others may have since
+    if (zl_lead_state (self->lead)->took_over &&
+        self->loaded) // it led before, others may have since
         s_forget (self, "took the lead again");
     return self->loaded ? 0 : s_lead (self, err, errlen);
 }
@@ -925,7 +829,7 @@ s_store_failed (zl_broker_t *self, zl_store_rc_t rc, const char *what)
 static bool
 s_begin (zl_broker_t *self)
 {
-    if (self->lead.role != ZL_ROLE_LEADER)
+    if (zl_lead_role (self->lead) != ZL_ROLE_LEADER)
         return false;
     zl_store_rc_t rc = zl_store_begin (self->store);
     if (rc != ZL_STORE_OK)
@@ -971,8 +875,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 
     // 2. leadership, outside any batch
     char err[512];
-    if (now.mono_ms >= s_lead_fns->elect_due (s_lead_ctx, self->store) &&
-        s_elect (self, now, err, sizeof err) != 0) {
+    if (now.mono_ms >= zl_lead_due (self->lead) && s_elect (self, now, err, sizeof err) != 0) {
         zl_error ("broker", "%s: stopping", err);
         self->failed = true;
         return ZL_TURN_STORE_FAILED;
@@ -1017,8 +920,8 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 static int64_t
 s_next_wake (zl_broker_t *self, int64_t now_ms)
 {
-    int64_t wake = s_lead_fns->elect_due (s_lead_ctx, self->store);
-    if (self->lead.role != ZL_ROLE_LEADER)
+    int64_t wake = zl_lead_due (self->lead);
+    if (zl_lead_role (self->lead) != ZL_ROLE_LEADER)
         return wake;
     if (self->n_gone)
         return now_ms;
@@ -1140,6 +1043,7 @@ s_stand (zl_broker_t *self, char *err, size_t errlen)
         who.advertise[i] = advertised[i];
     }
     zl_store_set_candidate (self->store, &who);
+    self->lead = zl_lead_new (self->store, self->name);
     zl_debug ("broker", "%s advertises frontend %s, backend %s, admin %s", self->name,
               advertised[ZL_ADVERTISE_FRONTEND], advertised[ZL_ADVERTISE_BACKEND],
               advertised[ZL_ADVERTISE_ADMIN]);
@@ -1188,7 +1092,6 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     // bound before the first election: the store learns where clients reach
     // this broker; an LMDB broker leads at once and recovers its store
-    self->lead.role = ZL_ROLE_STANDBY; // until the store says otherwise
     if (zl_endpoints_bind (ep, err, errlen) != 0 || s_start_metrics (self, err, errlen) != 0 ||
         s_stand (self, err, errlen) != 0 || s_elect (self, now, err, errlen) != 0 ||
         (cfg->ports_file && zl_endpoints_write_ports (
@@ -1214,6 +1117,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_endpoints_destroy (&self->endpoints);
     s_core_destroy (self);
     zl_replies_destroy (&self->replies);
+    zl_lead_destroy (&self->lead);
     zl_store_close (&self->store);
     zl_http_destroy (&self->http);
     zl_security_destroy (&self->security);

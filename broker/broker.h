@@ -5,6 +5,7 @@
 #define ZL_BROKER_H
 
 #include "config.h"
+#include "lead.h"
 
 #include <stdint.h>
 
@@ -44,19 +45,8 @@ int zl_broker_run (zl_broker_t *self, volatile int *stop);
 int zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t peer_len,
                     const void *data, size_t size);
 
-/*  The store's leadership calls the broker makes (store.h): elect,
-    elect_due, the commit of a turn's batch, and the recovery cause. By
-    default the store's own; tests swap in theirs to play the roles of a
-    store that several brokers share on LMDB (a standby, an unreachable
-    database, a fenced commit). Process-wide, like zl_store_set_fault; NULL
-    restores the store's. */
-typedef struct {
-    zl_store_role_t (*elect) (void *ctx, zl_store_t *store, int64_t mono_ms, zl_store_lead_t *out);
-    int64_t (*elect_due) (void *ctx, zl_store_t *store);
-    zl_store_rc_t (*commit) (void *ctx, zl_store_t *store);
-    const char *(*recovery_cause) (void *ctx, zl_store_t *store);
-} zl_leadership_t;
-void zl_broker_set_leadership (const zl_leadership_t *fns, void *ctx);
+/*  zl_broker_set_leadership, the tests' hook on the store's leadership
+    calls: lead.h. */
 
 /*  Return the endpoint actually bound for "frontend", "backend", "events"
     or "admin" (ephemeral ports resolved), or NULL. Borrowed. */
