@@ -15,9 +15,16 @@
       4. fire due timers: lapsed leases, ended delays, dead workers,
          heartbeats, DLQ alerts
       5. dispatch ready jobs to workers with free capacity
-      6. commit the turn's state changes to the store in one transaction
+      6. commit the turn's state changes to the store in one transaction.
+         A store that can (PostgreSQL) commits while the next turn runs: the
+         last turn's commit, if still under way, is waited for first (and
+         its held replies sent), then this turn's is started. A turn that
+         wrote and queued nothing leaves a commit under way alone; one that
+         ended is noticed at the start of a turn (the loop polls the
+         store's socket)
       7. send what promises a state change (replies.h): Accepted/Rejected/
-         Credit, admin changes, the DLQ events, Settled and Dispatch
+         Credit, admin changes, the DLQ events, Settled and Dispatch; made
+         now and held until the commit ends when it is still under way
     A commit (or a write) refused because another broker leads (FENCED), or
     whose fate the silent database leaves unknown (UNAVAILABLE), sends none
     of the turn's replies: the broker forgets its state (memory is ahead of
@@ -589,7 +596,7 @@ s_rc_text (zl_store_rc_t rc)
 // after a write that failed on its own (an I/O error): the broker then
 // stops, and closing the store drops the batch.
 static zl_store_rc_t
-s_commit (zl_broker_t *self)
+s_commit_as (zl_broker_t *self, bool start)
 {
     zl_store_rc_t failed = zl_jobs_store_error (self->jobs);
     if ((failed != ZL_STORE_OK && !s_lost_lead (failed)) || !zl_store_in_batch (self->store))
@@ -599,8 +606,48 @@ s_commit (zl_broker_t *self)
         zl_store_set_next_id (self->store, next_id);
         self->stored_next_id = next_id;
     }
-    zl_store_rc_t rc = zl_lead_commit (self->lead);
+    zl_store_rc_t rc = start ? zl_lead_commit_start (self->lead) : zl_lead_commit (self->lead);
     return failed != ZL_STORE_OK ? failed : rc;
+}
+
+// The turn's commit, to its end.
+static zl_store_rc_t
+s_commit (zl_broker_t *self)
+{
+    return s_commit_as (self, false);
+}
+
+// The workers whose frames could not be sent give their jobs back at the
+// start of the next turn, in its batch (s_release_gone).
+static void
+s_keep_gone (zl_broker_t *self, const zl_peer_t *gone, size_t n)
+{
+    if (self->n_gone + n > self->cap_gone) {
+        self->cap_gone = self->n_gone + n;
+        self->gone = zl_realloc (self->gone, self->cap_gone * sizeof *self->gone);
+    }
+    memcpy (self->gone + self->n_gone, gone, n * sizeof *gone);
+    self->n_gone += n;
+}
+
+/*  The commit under way (zl_store_commit_start), if any, ended or (`wait`)
+    waited for: committed, its held replies go; failed, they are dropped
+    (the caller acts on the failure). Returns the store's answer:
+    ZL_STORE_PENDING while it has not ended (without `wait`). */
+static zl_store_rc_t
+s_finish_commit (zl_broker_t *self, bool wait)
+{
+    if (!zl_store_commit_pending (self->store))
+        return ZL_STORE_OK;
+    zl_store_rc_t rc = zl_store_commit_finish (self->store, wait);
+    if (rc == ZL_STORE_OK) {
+        size_t n;
+        zl_peer_t *gone = zl_replies_release (self->replies, &n);
+        s_keep_gone (self, gone, n);
+    } else if (rc != ZL_STORE_PENDING) {
+        zl_replies_drop_held (self->replies);
+    }
+    return rc;
 }
 
 // ---------------------------------------------------------------- the core
@@ -687,6 +734,7 @@ s_forget (zl_broker_t *self, const char *why)
     }
     if (zl_store_in_batch (self->store)) // a failed recovery's: closed
         (void)zl_lead_commit (self->lead);
+    zl_replies_drop_held (self->replies); // (zl_replies_rebind too) their commit failed
     s_core_destroy (self);
     s_core_new (self, zl_now ());
 }
@@ -852,15 +900,10 @@ s_release_gone (zl_broker_t *self, zl_now_t now)
 }
 
 static void
-s_keep_gone (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
+s_keep_gone_workers (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
 {
-    if (n > self->cap_gone) {
-        self->cap_gone = n;
-        self->gone = zl_realloc (self->gone, n * sizeof *self->gone);
-    }
     for (size_t i = 0; i < n; i++)
-        self->gone[i] = gone[i]->peer;
-    self->n_gone = n;
+        s_keep_gone (self, &gone[i]->peer, 1);
 }
 
 /*  Steps 2-7 of a turn, in their order: leadership, drain and apply (the
@@ -872,6 +915,13 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     self->counters[ZL_CTR_TURNS]++;
     zl_arena_reset (self->turn);
     zl_now_t now = zl_now ();
+
+    // the last turn's commit, if still under way: ended now, or waited for
+    // when an election is due (none runs while a commit is under way)
+    zl_store_rc_t done = s_finish_commit (self, now.mono_ms >= zl_lead_due (self->lead));
+    if (done != ZL_STORE_OK && done != ZL_STORE_PENDING &&
+        s_store_failed (self, done, "the last turn's commit") != ZL_TURN_OK)
+        return ZL_TURN_STORE_FAILED;
 
     // 2. leadership, outside any batch
     char err[512];
@@ -899,19 +949,32 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // 5. dispatch
     s_dispatch (self, now);
 
-    // 6. commit
-    zl_store_rc_t rc = s_commit (self);
-    if (rc != ZL_STORE_OK)
+    // 6. commit. The last turn's, if still under way, ends first and its
+    // replies go; then this turn's starts. A store that can (PostgreSQL)
+    // commits while the next turn runs, and this turn's replies are made now
+    // and held until it has committed. A turn that wrote and queued nothing
+    // leaves the commit under way alone.
+    if (zl_store_commit_pending (self->store) && !zl_store_batch_dirty (self->store) &&
+        !zl_replies_queued (self->replies)) {
+        (void)s_commit_as (self, true); // closes the empty batch, waits for nothing
+        return ZL_TURN_OK;
+    }
+    zl_store_rc_t rc = s_finish_commit (self, true);
+    if (rc != ZL_STORE_OK) // this turn's batch was dropped with it
+        return s_store_failed (self, rc, "the last turn's commit");
+    rc = s_commit_as (self, true);
+    if (rc != ZL_STORE_OK && rc != ZL_STORE_PENDING)
         return s_store_failed (self, rc, "the turn's commit");
 
-    // 7. what promises a state change, now that it is on disk
+    // 7. what promises a state change: now that it is on disk, or held
+    // until it is
     zl_admission_regrant (self->admission);
     size_t n_gone;
-    zl_worker_conn_t **gone =
-        zl_replies_flush (self->replies, self->producers, self->workers, &n_gone);
+    zl_worker_conn_t **gone = zl_replies_flush (self->replies, self->producers, self->workers,
+                                                rc == ZL_STORE_PENDING, &n_gone);
     // Jobs queued for an unreachable worker go back to ready at the start of
     // the next turn, in its batch, which commits before it replies.
-    s_keep_gone (self, gone, n_gone);
+    s_keep_gone_workers (self, gone, n_gone);
     return ZL_TURN_OK;
 }
 
@@ -945,12 +1008,15 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
         timeout = 0;
     if (timeout > max_wait_ms)
         timeout = max_wait_ms;
-    zmq_pollitem_t items[ZL_SOCK_COUNT + 1];
+    zmq_pollitem_t items[ZL_SOCK_COUNT + 2];
     for (int i = 0; i < ZL_SOCK_COUNT; i++)
         items[i] = (zmq_pollitem_t){zl_endpoints_router (self->endpoints, i), 0, ZMQ_POLLIN, 0};
     int n_items = ZL_SOCK_COUNT;
     if (self->http)
         items[n_items++] = (zmq_pollitem_t){zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
+    int commit_fd = zl_store_commit_fd (self->store); // its results wake the loop
+    if (commit_fd >= 0)
+        items[n_items++] = (zmq_pollitem_t){NULL, commit_fd, ZMQ_POLLIN, 0};
     if (zmq_poll (items, n_items, (long)timeout) < 0 && errno == EINTR)
         return ZL_TURN_INTERRUPTED;
     // 2-7.
@@ -1114,6 +1180,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_broker_t *self = *self_p;
+    if (self->store && self->replies)
+        (void)s_finish_commit (self, true); // what it committed is answered
     zl_endpoints_destroy (&self->endpoints);
     s_core_destroy (self);
     zl_replies_destroy (&self->replies);

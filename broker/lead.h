@@ -61,6 +61,9 @@ bool zl_lead_answered_in_any_role (const zl_msg_t *msg);
 
 /*  The store calls the broker makes through the table above. */
 zl_store_rc_t zl_lead_commit (zl_lead_t *self);
+/*  The commit started (zl_store_commit_start): ZL_STORE_PENDING while the
+    store commits; a swapped table's commit runs to its end. */
+zl_store_rc_t zl_lead_commit_start (zl_lead_t *self);
 const char *zl_lead_recovery_cause (zl_lead_t *self);
 
 #endif

@@ -30,8 +30,21 @@ typedef struct {
     zl_msg_t msg;
 } admin_later_t;
 
+// A frame made after a commit that is still under way: sent when it ends.
+typedef struct {
+    int sock;        // ZL_SOCK_*, or -1: the events socket (`peer` holds the topic)
+    zl_peer_t peer;  // the ROUTER peer, or the topic
+    size_t at, size; // the frame: held_buf[at, at + size)
+} held_t;
+
 struct _zl_replies_t {
     zl_replies_env_t env;
+    bool queued;  // something was queued for after the commit since the last flush
+    bool holding; // zl_replies_flush with `hold`: frames go to `held`
+    held_t *held;
+    size_t n_held, cap_held;
+    uint8_t *held_buf;
+    size_t held_len, held_cap;
     zl_arena_t *frame;  // records loaded for one Dispatch frame or event
     uint64_t *dead_ids; // dead-lettered this turn
     size_t n_dead, cap_dead;
@@ -59,6 +72,7 @@ zl_replies_new (const zl_replies_env_t *env)
 void
 zl_replies_rebind (zl_replies_t *self, zl_jobs_t *jobs)
 {
+    zl_replies_drop_held (self);
     self->env.jobs = jobs;
     self->n_dead = 0;
     self->n_later = 0;
@@ -98,6 +112,8 @@ zl_replies_destroy (zl_replies_t **self_p)
         close (self->dump);
     }
     zl_arena_destroy (&self->frame);
+    free (self->held);
+    free (self->held_buf);
     free (self->dead_ids);
     free (self->later);
     free (self);
@@ -306,7 +322,7 @@ void
 zl_replies_accept (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, uint64_t job_id,
                    bool duplicate)
 {
-    (void)self;
+    self->queued = true;
     zl_producer_outbox_t *o = &p->out;
     S_PUSH (o->acc, o->n_acc, o->cap_acc, 64);
     o->acc[o->n_acc++] = (zl_acceptance_t){seq, job_id, duplicate};
@@ -316,7 +332,7 @@ void
 zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
                    const char *reason, uint32_t retry_after_ms)
 {
-    (void)self;
+    self->queued = true;
     zl_producer_outbox_t *o = &p->out;
     S_PUSH (o->rej, o->n_rej, o->cap_rej, 16);
     o->rej[o->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
@@ -325,7 +341,7 @@ zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_r
 void
 zl_replies_credit_due (zl_replies_t *self, zl_producer_conn_t *p)
 {
-    (void)self;
+    self->queued = true;
     p->out.sent_limit = UINT64_MAX;
 }
 
@@ -338,7 +354,7 @@ zl_replies_producer_pending (const zl_producer_conn_t *p)
 void
 zl_replies_dispatch (zl_replies_t *self, zl_worker_conn_t *w, zl_job_t *job)
 {
-    (void)self;
+    self->queued = true;
     zl_worker_outbox_t *o = &w->out;
     S_PUSH (o->jobs, o->n_jobs, o->cap_jobs, 16);
     o->jobs[o->n_jobs++] = job;
@@ -347,7 +363,7 @@ zl_replies_dispatch (zl_replies_t *self, zl_worker_conn_t *w, zl_job_t *job)
 void
 zl_replies_settled (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, uint64_t lease)
 {
-    (void)self;
+    self->queued = true;
     zl_worker_outbox_t *o = &w->out;
     S_PUSH (o->settled, o->n_settled, o->cap_settled, 16);
     o->settled[o->n_settled++] = (zl_lease_ref_t){job_id, lease};
@@ -364,6 +380,7 @@ zl_replies_move_settled (zl_replies_t *self, zl_worker_conn_t *to, zl_worker_con
 void
 zl_replies_dead (zl_replies_t *self, uint64_t job_id)
 {
+    self->queued = true;
     S_PUSH (self->dead_ids, self->n_dead, self->cap_dead, 16);
     self->dead_ids[self->n_dead++] = job_id;
 }
@@ -371,6 +388,7 @@ zl_replies_dead (zl_replies_t *self, uint64_t job_id)
 void
 zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply)
 {
+    self->queued = true;
     S_PUSH (self->later, self->n_later, self->cap_later, 8);
     self->later[self->n_later++] = (admin_later_t){*peer, *reply};
 }
@@ -396,6 +414,62 @@ zl_worker_outbox_free (zl_worker_outbox_t *out)
 }
 
 // ---------------------------------------------------------------- after the commit
+// Keep the frame of `msg` for `peer` on `sock` (-1: the events socket,
+// `topic`) until zl_replies_release.
+static int
+s_hold (zl_replies_t *self, int sock, const zl_peer_t *peer, const char *topic, const zl_msg_t *msg)
+{
+    size_t size;
+    if (self->dump >= 0) // wire_dump records what is sent: at the release
+        zl_codec_set_tap (self->env.codec, NULL, NULL);
+    const void *data = zl_codec_encode (self->env.codec, msg, &size);
+    if (self->dump >= 0)
+        zl_codec_set_tap (self->env.codec, s_dump_frame, &self->dump);
+    if (!data)
+        return -1;
+    if (self->n_held == self->cap_held) {
+        self->cap_held = self->cap_held ? self->cap_held * 2 : 64;
+        self->held = zl_realloc (self->held, self->cap_held * sizeof *self->held);
+    }
+    if (self->held_len + size > self->held_cap) {
+        while (self->held_len + size > self->held_cap)
+            self->held_cap = self->held_cap ? self->held_cap * 2 : 64 * 1024;
+        self->held_buf = zl_realloc (self->held_buf, self->held_cap);
+    }
+    held_t *h = &self->held[self->n_held++];
+    h->sock = sock;
+    if (peer) {
+        h->peer = *peer;
+    } else {
+        size_t n = strlen (topic);
+        h->peer.len = (uint8_t)(n < ZL_PEER_ID_MAX ? n : ZL_PEER_ID_MAX);
+        memcpy (h->peer.data, topic, h->peer.len);
+    }
+    h->at = self->held_len;
+    h->size = size;
+    memcpy (self->held_buf + self->held_len, data, size);
+    self->held_len += size;
+    return 0;
+}
+
+// Send `msg` to `peer` on `sock` after the commit: now, or when it ends.
+static int
+s_later (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer, const zl_msg_t *msg)
+{
+    if (self->holding)
+        return s_hold (self, (int)sock, peer, NULL, msg);
+    return zl_replies_send (self, sock, peer, msg);
+}
+
+static void
+s_publish_later (zl_replies_t *self, const char *topic, const zl_msg_t *msg)
+{
+    if (self->holding)
+        (void)s_hold (self, -1, NULL, topic, msg);
+    else
+        zl_replies_publish (self, topic, msg);
+}
+
 static void
 s_flush_producers (zl_replies_t *self, zl_producers_t *producers)
 {
@@ -407,20 +481,20 @@ s_flush_producers (zl_replies_t *self, zl_producers_t *producers)
         if (o->n_acc) {
             zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
             m.u.accepted = (zl_accepted_t){o->n_acc, o->acc};
-            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            s_later (self, ZL_SOCK_FRONTEND, &p->peer, &m);
             o->n_acc = 0;
         }
         if (o->n_rej) {
             zl_msg_t m = {.kind = ZL_MSG_REJECTED};
             m.u.rejected = (zl_rejected_t){o->n_rej, o->rej};
-            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            s_later (self, ZL_SOCK_FRONTEND, &p->peer, &m);
             o->n_rej = 0;
         }
         uint64_t limit = zl_producer_conn_limit (p);
         if (limit != o->sent_limit) {
             zl_msg_t m = {.kind = ZL_MSG_CREDIT};
             m.u.credit.limit = limit;
-            zl_replies_send (self, ZL_SOCK_FRONTEND, &p->peer, &m);
+            s_later (self, ZL_SOCK_FRONTEND, &p->peer, &m);
             o->sent_limit = limit;
         }
     }
@@ -430,7 +504,7 @@ static void
 s_flush_admin (zl_replies_t *self)
 {
     for (size_t i = 0; i < self->n_later; i++)
-        zl_replies_send (self, ZL_SOCK_ADMIN, &self->later[i].peer, &self->later[i].msg);
+        s_later (self, ZL_SOCK_ADMIN, &self->later[i].peer, &self->later[i].msg);
     self->n_later = 0;
 }
 
@@ -446,7 +520,7 @@ s_publish_dead (zl_replies_t *self)
             continue;
         const char *topic = zl_arena_printf (self->env.turn, "dlq.%s.%s", job->flow->lane->name,
                                              job->flow->tenant->name);
-        zl_replies_publish (self, topic, &ev);
+        s_publish_later (self, topic, &ev);
     }
     self->n_dead = 0;
 }
@@ -481,6 +555,14 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
     return 0;
 }
 
+static int
+s_worker_send (zl_replies_t *self, void *sock, zl_worker_conn_t *w, const zl_msg_t *m)
+{
+    if (self->holding)
+        return s_hold (self, ZL_SOCK_BACKEND, &w->peer, NULL, m);
+    return zl_wire_send_to (sock, &w->peer, self->env.codec, m);
+}
+
 // Settled, then the leased jobs in Dispatch frames of at most
 // DISPATCH_FRAME_JOBS jobs or DISPATCH_FRAME_BYTES of payload. Returns 0,
 // or -1 once a send failed (ROUTER_MANDATORY: the connection is gone).
@@ -493,7 +575,7 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
     if (o->n_settled) {
         zl_msg_t m = {.kind = ZL_MSG_SETTLED};
         m.u.settled = (zl_settled_t){o->n_settled, o->settled};
-        ok = zl_wire_send_to (sock, &w->peer, self->env.codec, &m) == 0;
+        ok = s_worker_send (self, sock, w, &m) == 0;
         o->n_settled = 0;
     }
     size_t k = 0, bytes = 0;
@@ -508,7 +590,7 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
             (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == o->n_jobs)) {
             zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
             m.u.dispatch = (zl_dispatch_t){k, msgs};
-            ok = zl_wire_send_to (sock, &w->peer, self->env.codec, &m) == 0;
+            ok = s_worker_send (self, sock, w, &m) == 0;
             k = 0;
             bytes = 0;
             zl_arena_reset (self->frame);
@@ -522,9 +604,11 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
 }
 
 zl_worker_conn_t **
-zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *workers,
+zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *workers, bool hold,
                   size_t *n_gone)
 {
+    self->holding = hold;
+    self->queued = false;
     // The events go before the workers' flush: a worker found gone there
     // can dead-letter a job in a batch the next turn commits, and its event
     // waits for that.
@@ -545,5 +629,64 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
         if (s_flush_worker (self, w, msgs) != 0)
             gone[(*n_gone)++] = w;
     }
+    self->holding = false;
     return gone;
+}
+
+bool
+zl_replies_queued (const zl_replies_t *self)
+{
+    return self->queued;
+}
+
+bool
+zl_replies_held (const zl_replies_t *self)
+{
+    return self->n_held > 0;
+}
+
+zl_peer_t *
+zl_replies_release (zl_replies_t *self, size_t *n_gone)
+{
+    zl_peer_t *gone =
+        zl_arena_alloc (self->env.turn, (self->n_held ? self->n_held : 1) * sizeof *gone);
+    *n_gone = 0;
+    const zl_peer_t *lost =
+        NULL; // the worker whose last frame failed: the rest of its are not sent
+    for (size_t i = 0; i < self->n_held; i++) {
+        held_t *h = &self->held[i];
+        const uint8_t *data = self->held_buf + h->at;
+        if (self->dump >= 0)
+            s_dump_frame (&self->dump, data, h->size);
+        if (h->sock < 0) {
+            if (zmq_send (self->env.events, h->peer.data, h->peer.len,
+                          ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+                zmq_send (self->env.events, data, h->size, ZMQ_DONTWAIT) >= 0)
+                self->env.counters[ZL_CTR_EVENTS_PUBLISHED]++;
+            continue;
+        }
+        bool backend = h->sock == ZL_SOCK_BACKEND;
+        if (backend && lost && lost->len == h->peer.len &&
+            !memcmp (lost->data, h->peer.data, lost->len))
+            continue;
+        void *sock = self->env.socks[h->sock];
+        if (zmq_send (sock, h->peer.data, h->peer.len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+            zmq_send (sock, data, h->size, ZMQ_DONTWAIT) >= 0)
+            continue;
+        self->env.counters[ZL_CTR_UNREACHABLE]++;
+        zl_debug ("broker", "%s: a frame held for the commit not delivered: %s",
+                  s_sock_names[h->sock], zmq_strerror (errno));
+        if (backend) {
+            gone[*n_gone] = h->peer;
+            lost = &gone[(*n_gone)++];
+        }
+    }
+    self->n_held = self->held_len = 0;
+    return gone;
+}
+
+void
+zl_replies_drop_held (zl_replies_t *self)
+{
+    self->n_held = self->held_len = 0;
 }

@@ -182,12 +182,26 @@ void zl_replies_dead (zl_replies_t *self, uint64_t job_id);
     arena). */
 void zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply);
 
-/*  Step 6 of the turn, only once the commit returned: send everything
-    queued, in the order above, and empty the queues. Returns the workers
-    found unreachable (turn arena) and their count in `*n_gone`: the caller
-    gives their jobs back. */
+/*  Step 7 of the turn, once its commit returned or started: send
+    everything queued, in the order above, and empty the queues. Returns
+    the workers found unreachable (turn arena) and their count in
+    `*n_gone`: the caller gives their jobs back. With `hold` (the commit is
+    under way) the frames are made now and kept, in that order, until
+    zl_replies_release sends them (none is found unreachable here). */
 struct zl_worker_conn **zl_replies_flush (zl_replies_t *self, struct _zl_producers_t *producers,
-                                          struct _zl_workers_t *workers, size_t *n_gone);
+                                          struct _zl_workers_t *workers, bool hold, size_t *n_gone);
+/*  True when something was queued for after the commit since the last
+    flush (a Credit raised by zl_admission_regrant alone does not count). */
+bool zl_replies_queued (const zl_replies_t *self);
+/*  True while frames are held for a commit under way. */
+bool zl_replies_held (const zl_replies_t *self);
+/*  The commit they waited for is done: send the held frames in order.
+    Returns the backend peers a frame could not reach (turn arena), their
+    count in `*n_gone`. */
+zl_peer_t *zl_replies_release (zl_replies_t *self, size_t *n_gone);
+/*  The commit they waited for failed: the held frames are dropped, never
+    sent (also done by zl_replies_rebind). */
+void zl_replies_drop_held (zl_replies_t *self);
 
 /*  Free an outbox's buffers (when its record is freed). */
 void zl_producer_outbox_free (zl_producer_outbox_t *out);

@@ -18,6 +18,8 @@ struct _zl_store_t {
     bool sub;      // a Submit's nested batch is open in it
     int txn_fault; // the error an injected write gave the turn's batch, 0 = none
     int sub_fault; //   and the nested one
+    bool dirty;    // the open batch holds a write
+    bool pending;  // a commit is under way (commit_start)
 };
 
 // ---------------------------------------------------------------- locations
@@ -241,6 +243,7 @@ zl_store_close (zl_store_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_store_t *self = *self_p;
+    (void)zl_store_commit_finish (self, true); // what is under way ends first
     self->be->close (self->impl);
     free (self);
     *self_p = NULL;
@@ -307,6 +310,7 @@ s_write_fault (zl_store_t *self)
     int rc = s_fault_fn ? s_fault_fn (s_fault_ctx, ZL_STORE_FAULT_WRITE) : 0;
     if (rc)
         *(self->sub ? &self->sub_fault : &self->txn_fault) = rc;
+    self->dirty = true;
     return rc;
 }
 
@@ -317,6 +321,7 @@ zl_store_begin (zl_store_t *self)
     if (self->batch)
         return ZL_STORE_OK;
     self->txn_fault = 0;
+    self->dirty = false;
     zl_store_rc_t rc = self->be->begin (self->impl);
     self->batch = rc == ZL_STORE_OK;
     return rc;
@@ -326,6 +331,12 @@ bool
 zl_store_in_batch (zl_store_t *self)
 {
     return self->batch;
+}
+
+bool
+zl_store_batch_dirty (zl_store_t *self)
+{
+    return self->batch && self->dirty;
 }
 
 zl_store_rc_t
@@ -358,16 +369,73 @@ zl_store_sub_abort (zl_store_t *self)
 }
 
 zl_store_rc_t
-zl_store_commit (zl_store_t *self)
+zl_store_commit_finish (zl_store_t *self, bool wait)
+{
+    if (!self->pending)
+        return ZL_STORE_OK;
+    zl_store_rc_t rc = self->be->commit_finish (self->impl, wait);
+    if (rc == ZL_STORE_PENDING)
+        return rc;
+    self->pending = false;
+    if (rc != ZL_STORE_OK && self->batch) { // the next batch goes with it
+        self->batch = self->sub = false;
+        self->sub_fault = 0;
+        (void)self->be->commit (self->impl, 0);
+    }
+    return rc;
+}
+
+bool
+zl_store_commit_pending (zl_store_t *self)
+{
+    return self->pending;
+}
+
+int
+zl_store_commit_fd (zl_store_t *self)
+{
+    return self->pending ? self->be->commit_fd (self->impl) : -1;
+}
+
+// The batch's commit, started (`start` and the backend has the two halves)
+// or done; the commit under way before it, waited for first.
+static zl_store_rc_t
+s_commit (zl_store_t *self, bool start)
 {
     if (!self->batch)
-        return ZL_STORE_OK;
+        return zl_store_commit_finish (self, true);
+    if (start && self->pending && !self->dirty && !self->txn_fault) {
+        // nothing written: the batch closes, the commit under way goes on
+        self->batch = self->sub = false;
+        self->sub_fault = 0;
+        (void)self->be->commit_start (self->impl, 0);
+        return ZL_STORE_PENDING;
+    }
+    zl_store_rc_t before = zl_store_commit_finish (self, true);
+    if (before != ZL_STORE_OK)
+        return before; // the batch was dropped with it
     int fault = self->txn_fault;
     if (!fault && s_fault_fn)
         fault = s_fault_fn (s_fault_ctx, ZL_STORE_FAULT_COMMIT);
     self->batch = self->sub = false;
     self->sub_fault = 0;
-    return self->be->commit (self->impl, fault);
+    if (!start || !self->be->commit_start)
+        return self->be->commit (self->impl, fault);
+    zl_store_rc_t rc = self->be->commit_start (self->impl, fault);
+    self->pending = rc == ZL_STORE_PENDING;
+    return rc;
+}
+
+zl_store_rc_t
+zl_store_commit (zl_store_t *self)
+{
+    return s_commit (self, false);
+}
+
+zl_store_rc_t
+zl_store_commit_start (zl_store_t *self)
+{
+    return s_commit (self, true);
 }
 
 // ---------------------------------------------------------------- writes
@@ -432,7 +500,11 @@ zl_store_get_idem (zl_store_t *self, const char *tenant, const char *key, zl_ide
 size_t
 zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
 {
-    return self->batch && !self->sub ? self->be->prune_idem (self->impl, now_ms, policy, max) : 0;
+    size_t n =
+        self->batch && !self->sub ? self->be->prune_idem (self->impl, now_ms, policy, max) : 0;
+    if (n)
+        self->dirty = true;
+    return n;
 }
 
 bool

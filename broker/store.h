@@ -36,8 +36,9 @@ typedef enum {
     ZL_STORE_ERROR = -1, // I/O or corruption: the turn cannot be committed
     ZL_STORE_FULL = -2,  // the map (or the disk) has no room
     ZL_STORE_NOT_FOUND = -3,
-    ZL_STORE_FENCED = -4,     // another broker leads now: the batch was not committed
-    ZL_STORE_UNAVAILABLE = -5 // the database did not answer: the batch's fate is unknown
+    ZL_STORE_FENCED = -4,      // another broker leads now: the batch was not committed
+    ZL_STORE_UNAVAILABLE = -5, // the database did not answer: the batch's fate is unknown
+    ZL_STORE_PENDING = 1       // zl_store_commit_start: the commit is under way
 } zl_store_rc_t;
 
 /*  The store's sizes and counters. The sizes and room walks are LMDB's; a
@@ -121,8 +122,31 @@ void zl_store_sub_abort (zl_store_t *self);
     preallocated file if it runs short. On failure the batch is aborted and
     ZL_STORE_ERROR or ZL_STORE_FULL returned. */
 zl_store_rc_t zl_store_commit (zl_store_t *self);
+/*  Start committing the turn's batch without waiting for the outcome,
+    where the backend can (PostgreSQL: the batch is sent, and the database
+    commits it while the caller goes on): returns ZL_STORE_PENDING, and
+    zl_store_commit_finish tells how it ended. A backend that cannot (LMDB)
+    commits as zl_store_commit does and returns its result. At most one
+    commit is under way: starting one (or zl_store_commit) first waits for
+    the one before, and if that one failed, drops the batch and returns its
+    failure. While one is under way the next batch may be opened and
+    written, and reads see its writes; no election runs (zl_store_elect
+    returns the role unchanged). */
+zl_store_rc_t zl_store_commit_start (zl_store_t *self);
+/*  The outcome of the commit under way: ZL_STORE_OK when none is or it
+    committed, a failure as zl_store_commit's (FENCED, UNAVAILABLE: the
+    store no longer leads; an open batch is dropped with it), or
+    ZL_STORE_PENDING when `wait` is false and it has not ended. */
+zl_store_rc_t zl_store_commit_finish (zl_store_t *self, bool wait);
+/*  True while a commit is under way. */
+bool zl_store_commit_pending (zl_store_t *self);
+/*  The file descriptor that turns readable when the commit under way may
+    have ended (for the caller's poll), or -1 when none is under way. */
+int zl_store_commit_fd (zl_store_t *self);
 /*  True while a batch is open. */
 bool zl_store_in_batch (zl_store_t *self);
+/*  True when the open batch holds a write. */
+bool zl_store_batch_dirty (zl_store_t *self);
 
 /*  Writes inside the open batch. */
 zl_store_rc_t zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec);

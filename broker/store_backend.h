@@ -39,6 +39,13 @@ typedef struct {
     zl_store_rc_t (*sub_commit) (void *self, int fault);
     void (*sub_abort) (void *self);
     zl_store_rc_t (*commit) (void *self, int fault);
+    /*  The commit in two halves (store.h's zl_store_commit_start and
+        _finish), NULL for a backend whose commit always waits: start takes
+        `fault` as commit does; fd is the descriptor to poll, -1 when none
+        is under way. */
+    zl_store_rc_t (*commit_start) (void *self, int fault);
+    zl_store_rc_t (*commit_finish) (void *self, bool wait);
+    int (*commit_fd) (void *self);
     zl_store_rc_t (*fail) (void *self, int error, const char *what);
     zl_store_rc_t (*put_job) (void *self, uint64_t id, const zl_job_rec_t *rec);
     zl_store_rc_t (*put_state) (void *self, uint64_t id, const zl_state_rec_t *rec);

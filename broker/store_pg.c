@@ -13,6 +13,15 @@
     trip per turn. The image is loaded from the database when this broker
     takes the lead.
 
+    The commit runs while the broker's next turn does (commit_start sends
+    the pipeline and returns; commit_finish reads its results, polled on
+    the connection's socket): the next batch is written into the image
+    meanwhile, and the broker holds the first turn's replies until its
+    commit ended (broker.c). At most one commit is under way. What a batch
+    replaced in the image is freed when it is sent: a commit that fails
+    clears the whole image (the store no longer leads; it is read back at
+    the next takeover), and the batch written meanwhile goes with it.
+
     Tables, in the schema `zlane` (format zlane-pg-store, schema version
     1, created at the first start under an advisory lock; a schema `zlane`
     that holds something else, or a newer version, is refused):
@@ -192,7 +201,8 @@ typedef struct {
     int64_t forgotten[2];         // per class: keys seen before this are forgotten
     uint8_t forgotten_data[2][8]; // the rows' bytes
     uint64_t image_bytes;
-    int64_t seq; // the next row's
+    uint64_t n_states; // jobs in the image with a state record
+    int64_t seq;       // the next row's
     // the open batch
     bool batch, sub, failed, sub_failed;
     s_undo_t *undo;
@@ -200,6 +210,16 @@ typedef struct {
     s_row_t *rows;
     size_t n_rows, cap_rows, sub_rows;
     int64_t compact_seg; // a log segment whose live records the next commit moves (0 = none)
+    // the commit under way (commit_start sent it; commit_finish reads its results)
+    struct {
+        bool on;
+        bool ok, fenced; // so far: no error yet; the fence refused it
+        int64_t t0_us;   // when it was sent
+        uint64_t *moved; // the ids its compaction moved
+        size_t n_moved;
+        int64_t compact_seg; // the segment it compacted (0 = none)
+        char why[512];       // the first error
+    } fly;
     // segments
     s_series_t ser[SER_COUNT];
     int64_t drop_log_seg; // compacted: drop at the next maintenance
@@ -612,12 +632,16 @@ s_undo_to (s_pg_t *self, size_t from)
     while (self->n_undo > from) {
         s_undo_t *u = &self->undo[--self->n_undo];
         if (u->what == UNDO_CREATE) {
-            s_job_free (self, zl_u64map_remove (self->jobs, u->id));
+            s_job_t *j = zl_u64map_remove (self->jobs, u->id);
+            self->n_states -= j && j->state;
+            s_job_free (self, j);
         } else if (u->what == UNDO_JOB || u->what == UNDO_STATE) {
             s_job_t *j = zl_u64map_get (self->jobs, u->id);
             uint8_t **field = u->what == UNDO_JOB ? &j->job : &j->state;
             uint32_t *len = u->what == UNDO_JOB ? &j->job_len : &j->state_len;
             int64_t *seg = u->what == UNDO_JOB ? &j->job_seg : &j->state_seg;
+            if (u->what == UNDO_STATE)
+                self->n_states -= j->state && !u->old;
             self->image_bytes -= *len;
             free (*field);
             *field = u->old;
@@ -626,6 +650,7 @@ s_undo_to (s_pg_t *self, size_t from)
             self->image_bytes += *len;
         } else if (u->what == UNDO_DEL) {
             zl_u64map_put (self->jobs, u->id, u->ptr);
+            self->n_states += ((s_job_t *)u->ptr)->state != NULL;
         } else if (u->what == UNDO_IDEM) {
             s_idem_t *now = zl_u64map_remove (self->idem, u->id), *old = u->ptr;
             if (now)
@@ -694,6 +719,7 @@ s_put_field (s_pg_t *self, uint64_t id, int what, uint8_t *data, uint32_t len)
     if (what == UNDO_JOB) {
         j->job = data, j->job_len = len, j->job_seg = seg;
     } else {
+        self->n_states += !j->state;
         j->state = data, j->state_len = len, j->state_seg = seg;
     }
     self->image_bytes += len;
@@ -780,6 +806,7 @@ s_image_clear (s_pg_t *self)
     self->n_class[0] = self->n_class[1] = 0;
     self->forgotten[0] = self->forgotten[1] = 0;
     self->image_bytes = 0;
+    self->n_states = 0;
     self->compact_seg = self->drop_log_seg = 0;
     memset (self->ser, 0, sizeof self->ser);
 }
@@ -1059,6 +1086,7 @@ s_load (s_pg_t *self, int64_t mono_ms)
             continue;
         }
         self->image_bytes += sizeof *j + j->job_len + j->state_len;
+        self->n_states += j->state != NULL;
         if (key > max_id)
             max_id = key;
     }
@@ -1236,7 +1264,7 @@ s_pg_elect (void *be, int64_t mono_ms, zl_store_lead_t *out)
 {
     s_pg_t *self = be;
     bool took = false;
-    if (self->batch) { // not outside a batch: nothing to do now
+    if (self->batch || self->fly.on) { // not inside a batch or a commit: nothing now
         s_fill_lead (self, out);
         return self->role;
     }
@@ -1356,7 +1384,7 @@ s_rotate (s_pg_t *self, int64_t mono_ms)
         s->started_ms = mono_ms;
     }
     s_series_t *log = &self->ser[SER_LOG];
-    if (!self->compact_seg && !self->drop_log_seg && log->n > s_keep_segs)
+    if (!self->compact_seg && !self->fly.compact_seg && !self->drop_log_seg && log->n > s_keep_segs)
         self->compact_seg = log->segs[0];
 }
 
@@ -1502,24 +1530,142 @@ s_compact_rows (s_pg_t *self, size_t *n_moved)
     return moved;
 }
 
+// The commit under way has ended: `rc` tells how. On a failure the store
+// no longer leads: its image is cleared, and an open batch (written while
+// the commit was under way) goes with it.
 static zl_store_rc_t
-s_pg_commit (void *be, int fault)
+s_fly_end (s_pg_t *self, zl_store_rc_t rc)
+{
+    self->fly.on = false;
+    uint64_t us = (uint64_t)(zl_clock_mono_us () - self->fly.t0_us);
+    uint64_t *moved = self->fly.moved;
+    size_t n_moved = self->fly.n_moved;
+    self->fly.moved = NULL;
+    if (rc != ZL_STORE_OK) {
+        free (moved);
+        if (self->batch) { // its undo refers to the image, which goes
+            s_undo_forget (self);
+            self->n_rows = 0;
+            self->failed = true;
+        }
+        if (rc == ZL_STORE_FENCED) {
+            self->fenced++;
+            s_lose_lead (self, ZL_ROLE_STANDBY,
+                         "another broker took the lead: this commit was refused");
+        } else {
+            zl_error ("store", "%s: commit failed: %s", self->safe, self->fly.why);
+            s_lose_lead (self, ZL_ROLE_UNREACHABLE, self->fly.why);
+        }
+        return rc;
+    }
+    self->commits++;
+    self->commit_us += us;
+    if (us > self->commit_max_us)
+        self->commit_max_us = us;
+    // the compacted segment holds nothing live now: drop it at the next
+    // maintenance
+    int64_t cur = self->ser[SER_LOG].segs[self->ser[SER_LOG].n - 1];
+    for (size_t i = 0; i < n_moved; i++) {
+        s_job_t *j = zl_u64map_get (self->jobs, moved[i]);
+        if (j && j->job_seg == self->fly.compact_seg)
+            j->job_seg = cur;
+        if (j && j->state_seg == self->fly.compact_seg)
+            j->state_seg = cur;
+    }
+    free (moved);
+    if (self->fly.compact_seg)
+        self->drop_log_seg = self->fly.compact_seg;
+    self->fly.compact_seg = 0;
+    return ZL_STORE_OK;
+}
+
+// Read the results of the commit under way, to its sync; without `wait`,
+// only what has arrived (ZL_STORE_PENDING when the sync has not).
+static zl_store_rc_t
+s_pg_commit_finish (void *be, bool wait)
+{
+    s_pg_t *self = be;
+    if (!self->fly.on)
+        return ZL_STORE_OK;
+    if (!wait && !PQconsumeInput (self->conn))
+        self->fly.ok = false;
+    bool synced = false, broken = !self->fly.ok && PQstatus (self->conn) != CONNECTION_OK;
+    while (!synced && !broken) {
+        if (!wait && PQisBusy (self->conn))
+            return ZL_STORE_PENDING;
+        PGresult *r = PQgetResult (self->conn);
+        if (!r) {
+            broken = PQstatus (self->conn) != CONNECTION_OK;
+            continue; // the end of one query's results
+        }
+        ExecStatusType st = PQresultStatus (r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            synced = true;
+        } else if (st == PGRES_FATAL_ERROR && self->fly.ok) {
+            self->fly.ok = false;
+            const char *code = PQresultErrorField (r, PG_DIAG_SQLSTATE);
+            self->fly.fenced = code && !strcmp (code, FENCE_SQLSTATE);
+            snprintf (self->fly.why, sizeof self->fly.why, "%s", s_result_error (r));
+        } else if (st == PGRES_PIPELINE_ABORTED) {
+            self->fly.ok = false;
+        }
+        PQclear (r);
+    }
+    if (synced)
+        PQexitPipelineMode (self->conn);
+    bool ok = self->fly.ok && synced;
+    if (!ok && !broken && PQtransactionStatus (self->conn) == PQTRANS_INERROR) {
+        PGresult *r = PQexec (self->conn, "ROLLBACK"); // the BEGIN ran, the rest did not
+        PQclear (r);
+    }
+    if (!self->fly.why[0])
+        snprintf (self->fly.why, sizeof self->fly.why, "%s", s_pq_error (self));
+    if (ok)
+        return s_fly_end (self, ZL_STORE_OK);
+    return s_fly_end (self, self->fly.fenced ? ZL_STORE_FENCED : ZL_STORE_UNAVAILABLE);
+}
+
+static int
+s_pg_commit_fd (void *be)
+{
+    s_pg_t *self = be;
+    return self->fly.on && self->conn ? PQsocket (self->conn) : -1;
+}
+
+// Send the batch in one pipeline (BEGIN, the fence, an INSERT per series,
+// COMMIT, sync) and return without waiting: ZL_STORE_PENDING, or OK for an
+// empty batch. The image already holds the batch; what its writes replaced
+// is freed now (a failure clears the whole image: s_fly_end).
+static zl_store_rc_t
+s_pg_commit_start (void *be, int fault)
 {
     s_pg_t *self = be;
     if (self->sub)
-        s_pg_sub_abort (be); // a nested batch left open is dropped
+        s_pg_sub_abort (be);            // a nested batch left open is dropped
+    if (self->role != ZL_ROLE_LEADER) { // lost while this batch was open
+        s_batch_end (self, false);
+        return self->role == ZL_ROLE_STANDBY ? ZL_STORE_FENCED : ZL_STORE_UNAVAILABLE;
+    }
     if (fault || self->failed) {
         zl_error ("store", "commit failed: %s", strerror (fault ? fault : EIO));
         s_batch_end (self, false);
         return fault == ENOSPC ? ZL_STORE_FULL : ZL_STORE_ERROR;
     }
-    if (!self->n_rows) {
+    if (!self->n_rows) { // nothing to send (a commit under way goes on)
         s_batch_end (self, true);
         return ZL_STORE_OK;
     }
-    int64_t t0 = zl_clock_mono_us ();
-    size_t n_moved;
-    uint64_t *moved = s_compact_rows (self, &n_moved);
+    if (self->fly.on) { // store.c waits for it first; this is a backstop
+        zl_store_rc_t rc = s_pg_commit_finish (be, true);
+        if (rc != ZL_STORE_OK)
+            return rc;
+    }
+    memset (&self->fly, 0, sizeof self->fly);
+    self->fly.on = self->fly.ok = true;
+    self->fly.t0_us = zl_clock_mono_us ();
+    self->fly.compact_seg = self->compact_seg;
+    self->fly.moved = s_compact_rows (self, &self->fly.n_moved);
+    self->compact_seg = 0;
     char epoch[24];
     snprintf (epoch, sizeof epoch, "%" PRIu64, self->epoch);
     const char *fence_params[] = {epoch, "0"};
@@ -1535,73 +1681,20 @@ s_pg_commit (void *be, int fault)
            PQpipelineSync (self->conn);
     for (int k = 0; k < SER_COUNT; k++)
         free (blobs[k].data);
-    // the results, to the sync: the first error says why
-    bool ok = sent, fenced = false, synced = false;
-    char why[512] = "";
-    while (sent && !synced) {
-        PGresult *r = PQgetResult (self->conn);
-        if (!r) {
-            if (PQstatus (self->conn) != CONNECTION_OK) {
-                ok = false;
-                break;
-            }
-            continue; // the end of one query's results
-        }
-        ExecStatusType st = PQresultStatus (r);
-        if (st == PGRES_PIPELINE_SYNC)
-            synced = true;
-        else if (st == PGRES_FATAL_ERROR && ok) {
-            ok = false;
-            const char *code = PQresultErrorField (r, PG_DIAG_SQLSTATE);
-            fenced = code && !strcmp (code, FENCE_SQLSTATE);
-            snprintf (why, sizeof why, "%s", s_result_error (r));
-        } else if (st == PGRES_PIPELINE_ABORTED)
-            ok = false;
-        PQclear (r);
+    s_batch_end (self, true); // the rows are in libpq's buffer (or lost with the connection)
+    if (!sent) {
+        self->fly.ok = false;
+        snprintf (self->fly.why, sizeof self->fly.why, "%s", s_pq_error (self));
+        return s_fly_end (self, ZL_STORE_UNAVAILABLE); // and the connection is dropped
     }
-    if (synced)
-        PQexitPipelineMode (self->conn);
-    if (!ok && PQtransactionStatus (self->conn) == PQTRANS_INERROR) {
-        PGresult *r = PQexec (self->conn, "ROLLBACK"); // the BEGIN ran, the rest did not
-        PQclear (r);
-    }
-    if (!why[0])
-        snprintf (why, sizeof why, "%s", s_pq_error (self));
-    uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
-    if (!ok) {
-        free (moved);
-        s_batch_end (self, false);
-        if (fenced) {
-            self->fenced++;
-            s_lose_lead (self, ZL_ROLE_STANDBY,
-                         "another broker took the lead: this commit was refused");
-            return ZL_STORE_FENCED;
-        }
-        zl_error ("store", "%s: commit failed: %s", self->safe, why);
-        s_lose_lead (self, ZL_ROLE_UNREACHABLE, why);
-        return ZL_STORE_UNAVAILABLE;
-    }
-    self->commits++;
-    self->commit_us += us;
-    if (us > self->commit_max_us)
-        self->commit_max_us = us;
-    // the compacted segment holds nothing live now: drop it at the next
-    // maintenance
-    int64_t cur = self->ser[SER_LOG].segs[self->ser[SER_LOG].n - 1];
-    for (size_t i = 0; i < n_moved; i++) {
-        s_job_t *j = zl_u64map_get (self->jobs, moved[i]);
-        if (j && j->job_seg == self->compact_seg)
-            j->job_seg = cur;
-        if (j && j->state_seg == self->compact_seg)
-            j->state_seg = cur;
-    }
-    free (moved);
-    if (self->compact_seg) {
-        self->drop_log_seg = self->compact_seg;
-        self->compact_seg = 0;
-    }
-    s_batch_end (self, true);
-    return ZL_STORE_OK;
+    return ZL_STORE_PENDING;
+}
+
+static zl_store_rc_t
+s_pg_commit (void *be, int fault)
+{
+    zl_store_rc_t rc = s_pg_commit_start (be, fault);
+    return rc == ZL_STORE_PENDING ? s_pg_commit_finish (be, true) : rc;
 }
 
 // ---------------------------------------------------------------- writes
@@ -1655,6 +1748,7 @@ s_pg_del_job (void *be, uint64_t id)
     s_job_t *j = zl_u64map_remove (self->jobs, id);
     if (!j)
         return ZL_STORE_OK;
+    self->n_states -= j->state != NULL;
     s_undo_push (self, (s_undo_t){.what = UNDO_DEL, .id = id, .ptr = j});
     *s_row_push (self) = (s_row_t){.kind = KIND_DEL, .series = SER_LOG, .id = id};
     return ZL_STORE_OK;
@@ -1859,11 +1953,7 @@ s_pg_stats (void *be, zl_store_stats_t *st)
     st->used_bytes = self->image_bytes;
     st->free_bytes = self->budget > self->image_bytes ? self->budget - self->image_bytes : 0;
     st->jobs = zl_u64map_size (self->jobs);
-    size_t cursor = 0;
-    uint64_t key;
-    s_job_t *j;
-    while ((j = zl_u64map_next (self->jobs, &cursor, &key)))
-        st->states += j->state != NULL;
+    st->states = self->n_states;
     st->idem_keys = zl_u64map_size (self->idem);
     st->idem_resend_log = self->n_class[0];
     st->idem_user_log = self->n_class[1];
@@ -1927,6 +2017,8 @@ static void
 s_pg_close (void *be)
 {
     s_pg_t *self = be;
+    if (self->fly.on)
+        (void)s_pg_commit_finish (be, true);
     if (self->batch)
         s_batch_end (self, false); // an open batch is aborted
     if (self->role == ZL_ROLE_LEADER && self->conn) {
@@ -1955,6 +2047,9 @@ const zl_store_backend_t zl_store_pg = {.name = "postgresql",
                                         .open = s_pg_open,
                                         .close = s_pg_close,
                                         .begin = s_pg_begin,
+                                        .commit_start = s_pg_commit_start,
+                                        .commit_finish = s_pg_commit_finish,
+                                        .commit_fd = s_pg_commit_fd,
                                         .sub_begin = s_pg_sub_begin,
                                         .sub_commit = s_pg_sub_commit,
                                         .sub_abort = s_pg_sub_abort,

@@ -5,7 +5,9 @@
     is not zlane's or is newer refused at open, a database lost and back
     (UNAVAILABLE, then leading again with every committed job), and the log's
     rotation: partitions compacted and dropped while the live jobs survive a
-    reload. store.h's common contracts are test_store_conformance's. */
+    reload, also with each batch written while the one before commits; and a
+    commit under way (zl_store_commit_start) held up, then ended, and one
+    that fails under way. store.h's common contracts are test_store_conformance's. */
 #include "arena.h"
 #include "clock.h"
 #include "job.h"
@@ -278,9 +280,8 @@ test_unreachable_at_open (void **state)
 
 // ---------------------------------------------------------------- rotation
 static void
-test_rotation_compacts_and_drops (void **state)
+s_rotation (bool overlapped)
 {
-    (void)state;
     zl_store_pg_tune (40, 0, 3); // a segment per 40 rows, 3 kept
     zl_store_lead_t lead;
     zl_store_t *store = s_open_as ("a", 1000);
@@ -297,7 +298,14 @@ test_rotation_compacts_and_drops (void **state)
             if (id % 10 != 0 && id % 10 != 5)
                 assert_int_equal (zl_store_del_job (store, id), ZL_STORE_OK);
         }
-        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        if (!overlapped) {
+            assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        } else { // the next batch is written while this one commits
+            assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+            if (turn % 5 != 4)
+                continue;
+            assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_OK);
+        }
         assert_int_equal (zl_store_elect (store, zl_clock_mono_ms (), &lead), ZL_ROLE_LEADER);
         size_t parts = (size_t)atoi (
             s_sql ("SELECT count(*) FROM pg_inherits WHERE inhparent = 'zlane.log'::regclass"));
@@ -336,6 +344,152 @@ test_rotation_compacts_and_drops (void **state)
     zl_store_close (&store);
 }
 
+static void
+test_rotation_compacts_and_drops (void **state)
+{
+    (void)state;
+    s_rotation (false);
+}
+
+// The same with each batch written while the one before commits
+// (zl_store_commit_start): the compaction's moves land all the same.
+static void
+test_rotation_with_commits_under_way (void **state)
+{
+    (void)state;
+    s_rotation (true);
+}
+
+// ---------------------------------------------------------------- commits under way
+// A connection of the test's own, for a lock the store's commit must wait for.
+static PGconn *
+s_locker (void)
+{
+    PGconn *conn = PQconnectdb (s_loc);
+    assert_int_equal (PQstatus (conn), CONNECTION_OK);
+    return conn;
+}
+
+static void
+s_run (PGconn *conn, const char *sql)
+{
+    PGresult *r = PQexec (conn, sql);
+    if (PQresultStatus (r) != PGRES_TUPLES_OK && PQresultStatus (r) != PGRES_COMMAND_OK)
+        fail_msg ("%s: %s", sql, PQerrorMessage (conn));
+    PQclear (r);
+}
+
+// The pid of the backend whose query waits for a lock (the store's commit,
+// blocked by the test's), polled for at most 10 s; 0 if none.
+static int
+s_lock_waiter (void)
+{
+    int64_t end = zl_clock_mono_ms () + 10000;
+    while (zl_clock_mono_ms () < end) {
+        int pid =
+            atoi (s_sql ("SELECT coalesce(min(pid), 0) FROM pg_stat_activity"
+                         " WHERE wait_event_type = 'Lock' AND application_name = 'zlane-broker'"));
+        if (pid)
+            return pid;
+        struct timespec ts = {0, 10 * 1000 * 1000}; // a poll interval, not a synchronisation
+        nanosleep (&ts, NULL);
+    }
+    return 0;
+}
+
+// A commit under way (zl_store_commit_start) while the database makes it
+// wait (a lock of the test's): it stays pending, a batch with nothing in
+// it closes without waiting, the next batch is opened and written and its
+// writes read back; released, the commit ends OK and both batches are
+// durable. Then one that fails under way (its connection killed): the
+// batch written meanwhile goes with it, the store stops leading, and
+// leading again it holds exactly what was committed.
+static void
+test_commit_under_way (void **state)
+{
+    (void)state;
+    zl_store_lead_t lead;
+    zl_store_t *store = s_open_as ("a", 1000);
+    assert_int_equal (s_elect_until (store, ZL_ROLE_LEADER, 2000, &lead), ZL_ROLE_LEADER);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t id = 1; id <= 10; id++)
+        s_put (store, id, false);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (zl_store_commit_pending (store));
+    assert_int_equal (zl_store_commit_fd (store), -1);
+
+    PGconn *locker = s_locker ();
+    s_run (locker, "BEGIN");
+    s_run (locker, "LOCK TABLE zlane.log IN SHARE MODE"); // INSERTs wait for it
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t id = 11; id <= 20; id++)
+        s_put (store, id, true);
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    assert_true (zl_store_commit_pending (store));
+    assert_true (zl_store_commit_fd (store) >= 0);
+    assert_true (s_lock_waiter () != 0); // the INSERT waits for the lock
+    assert_int_equal (zl_store_commit_finish (store, false), ZL_STORE_PENDING);
+    // no election while it is under way: the role stays as it was
+    assert_int_equal (zl_store_elect (store, zl_clock_mono_ms (), &lead), ZL_ROLE_LEADER);
+    // a batch that writes nothing closes at once
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (zl_store_batch_dirty (store));
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    // the next batch, written meanwhile; its writes and the pending ones read back
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t id = 21; id <= 30; id++)
+        s_put (store, id, false);
+    assert_true (zl_store_batch_dirty (store));
+    zl_arena_t *arena = zl_arena_new (4096);
+    zl_job_rec_t rec;
+    zl_state_rec_t st;
+    assert_int_equal (zl_store_get_job (store, 25, arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_state (store, 15, arena, &st), ZL_STORE_OK);
+    assert_int_equal (st.due_at_ms, 15);
+    assert_int_equal (zl_store_commit_finish (store, false), ZL_STORE_PENDING);
+    s_run (locker, "COMMIT"); // released: the commit goes through
+    assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_OK);
+    assert_false (zl_store_commit_pending (store));
+    assert_true (zl_store_in_batch (store)); // the next batch is still open
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_OK);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.jobs, 30);
+    assert_int_equal (ss.states, 10);
+
+    // one that fails under way: its connection is killed while it waits
+    s_run (locker, "BEGIN");
+    s_run (locker, "LOCK TABLE zlane.log IN SHARE MODE");
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put (store, 31, true);
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    int pid = s_lock_waiter ();
+    assert_true (pid != 0);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put (store, 32, false);
+    assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
+    char sql[64];
+    snprintf (sql, sizeof sql, "SELECT pg_terminate_backend(%d)", pid);
+    s_run (locker, sql);
+    assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_UNAVAILABLE);
+    assert_false (zl_store_commit_pending (store));
+    assert_false (zl_store_in_batch (store)); // dropped with it
+    assert_int_equal (zl_store_role (store), ZL_ROLE_UNREACHABLE);
+    s_run (locker, "COMMIT");
+    PQfinish (locker);
+    // leading again (its own lease), it holds what was committed: 1-30
+    assert_int_equal (s_elect_until (store, ZL_ROLE_LEADER, 10000, &lead), ZL_ROLE_LEADER);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.jobs, 30);
+    assert_int_equal (ss.states, 10);
+    assert_int_equal (zl_store_get_job (store, 31, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 32, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, arena, &rec), ZL_STORE_OK);
+    zl_arena_destroy (&arena);
+    zl_store_close (&store);
+}
+
 int
 main (void)
 {
@@ -345,6 +499,8 @@ main (void)
         cmocka_unit_test_setup (test_database_lost_and_back, s_setup),
         cmocka_unit_test_setup (test_unreachable_at_open, s_setup),
         cmocka_unit_test_setup (test_rotation_compacts_and_drops, s_setup),
+        cmocka_unit_test_setup (test_rotation_with_commits_under_way, s_setup),
+        cmocka_unit_test_setup (test_commit_under_way, s_setup),
     };
     int failed = cmocka_run_group_tests_name ("store_pg", cases, NULL, NULL);
     zlh_pg_stop (&s_pg);

@@ -23,6 +23,9 @@
         primary's postmaster SIGKILLed under load: Patroni promotes the
         standby, the broker dials it and serves; lost = 0, the write outage
         (kill -> first job accepted again) printed.
+    (7) A commit held up (a lock the test takes on the log): the broker's
+        loop answers Stats meanwhile, the producer hears nothing until it is
+        released, then Accepted; the job is in the database.
     Every wait is bounded and waits for an event (a file's inotify, a
     process's pidfd, a reply) or polls Stats every 20 ms. */
 #define _GNU_SOURCE
@@ -764,6 +767,106 @@ test_database_lost_mid_run (void **state)
     zlh_pg_stop (&pg);
 }
 
+// ---------------------------------------------------------------- 7. a commit held up
+// The pid of the broker's backend waiting for a lock (its commit's INSERT) (polled
+// every 10 ms for at most 10 s); 0 if none.
+static int
+s_insert_waiting (PGconn *db)
+{
+    int64_t deadline = zlt_now_ms () + 10000;
+    while (zlt_now_ms () < deadline) {
+        PGresult *r = PQexec (db, "SELECT coalesce(min(pid), 0) FROM pg_stat_activity"
+                                  " WHERE wait_event_type = 'Lock'"
+                                  " AND application_name = 'zlane-broker'");
+        assert_int_equal (PQresultStatus (r), PGRES_TUPLES_OK);
+        int pid = atoi (PQgetvalue (r, 0, 0));
+        PQclear (r);
+        if (pid)
+            return pid;
+        poll (NULL, 0, 10);
+    }
+    PGresult *r = PQexec (db, "SELECT pid, state, wait_event_type, wait_event, left(query, 60)"
+                              " FROM pg_stat_activity WHERE backend_type = 'client backend'");
+    for (int i = 0; PQresultStatus (r) == PGRES_TUPLES_OK && i < PQntuples (r); i++)
+        fprintf (stderr, "  backend %s: %s, waiting %s/%s: %s\n", PQgetvalue (r, i, 0),
+                 PQgetvalue (r, i, 1), PQgetvalue (r, i, 2), PQgetvalue (r, i, 3),
+                 PQgetvalue (r, i, 4));
+    PQclear (r);
+    return 0;
+}
+
+static void
+s_exec_ok (PGconn *db, const char *sql)
+{
+    PGresult *r = PQexec (db, sql);
+    if (PQresultStatus (r) != PGRES_COMMAND_OK && PQresultStatus (r) != PGRES_TUPLES_OK)
+        fail_msg ("%s: %s", sql, PQerrorMessage (db));
+    PQclear (r);
+}
+
+/*  The broker's commit runs while its loop goes on (the store commits in
+    the background): a Submit's commit held up by a lock the test takes on
+    the log. While it is held the broker answers Stats (its loop runs) but
+    the producer is told nothing; released, the Accepted comes, and the job
+    is in the database. */
+static void
+test_commit_held_up (void **state)
+{
+    (void)state;
+    zlh_pg_t *pg = zlh_pg_start ();
+    assert_non_null (pg);
+    // a long lease: no renewal (which waits for the commit) in the window
+    const char *extra[] = {"--leader-lease", "30s", NULL};
+    zlt_broker_t *a = s_broker (pg, extra);
+    assert_non_null (a);
+    const char *admin = zlt_broker_endpoint (a, "admin");
+    s_wait_role (admin, "leader", 10000);
+    zlt_client_t *p = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (a, "frontend"));
+    assert_non_null (p);
+    assert_true (zlt_client_hello (p, "held-up", 5000) > 0);
+
+    PGconn *db = zlh_pg_connect (pg);
+    assert_non_null (db);
+    s_exec_ok (db, "BEGIN");
+    s_exec_ok (db, "LOCK TABLE zlane.log IN SHARE MODE"); // the broker's INSERT waits
+    info_t before;
+    assert_int_equal (s_info (admin, &before, 5000), 0);
+    zl_job_spec_t spec = {.seq = 1, .tenant = "t", .lane = "a", .idempotency_key = "held-1"};
+    zl_msg_t sub = {.kind = ZL_MSG_SUBMIT, .u.submit = {1, &spec}};
+    assert_int_equal (zlt_client_send (p, &sub), 0);
+    assert_true (s_insert_waiting (db) != 0);
+    // the loop answers while the commit waits; the producer hears nothing
+    info_t during;
+    assert_int_equal (s_info (admin, &during, 5000), 0);
+    assert_int_equal (during.commits, before.commits);
+    assert_int_equal (during.accepted, before.accepted + 1); // taken, not yet committed
+    zl_msg_t reply;
+    assert_int_equal (zlt_client_recv (p, &reply, 300), -1);
+    s_exec_ok (db, "COMMIT"); // released
+    assert_int_equal (zlt_client_expect (p, ZL_MSG_ACCEPTED, &reply, 10000), 0);
+    assert_int_equal (reply.kind, ZL_MSG_ACCEPTED);
+    assert_int_equal (reply.u.accepted.n, 1);
+    assert_true (reply.u.accepted.jobs[0].job_id > 0);
+    info_t after;
+    assert_int_equal (s_info (admin, &after, 5000), 0);
+    assert_true (after.commits > before.commits);
+    // the job is in the database: the broker stopped (its lease given up)
+    // and started again on it still has it
+    assert_int_equal (zlt_broker_stop (a, 10000), 0);
+    assert_int_equal (zlt_broker_restart (a, 30000), 0);
+    s_wait_role (admin, "leader", TAKEOVER_MS);
+    zlt_client_t *ad = zlt_client_new (ZMQ_DEALER, admin);
+    zl_group_stats_t g;
+    assert_int_equal (zlt_group (ad, "a", "t", &g), 0);
+    assert_int_equal (g.ready, 1);
+    zlt_client_destroy (&ad);
+    PQfinish (db);
+    zlt_client_destroy (&p);
+    assert_int_equal (zlt_broker_stop (a, 10000), 0);
+    s_assert_clean (a, "zlane-broker stderr");
+    zlh_pg_stop (&pg);
+}
+
 // ---------------------------------------------------------------- 6. Patroni
 static void
 test_database_failover_under_patroni (void **state)
@@ -854,6 +957,7 @@ main (void)
         cmocka_unit_test_teardown (test_database_unreachable_at_start, s_teardown),
         cmocka_unit_test_teardown (test_database_lost_mid_run, s_teardown),
         cmocka_unit_test_teardown (test_database_failover_under_patroni, s_teardown),
+        cmocka_unit_test_teardown (test_commit_held_up, s_teardown),
     };
     if (getenv ("ZLT_FILTER")) // run one: ZLT_FILTER='test_zombie*'
         cmocka_set_test_filter (getenv ("ZLT_FILTER"));
