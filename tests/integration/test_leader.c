@@ -26,6 +26,8 @@
     (7) A commit held up (a lock the test takes on the log): the broker's
         loop answers Stats meanwhile, the producer hears nothing until it is
         released, then Accepted; the job is in the database.
+    (8) A foreign schema "zlane", or a zlane store of a newer version: the
+        broker refuses to start (exit 1) saying why, touching nothing.
     Every wait is bounded and waits for an event (a file's inotify, a
     process's pidfd, a reply) or polls Stats every 20 ms. */
 #define _GNU_SOURCE
@@ -867,6 +869,76 @@ test_commit_held_up (void **state)
     zlh_pg_stop (&pg);
 }
 
+// ---------------------------------------------------------------- 8. a foreign schema
+/*  A database whose schema "zlane" is not a zlane store (another program's
+    tables), or a zlane store of a newer version: zlane-broker refuses to
+    start, exit 1, saying why, and touches nothing there. */
+static void
+test_foreign_schema_refused (void **state)
+{
+    (void)state;
+    zlh_pg_t *pg = zlh_pg_start ();
+    assert_non_null (pg);
+    PGconn *db = zlh_pg_connect (pg);
+    assert_non_null (db);
+    s_exec_ok (db, "SET client_min_messages = warning");
+    s_exec_ok (db, "CREATE SCHEMA zlane");
+    s_exec_ok (db, "CREATE TABLE zlane.invoices (id int PRIMARY KEY, amount numeric)");
+    s_exec_ok (db, "INSERT INTO zlane.invoices VALUES (1, 9.99)");
+    char *dir = zlt_path (zlt_tmpdir (), "foreign");
+    mkdir (dir, 0700);
+    char *ports = zlt_path (dir, "ports"), *out = zlt_path (dir, "out"),
+         *err = zlt_path (dir, "err"), *bin = zlt_bin ("zlane-broker");
+    const char *argv[] = {bin,
+                          "--store",
+                          zlh_pg_conninfo (pg),
+                          "--lane",
+                          "a",
+                          "--frontend",
+                          "tcp://127.0.0.1:*",
+                          "--backend",
+                          "tcp://127.0.0.1:*",
+                          "--events",
+                          "tcp://127.0.0.1:*",
+                          "--admin",
+                          "tcp://127.0.0.1:*",
+                          "--ports-file",
+                          ports,
+                          NULL};
+    assert_int_equal (zlt_run (argv, NULL, out, err, 30000), 1);
+    char *text = zlt_read_file (err, NULL);
+    assert_non_null (text);
+    assert_non_null (strstr (text, "is not a zlane store"));
+    free (text);
+    PGresult *r = PQexec (db, "SELECT count(*) FROM zlane.invoices");
+    assert_int_equal (PQresultStatus (r), PGRES_TUPLES_OK);
+    assert_string_equal (PQgetvalue (r, 0, 0), "1"); // untouched
+    PQclear (r);
+    r = PQexec (db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'zlane'");
+    assert_string_equal (PQgetvalue (r, 0, 0), "1"); // nothing of zlane's created
+    PQclear (r);
+
+    // a zlane store of a newer version than this broker knows
+    s_exec_ok (db, "DROP SCHEMA zlane CASCADE");
+    zlt_broker_t *a = s_broker (pg, NULL); // creates the store
+    assert_non_null (a);
+    assert_int_equal (zlt_broker_stop (a, 10000), 0);
+    zlt_broker_destroy (&a);
+    s_exec_ok (db, "UPDATE zlane.meta SET value = '99' WHERE key = 'schema_version'");
+    assert_int_equal (zlt_run (argv, NULL, out, err, 30000), 1);
+    text = zlt_read_file (err, NULL);
+    assert_non_null (text);
+    assert_non_null (strstr (text, "is version 99"));
+    free (text);
+    PQfinish (db);
+    free (dir);
+    free (ports);
+    free (out);
+    free (err);
+    free (bin);
+    zlh_pg_stop (&pg);
+}
+
 // ---------------------------------------------------------------- 6. Patroni
 static void
 test_database_failover_under_patroni (void **state)
@@ -958,6 +1030,7 @@ main (void)
         cmocka_unit_test_teardown (test_database_lost_mid_run, s_teardown),
         cmocka_unit_test_teardown (test_database_failover_under_patroni, s_teardown),
         cmocka_unit_test_teardown (test_commit_held_up, s_teardown),
+        cmocka_unit_test_teardown (test_foreign_schema_refused, s_teardown),
     };
     if (getenv ("ZLT_FILTER")) // run one: ZLT_FILTER='test_zombie*'
         cmocka_set_test_filter (getenv ("ZLT_FILTER"));
