@@ -15,9 +15,17 @@ from .errors import (AdminRefused, BrokerError, CurveError, Invalid, PayloadTooL
                      Unauthorized, Unavailable, UnknownLane, ZlaneError)
 from .producer import AsyncProducer, Producer
 from .records import Attempt, DeadLetter, DlqAlert, GroupStats, Latency, Record, Stats
-from .worker import Job, Worker
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # zlane.worker is imported on first use, so that `python3 -m zlane.worker` runs
+    # it as a script without importing it twice
+    if name in ("Worker", "Job"):
+        from . import worker
+        return getattr(worker, name)
+    raise AttributeError(f"module 'zlane' has no attribute {name!r}")
 
 __all__ = [
     "Admin", "AdminRefused", "AsyncProducer", "Attempt", "BrokerError", "Curve", "CurveError",
