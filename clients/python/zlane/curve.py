@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 import zmq
+from zmq.utils import z85
 
 from .errors import CurveError
 
@@ -60,7 +61,7 @@ def _key(path, sections, name) -> str:
     if len(key) != 40:
         raise CurveError(f"{os.fspath(path)}: {name} is not a 40-character Z85 key")
     try:
-        zmq.utils.z85.decode(key.encode("ascii"))
+        z85.decode(key.encode("ascii"))
     except Exception as exc:
         raise CurveError(f"{os.fspath(path)}: {name} is not valid Z85") from exc
     return key
