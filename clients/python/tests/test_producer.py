@@ -8,7 +8,7 @@ import time
 import pytest
 
 import zlane
-from conftest import wait_for
+from conftest import FAST as FAST_ARGS, wait_for
 
 
 class Collector:
@@ -218,3 +218,17 @@ def test_endpoint_list_skips_a_dead_broker(broker, collector_factory):
     wait_for(lambda: len(c.payloads()) == 100, 20, "100 jobs run")
     with pytest.raises(ValueError):
         zlane.Producer("tcp://a:1,,tcp://b:2")
+
+
+def test_forgotten_producer_says_hello_again(broker_factory, collector_factory):
+    b = broker_factory(args=FAST_ARGS + ["--set", "producer_idle=300ms"])
+    c = collector_factory(b.backend)
+    with zlane.Producer(b.frontend) as p:
+        p.submit("acme", "a", b"first")
+        # the broker forgets a silent producer and says NOT_READY; the producer
+        # says Hello again (a new session, credit from zero) by itself
+        wait_for(lambda: "NOT_READY" in p.last_error or p.stats["connects"] > 1, 10,
+                 "the broker to forget the producer")
+        wait_for(lambda: p._available() > 0, 10, "credit in the new session")
+        assert p.submit("acme", "a", b"second", timeout=10) > 0
+    wait_for(lambda: c.payloads() == {b"first", b"second"}, 10, "both jobs run")
