@@ -1,6 +1,5 @@
 """Admin (stats, DLQ, pause/resume) and Subscriber (the events socket)."""
 
-import threading
 import time
 
 import pytest
@@ -26,7 +25,7 @@ def test_subscriber_receives_dead_letters_and_alerts(broker_factory):
             end = time.monotonic() + 15
             while dead is None and time.monotonic() < end:
                 # a subscription takes effect a moment after the handshake: try again
-                job_id = p.submit("acme", "a", b"poison", headers={"h": "v"})
+                p.submit("acme", "a", b"poison", headers={"h": "v"})
                 dead = sub.recv(timeout=2)
         assert isinstance(dead, zlane.DeadLetter), "no DeadLetter on the events socket"
         assert dead.topic == "dlq.a.acme"

@@ -11,7 +11,6 @@ import pytest
 
 import zlane
 from conftest import py_env, wait_for
-from test_producer import collector_factory  # noqa: F401 - the fixture
 
 
 def run_worker(endpoint, lanes_handlers, **kw):

@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 import zmq
 
 from ._conn import EndpointList, now
-from ._proto import decode, enum_name, parse_endpoints, pb
+from ._proto import decode, parse_endpoints, pb
 from .curve import as_curve
 from .errors import AdminRefused, BrokerError, Timeout, ZlaneError
 from .records import to_record

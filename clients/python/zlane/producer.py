@@ -39,8 +39,7 @@ from . import _conn
 from ._conn import Backoff, EndpointList, Waker, now
 from ._proto import check_text, decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
-from .errors import (QueueFull, RETRYABLE, Rejected, StoreFull, Timeout, ZlaneError,
-                     rejection)
+from .errors import QueueFull, RETRYABLE, Timeout, ZlaneError, rejection
 
 log = logging.getLogger("zlane.producer")
 
@@ -472,7 +471,7 @@ class Producer:
     def _run(self):
         poller = zmq.Poller()
         poller.register(self._waker.fd, zmq.POLLIN)
-        registered = None  # the socket registered with the poller
+        registered = registered_mon = None  # the sockets registered with the poller
         try:
             while True:
                 with self._lock:
