@@ -190,3 +190,31 @@ def test_worker_reconnects_after_broker_restart(broker_factory):
         assert b.counter("workers_ready") >= 1
     finally:
         stop_worker(w, t)
+
+
+def test_silent_broker_is_left_and_settlements_resent(broker):
+    go = threading.Event()
+    runs = []
+
+    def handler(job):
+        runs.append(job.attempt)
+        go.wait(20)
+    w, t = run_worker(broker.backend, {"a": handler})
+    try:
+        with zlane.Producer(broker.frontend) as p:
+            p.submit("acme", "a", b"x")
+        wait_for(lambda: runs, 10, "the job to start")
+        broker.proc.send_signal(signal.SIGSTOP)  # silent: no heartbeats, no Settled
+        try:
+            go.set()  # the handler returns; its Ack waits for a Settled that does not come
+            wait_for(lambda: w.stats["acked"] == 1, 10, "the ack to be sent")
+            wait_for(lambda: w.stats["reconnects"] >= 1, 10, "liveness to run out")
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+        # on the new connection: Ready again, the Ack resent; the broker settles the
+        # job once (a redelivery, if it declared the old connection dead first, runs again)
+        broker.wait_counter("jobs_acked", 1)
+        wait_for(lambda: w.stats["settled"] + w.stats["refused"] >= 1, 10, "the ack answered")
+        assert broker.counter("jobs_acked") == 1
+    finally:
+        stop_worker(w, t)
