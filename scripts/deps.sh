@@ -23,7 +23,8 @@ packages=(gcc make cmake pkg-config
           clang-format           # scripts/check-format.sh, the first step of make test
           protobuf-compiler python3-protobuf)  # proto3 decoding in Python: tests/wire
 test_packages=(postgresql-15 libpq-dev  # tests/support/pg_harness: initdb, postgres, libpq
-               patroni etcd-server)   # tests/support/patroni_harness: a failover cluster
+               patroni etcd-server    # tests/support/patroni_harness: a failover cluster
+               python3-zmq python3-pytest)  # clients/python: the client and its pytest suite
 if [ "${1:-}" = --test ]; then
   shift
   packages+=("${test_packages[@]}")

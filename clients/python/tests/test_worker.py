@@ -1,0 +1,220 @@
+"""Worker: failure classes, lease extension, drain on SIGTERM, asyncio mode."""
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+import zlane
+from conftest import py_env, wait_for
+
+
+def run_worker(endpoint, lanes_handlers, **kw):
+    w = zlane.Worker(endpoint, heartbeat=0.2, **kw)
+    for lane, fn in lanes_handlers.items():
+        w.add_handler(lane, fn)
+    t = threading.Thread(target=w.run, kwargs={"install_signals": False})
+    t.start()
+    return w, t
+
+
+def stop_worker(w, t):
+    w.stop()
+    t.join(20)
+    assert not t.is_alive()
+
+
+def test_exceptions_map_to_nack_classes(broker):
+    attempts = {}
+    times = {}
+
+    def handler(job):
+        attempts[job.payload] = job.attempt
+        times.setdefault(job.payload, []).append(time.monotonic())
+        if job.payload == b"perm":
+            raise zlane.Permanent("bad input: no recipient")
+        if job.payload == b"throttle" and job.attempt == 1:
+            raise zlane.Throttled(0.4, "rate limited upstream")
+        if job.payload == b"flaky" and job.attempt == 1:
+            raise ConnectionError("upstream reset")
+        if job.payload == b"always":
+            raise ValueError("cannot parse this")
+    w, t = run_worker(broker.backend, {"a": handler}, concurrency=4)
+    try:
+        with zlane.Producer(broker.frontend) as p:
+            perm = p.submit("acme", "a", b"perm")
+            p.submit("acme", "a", b"throttle")
+            p.submit("acme", "a", b"flaky")
+            always = p.submit("acme", "a", b"always", max_attempts=2)
+        admin = broker.admin()
+        wait_for(lambda: len(admin.dlq_list()) == 2, 20, "two dead letters")
+        wait_for(lambda: attempts.get(b"throttle") == 2 and attempts.get(b"flaky") == 2, 20,
+                 "the throttled and the transient job retried")
+        broker.wait_counter("jobs_acked", 2)
+        dead = admin.dlq_show(perm)
+        assert dead.error == "bad input: no recipient" and dead.payload == b"perm"
+        assert [a.outcome for a in dead.attempts] == ["OUTCOME_PERMANENT"]
+        assert attempts[b"perm"] == 1  # dead-lettered at once
+        dead = admin.dlq_show(always)
+        assert [a.outcome for a in dead.attempts] == ["OUTCOME_TRANSIENT"] * 2
+        assert "Traceback" in dead.error and "ValueError: cannot parse this" in dead.error
+        assert times[b"throttle"][1] - times[b"throttle"][0] >= 0.35  # waited as asked
+        st = admin.stats()
+        assert st.counters["jobs_nacked"] == 5
+        grp = [g for g in st.lanes if g.lane == "a"][0]
+        assert (grp.nacked_permanent, grp.nacked_throttled, grp.nacked_transient) == (1, 1, 3)
+        assert grp.run_us > 0  # run_us reported
+        assert w.stats["settled"] == 7
+    finally:
+        stop_worker(w, t)
+
+
+def test_lease_extended_while_the_handler_runs(broker):
+    ran = []
+
+    def handler(job):
+        ran.append(job.attempt)
+        time.sleep(1.2)  # the job's work: four times its 300 ms lease
+        assert not job.cancelled
+    w, t = run_worker(broker.backend, {"a": handler})
+    try:
+        with zlane.Producer(broker.frontend) as p:
+            p.submit("acme", "a", b"long", lease=0.3)
+        broker.wait_counter("jobs_acked", 1)
+        assert ran == [1]
+        assert broker.counter("leases_extended") >= 3
+        assert broker.counter("jobs_dispatched") == 1
+        assert w.stats["extends_sent"] >= 3 and w.stats["lease_lost"] == 0
+    finally:
+        stop_worker(w, t)
+
+
+def test_asyncio_mode(broker):
+    seen = []
+
+    async def handler(job):
+        await asyncio.sleep(0.2)
+        seen.append(job.payload)
+    w, t = run_worker(broker.backend, {"a": handler, "b": handler}, concurrency=20,
+                      mode="asyncio")
+    try:
+        t0 = time.monotonic()
+        with zlane.Producer(broker.frontend) as p:
+            p.submit_many([("acme", "ab"[i % 2], b"%d" % i) for i in range(40)])
+        wait_for(lambda: len(seen) == 40, 20, "40 async jobs")
+        # 20 at a time on one event loop: about two rounds of 0.2 s
+        assert time.monotonic() - t0 < 4
+    finally:
+        stop_worker(w, t)
+
+
+def test_run_async_inside_a_loop(broker):
+    seen = []
+
+    async def main():
+        w = zlane.Worker(broker.backend, heartbeat=0.2, mode="asyncio", concurrency=4)
+
+        @w.handler("a")
+        async def handle(job):
+            seen.append(asyncio.get_running_loop())
+        task = asyncio.ensure_future(w.run_async())
+        with zlane.Producer(broker.frontend) as p:
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: p.submit_many([("acme", "a", b"x")] * 5))
+        while len(seen) < 5:
+            await asyncio.sleep(0.01)
+        w.stop()
+        await asyncio.wait_for(task, 20)
+        return asyncio.get_running_loop()
+    loop = asyncio.run(main())
+    assert all(s is loop for s in seen)
+
+
+def _lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return f.read().split("\n")[:-1]
+
+
+@pytest.mark.parametrize("target", ["handlers:slow", "handlers:aslow"])
+def test_py_worker_drains_on_sigterm(broker, procs, tmp_path, target):
+    log = str(tmp_path / "jobs.log")
+    env = dict(py_env(), ZLANE_TEST_LOG=log)
+    with zlane.Producer(broker.frontend) as p:
+        ids = p.submit_many([("acme", "a", b"0.6")] * 5)
+    w = procs([sys.executable, "-m", "zlane.worker", target, "--lane", "a", "--broker",
+               broker.backend, "--concurrency", "2", "--heartbeat", "200ms", "-v"],
+              env=env, log=str(tmp_path / "worker.out"))
+    wait_for(lambda: len([l for l in _lines(log) if l.startswith("start")]) == 2, 15,
+             "two jobs started")
+    w.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = w.proc.wait(15)
+    except Exception:
+        pytest.fail("zlane-py-worker did not drain:\n" + w.log())
+    assert rc == 0, w.log()
+    lines = _lines(log)
+    started = [l.split()[1] for l in lines if l.startswith("start")]
+    finished = [l.split()[1] for l in lines if l.startswith("done")]
+    assert len(started) == 2 and sorted(started) == sorted(finished), lines  # in-flight finished
+    assert broker.counter("jobs_acked") == 2  # and were settled before it exited
+    # the other three were handed back, not lost: a second worker runs them
+    w2 = procs([sys.executable, "-m", "zlane.worker", target, "--lane", "a", "--broker",
+                broker.backend, "--concurrency", "3", "--heartbeat", "200ms"], env=env)
+    broker.wait_counter("jobs_acked", 5)
+    done_ids = {int(l.split()[1]) for l in _lines(log) if l.startswith("done")}
+    assert done_ids == set(ids)
+    w2.proc.send_signal(signal.SIGTERM)
+    assert w2.proc.wait(15) == 0
+
+
+def test_worker_reconnects_after_broker_restart(broker_factory):
+    b = broker_factory(args=["--heartbeat", "200ms", "--durability", "fsync"])
+    seen = []
+    w, t = run_worker(b.backend, {"a": lambda job: seen.append(job.payload)})
+    try:
+        with zlane.Producer(b.frontend) as p:
+            p.submit("acme", "a", b"before")
+            wait_for(lambda: b"before" in seen, 10, "the first job")
+            b.kill()
+            b.start()
+            p.submit("acme", "a", b"after", timeout=20)
+        # the broker forgot the worker: it says Ready again (after NOT_READY, or
+        # when the broker's silence passed liveness x heartbeat) and is served
+        wait_for(lambda: b"after" in seen, 20, "a job after the restart")
+        assert b.counter("workers_ready") >= 1
+    finally:
+        stop_worker(w, t)
+
+
+def test_silent_broker_is_left_and_settlements_resent(broker):
+    go = threading.Event()
+    runs = []
+
+    def handler(job):
+        runs.append(job.attempt)
+        go.wait(20)
+    w, t = run_worker(broker.backend, {"a": handler})
+    try:
+        with zlane.Producer(broker.frontend) as p:
+            p.submit("acme", "a", b"x")
+        wait_for(lambda: runs, 10, "the job to start")
+        broker.proc.send_signal(signal.SIGSTOP)  # silent: no heartbeats, no Settled
+        try:
+            go.set()  # the handler returns; its Ack waits for a Settled that does not come
+            wait_for(lambda: w.stats["acked"] == 1, 10, "the ack to be sent")
+            wait_for(lambda: w.stats["reconnects"] >= 1, 10, "liveness to run out")
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+        # on the new connection: Ready again, the Ack resent; the broker settles the
+        # job once (a redelivery, if it declared the old connection dead first, runs again)
+        broker.wait_counter("jobs_acked", 1)
+        wait_for(lambda: w.stats["settled"] + w.stats["refused"] >= 1, 10, "the ack answered")
+        assert broker.counter("jobs_acked") == 1
+    finally:
+        stop_worker(w, t)
