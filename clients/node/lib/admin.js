@@ -224,15 +224,22 @@ class Subscriber {
     this._sock = new zmq.Subscriber({ linger: 0, ...curve });
     const topics = opts.topics === undefined ? [""] : [].concat(opts.topics);
     for (const t of topics) this._sock.subscribe(t);
+    this._handshakes = 0;
+    this._onHandshake = [];
+    this._sock.events.on("handshake", () => {
+      this._handshakes++;
+      for (const f of this._onHandshake.splice(0)) f();
+    });
     for (const e of this._brokers.list) this._sock.connect(e);
     this._closed = false;
   }
 
   /** Resolve once the subscription's handshake with a broker holds (or after timeoutMs). */
   connected(timeoutMs = 5000) {
+    if (this._handshakes) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new errors.TimeoutError("no handshake with an events socket")), timeoutMs);
-      this._sock.events.on("handshake", () => {
+      this._onHandshake.push(() => {
         clearTimeout(t);
         resolve();
       });
