@@ -114,9 +114,11 @@ class Admin {
     while (tries-- > 0) {
       const left = deadline - Date.now();
       if (left <= 0) break;
-      const share = Math.max(1, Math.floor(left / Math.max(1, tries + 1 > this._brokers.size ? this._brokers.size : tries + 1)));
+      // the time left, shared among the brokers not yet tried
+      const untried = Math.max(1, Math.min(tries + 1, this._brokers.size));
+      const wait = this._brokers.roams() ? Math.max(1, Math.floor(left / untried)) : left;
       try {
-        const reply = await this._once(op, this._brokers.roams() ? share : left);
+        const reply = await this._once(op, wait);
         if (reply.kind === "error") {
           const e = reply.body;
           if (e.code === EC.ERROR_NOT_LEADER || e.code === EC.ERROR_UNAVAILABLE) {
