@@ -77,10 +77,11 @@ function toBytes(payload) {
 }
 
 function toHeaders(headers) {
-  if (!headers) return [];
+  if (!headers) return undefined;
   const pairs = Array.isArray(headers)
     ? headers.map((h) => (Array.isArray(h) ? h : [h.key, h.value]))
     : Object.entries(headers);
+  if (pairs.length === 0) return undefined;
   return pairs.map(([key, value]) => {
     if (!key) throw new errors.InvalidJobError("a header needs a key", "INVALID", "");
     return { key: String(key), value: String(value ?? "") };
@@ -98,6 +99,45 @@ function u32(v, name) {
 function duration(ms) {
   if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
   return `${(ms / 1000).toFixed(ms >= 10000 ? 0 : 1)} s`;
+}
+
+/**
+ * The jobs of one submitMany call: one promise for all of them, settled
+ * when the last one is (no promise per job).
+ */
+class Group {
+  constructor(n) {
+    this.left = n;
+    this.values = new Array(n);
+    this.errors = null;
+    this.promise = new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+  }
+  settle(index, err, value) {
+    if (err) (this.errors ??= new Array(this.values.length))[index] = err;
+    else this.values[index] = value;
+    if (--this.left === 0) this.end();
+  }
+  /** Taking the specs stopped at `n` (a bad spec): only the first n count. */
+  truncate(n) {
+    this.left -= this.values.length - n;
+    this.values.length = n;
+    if (this.errors) this.errors.length = n;
+  }
+  end() {
+    if (!this.errors) return this.resolve(this.values);
+    let first = null;
+    const results = new Array(this.values.length);
+    for (let i = 0; i < results.length; i++) {
+      const e = this.errors[i];
+      if (e && !first) first = e;
+      results[i] = e ? { error: e } : { jobId: this.values[i] };
+    }
+    first.results = results;
+    this.reject(first);
+  }
 }
 
 class Producer extends EventEmitter {
@@ -219,7 +259,7 @@ class Producer extends EventEmitter {
    */
   submit(spec, opts = {}) {
     try {
-      const job = this._take(spec, opts);
+      const job = this._take(spec, opts, null, 0);
       this._schedulePump();
       return job.promise;
     } catch (e) {
@@ -234,22 +274,22 @@ class Producer extends EventEmitter {
    * (error.results then holds each job's {jobId} or {error}).
    */
   submitMany(specs, opts = {}) {
-    const promises = [];
+    const list = Array.isArray(specs) ? specs : [...specs];
+    if (list.length === 0) return Promise.resolve([]);
+    const group = new Group(list.length);
+    let i = 0;
     try {
-      for (const s of specs) promises.push(this._take(s, opts).promise);
+      for (; i < list.length; i++) this._take(list[i], opts, group, i);
     } catch (e) {
+      // the jobs taken before the bad one go on; this call reports the bad one
       this._schedulePump();
-      for (const p of promises) p.catch(() => {});
+      group.truncate(i);
+      group.promise.catch(() => {});
+      if (i > 0 && group.left === 0) group.end();
       return Promise.reject(e);
     }
     this._schedulePump();
-    return Promise.allSettled(promises).then((res) => {
-      const bad = res.find((r) => r.status === "rejected");
-      if (!bad) return res.map((r) => r.value);
-      const err = bad.reason;
-      err.results = res.map((r) => (r.status === "fulfilled" ? { jobId: r.value } : { error: r.reason }));
-      throw err;
-    });
+    return group.promise;
   }
 
   /** Resolve once every job taken so far has settled (or after timeoutMs: false). */
@@ -279,7 +319,7 @@ class Producer extends EventEmitter {
     const err = new errors.ClosedError("producer closed before the broker answered");
     for (const job of this._jobs.values()) {
       if (job.retryTimer) clearTimeout(job.retryTimer);
-      job.reject(err);
+      this._settleJob(job, err);
     }
     this._jobs.clear();
     for (const w of this._readyWaiters) {
@@ -292,7 +332,7 @@ class Producer extends EventEmitter {
 
   // ------------------------------------------------------------ taking jobs
 
-  _take(spec, opts) {
+  _take(spec, opts, group, index) {
     if (this._closed) throw new errors.ClosedError("producer closed");
     if (!spec || typeof spec !== "object") throw new errors.InvalidJobError("no job", "INVALID", "");
     if (!spec.tenant || typeof spec.tenant !== "string")
@@ -311,19 +351,17 @@ class Producer extends EventEmitter {
     const userKey = spec.key ?? spec.idempotencyKey;
     const autoKey = !userKey;
     const key = autoKey ? `${this._instance}-${seq}` : String(userKey);
-    const wire = {
-      seq,
-      tenant: spec.tenant,
-      lane: spec.lane,
-      payload: toBytes(spec.payload),
-      idempotency_key: key,
-      delay_ms: u32(spec.delayMs, "delayMs"),
-      max_attempts: u32(spec.maxAttempts, "maxAttempts"),
-      lease_ms: u32(spec.leaseMs, "leaseMs"),
-      max_run_ms: u32(spec.maxRunMs, "maxRunMs"),
-      headers: toHeaders(spec.headers),
-      generated_key: autoKey,
-    };
+    // only the fields set: the encoder writes a field that is present, even a zero
+    const wire = { seq, tenant: spec.tenant, lane: spec.lane, payload: toBytes(spec.payload), idempotency_key: key };
+    if (autoKey) wire.generated_key = true;
+    if (spec.delayMs) wire.delay_ms = u32(spec.delayMs, "delayMs");
+    if (spec.maxAttempts) wire.max_attempts = u32(spec.maxAttempts, "maxAttempts");
+    if (spec.leaseMs) wire.lease_ms = u32(spec.leaseMs, "leaseMs");
+    if (spec.maxRunMs) wire.max_run_ms = u32(spec.maxRunMs, "maxRunMs");
+    if (spec.headers) {
+      const h = toHeaders(spec.headers);
+      if (h) wire.headers = h;
+    }
     const job = {
       seq,
       wire,
@@ -340,11 +378,17 @@ class Producer extends EventEmitter {
       code: 0,
       reason: "",
       retryTimer: null,
+      group,
+      index,
+      resolve: null,
+      reject: null,
+      promise: null,
     };
-    job.promise = new Promise((resolve, reject) => {
-      job.resolve = resolve;
-      job.reject = reject;
-    });
+    if (!group)
+      job.promise = new Promise((resolve, reject) => {
+        job.resolve = resolve;
+        job.reject = reject;
+      });
     this._nextSeq++;
     this._jobs.set(seq, job);
     this._nQueued++;
@@ -366,7 +410,7 @@ class Producer extends EventEmitter {
     job.state = state;
   }
 
-  _finish(job, err, result) {
+  _finish(job, err, result, duplicate) {
     if (job.state === S_QUEUED) this._nQueued--;
     job.state = -1;
     if (job.retryTimer) clearTimeout(job.retryTimer);
@@ -374,16 +418,22 @@ class Producer extends EventEmitter {
     if (err) {
       if (err instanceof errors.TimeoutError) this.stats.timedOut++;
       else this.stats.rejected++;
-      job.reject(err);
+      this._settleJob(job, err);
     } else {
       this.stats.accepted++;
-      job.resolve(
-        job.detail
-          ? { jobId: result.jobId, duplicate: result.duplicate, idempotencyKey: job.wire.idempotency_key, sends: job.sends }
-          : result.jobId,
+      this._settleJob(
+        job,
+        null,
+        job.detail ? { jobId: result, duplicate: !!duplicate, idempotencyKey: job.wire.idempotency_key, sends: job.sends } : result,
       );
     }
     if (this._jobs.size === 0) this._wakeFlush();
+  }
+
+  _settleJob(job, err, value) {
+    if (job.group) job.group.settle(job.index, err, value);
+    else if (err) job.reject(err);
+    else job.resolve(value);
   }
 
   _wakeFlush() {
@@ -663,7 +713,7 @@ class Producer extends EventEmitter {
           const job = this._jobs.get(proto.u64Number(a.seq));
           if (!job) continue;
           // a generated key is this instance's own: the broker saw it only from our earlier send
-          this._finish(job, null, { jobId: proto.u64String(a.job_id), duplicate: a.duplicate && !job.autoKey });
+          this._finish(job, null, proto.u64String(a.job_id), a.duplicate && !job.autoKey);
         }
         break;
       case "rejected":

@@ -37,7 +37,9 @@ const PROTOCOL_VERSION = 1;
 
 /** Encode an Envelope whose body is `kind` (a oneof field name) = `body`. */
 function encode(kind, body) {
-  return Buffer.from(Envelope.encode({ version: PROTOCOL_VERSION, [kind]: body }).finish());
+  // on Node the writer is a BufferWriter: finish() hands back a Buffer, no copy needed
+  const out = Envelope.encode({ version: PROTOCOL_VERSION, [kind]: body }).finish();
+  return Buffer.isBuffer(out) ? out : Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
 
 /** Decode one frame into {kind, body, version}; throws on a bad frame. */
@@ -49,8 +51,17 @@ function decode(buf) {
 
 // 64-bit values. The wire's uint64/fixed64 decode to Long (unsigned). Job ids
 // and lease tokens are exposed as decimal strings; counts and times as Numbers.
+const TWO32 = 4294967296;
+const SAFE_HIGH = 0x200000; // high words below this: the value is below 2^53, exact in a Number
 function u64String(v) {
   if (v === undefined || v === null) return "0";
+  if (typeof v === "object" && typeof v.low === "number") {
+    // a Long from the decoder: its two halves, without Long's division loop
+    const lo = v.low >>> 0;
+    const hi = v.high >>> 0;
+    if (hi < SAFE_HIGH) return String(hi * TWO32 + lo);
+    return ((BigInt(hi) << 32n) | BigInt(lo)).toString();
+  }
   if (typeof v === "string") return v;
   if (typeof v === "bigint") return v.toString();
   if (typeof v === "number") return String(v);
@@ -59,6 +70,7 @@ function u64String(v) {
 function u64Number(v) {
   if (v === undefined || v === null) return 0;
   if (typeof v === "number") return v;
+  if (typeof v === "object" && typeof v.low === "number") return (v.high >>> 0) * TWO32 + (v.low >>> 0);
   if (typeof v === "string" || typeof v === "bigint") return Number(v);
   return Long.fromValue(v).toUnsigned().toNumber();
 }
@@ -73,6 +85,11 @@ function u64(v) {
     return Long.fromString(v, true);
   }
   throw new TypeError(`not an unsigned 64-bit integer: ${v}`);
+}
+
+/** An internal map key for a (job id, lease token) pair of Longs: exact, and cheap to make. */
+function leaseKey(jobId, lease) {
+  return `${jobId.low}:${jobId.high}:${lease.low}:${lease.high}`;
 }
 
 const LONG_TYPES = new Set(["int64", "uint64", "sint64", "fixed64", "sfixed64"]);
@@ -124,6 +141,7 @@ module.exports = {
   u64,
   u64String,
   u64Number,
+  leaseKey,
   RejectCode: E("RejectCode").values,
   RejectCodeName: E("RejectCode").valuesById,
   ErrorCode: E("ErrorCode").values,

@@ -34,8 +34,74 @@ class JobCancelledError extends errors.ZlaneError {
 
 function headersObject(list) {
   const out = {};
-  for (const h of list || []) out[h.key] = h.value;
+  if (list) for (let i = 0; i < list.length; i++) out[list[i].key] = list[i].value;
   return out;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * A job as a handler sees it. `payload` is a view into the Dispatch frame
+ * (no copy); `signal` is made on first use (most handlers never look).
+ */
+class Job {
+  #held;
+  constructor(j, held) {
+    this.#held = held;
+    this.id = proto.u64String(j.job_id);
+    this.attempt = j.attempt;
+    this.tenant = j.tenant;
+    this.lane = j.lane;
+    const p = j.payload;
+    this.payload = Buffer.isBuffer(p) ? p : p && p.length ? Buffer.from(p) : EMPTY;
+    this.headers = headersObject(j.headers);
+    this.idempotencyKey = j.idempotency_key;
+    this.leaseMs = j.lease_ms;
+    this.maxRunMs = j.max_run_ms;
+    this.maxAttempts = j.max_attempts;
+    this.enqueuedAt = proto.u64Number(j.enqueued_at_ms);
+  }
+  /** An AbortSignal, aborted when the lease is lost, the max run time passed, or on a forced stop. */
+  get signal() {
+    return this.#held.signal();
+  }
+  text() {
+    return this.payload.toString("utf8");
+  }
+  json() {
+    return JSON.parse(this.payload.toString("utf8"));
+  }
+}
+
+/** A job this worker holds: its lease, its timers, its cancellation. */
+class Held {
+  constructor(key, j, nextExtend, maxRunAt) {
+    this.key = key;
+    this.jobId = j.job_id;
+    this.lease = j.lease;
+    this.leaseMs = j.lease_ms;
+    this.attempt = j.attempt;
+    this.running = false;
+    this.nextExtend = nextExtend;
+    this.maxRunAt = maxRunAt;
+    this.aborted = false;
+    this.reason = undefined;
+    this.ac = null;
+    this.job = new Job(j, this);
+  }
+  signal() {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.aborted) this.ac.abort(this.reason);
+    }
+    return this.ac.signal;
+  }
+  abort(reason) {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    if (this.ac) this.ac.abort(reason);
+  }
 }
 
 class Worker extends EventEmitter {
@@ -259,7 +325,7 @@ class Worker extends EventEmitter {
         break;
       case "settled":
         for (const it of body.items) {
-          const k = `${proto.u64String(it.job_id)}:${proto.u64String(it.lease)}`;
+          const k = proto.leaseKey(it.job_id, it.lease);
           if (this._sent.delete(k) || this._unsent.delete(k)) this.stats.settled++;
         }
         this._checkFinished();
@@ -288,37 +354,9 @@ class Worker extends EventEmitter {
     const now = Date.now();
     for (const j of d.jobs) {
       this.stats.received++;
-      const id = proto.u64String(j.job_id);
-      const key = `${id}:${proto.u64String(j.lease)}`;
+      const key = proto.leaseKey(j.job_id, j.lease);
       if (this._held.has(key)) continue; // dispatched twice
-      const ac = new AbortController();
-      const h = {
-        key,
-        jobId: j.job_id,
-        lease: j.lease,
-        leaseMs: j.lease_ms,
-        attempt: j.attempt,
-        ac,
-        running: false,
-        nextExtend: this._extend && j.lease_ms >= 2 ? now + j.lease_ms / 2 : 0,
-        maxRunAt: j.max_run_ms ? now + j.max_run_ms : 0,
-        job: {
-          id,
-          attempt: j.attempt,
-          tenant: j.tenant,
-          lane: j.lane,
-          payload: Buffer.from(j.payload),
-          headers: headersObject(j.headers),
-          idempotencyKey: j.idempotency_key,
-          leaseMs: j.lease_ms,
-          maxRunMs: j.max_run_ms,
-          maxAttempts: j.max_attempts,
-          enqueuedAt: proto.u64Number(j.enqueued_at_ms),
-          signal: ac.signal,
-        },
-      };
-      h.job.text = () => h.job.payload.toString("utf8");
-      h.job.json = () => JSON.parse(h.job.payload.toString("utf8"));
+      const h = new Held(key, j, this._extend && j.lease_ms >= 2 ? now + j.lease_ms / 2 : 0, j.max_run_ms ? now + j.max_run_ms : 0);
       this._held.set(key, h);
       if (this._draining) this._handBack(h, FC.FAILURE_THROTTLED, "worker shutting down");
       else this._backlog.push(h);
@@ -357,7 +395,7 @@ class Worker extends EventEmitter {
   }
 
   _onItemError(code, jobId, lease) {
-    const key = `${proto.u64String(jobId)}:${proto.u64String(lease)}`;
+    const key = proto.leaseKey(jobId, lease);
     const fenced = FENCED.has(code);
     if (!fenced && code !== EC.ERROR_MAX_RUN) return;
     if (fenced && (this._sent.has(key) || this._unsent.has(key))) {
@@ -369,14 +407,14 @@ class Worker extends EventEmitter {
       return;
     }
     const h = this._held.get(key);
-    if (!h || h.ac.signal.aborted) return;
+    if (!h || h.aborted) return;
     if (code === EC.ERROR_MAX_RUN) {
       if (!h.nextExtend) return;
       h.nextExtend = 0;
       if (!h.maxRunAt) h.maxRunAt = Date.now() + h.leaseMs;
       return;
     }
-    h.ac.abort(new JobCancelledError("lease lost"));
+    h.abort(new JobCancelledError("lease lost"));
     h.nextExtend = 0;
     this.stats.leaseLost++;
   }
@@ -387,8 +425,8 @@ class Worker extends EventEmitter {
     if (this._draining) return;
     while (this._running < this._concurrency && this._backlog.length) {
       const h = this._backlog.shift();
-      if (h.ac.signal.aborted) {
-        this._handBack(h, FC.FAILURE_TRANSIENT, h.ac.signal.reason?.why || "cancelled");
+      if (h.aborted) {
+        this._handBack(h, FC.FAILURE_TRANSIENT, h.reason?.why || "cancelled");
         continue;
       }
       this._run(h);
@@ -399,7 +437,7 @@ class Worker extends EventEmitter {
     h.running = true;
     this._running++;
     const fn = this._handlers.get(h.job.lane) || this._defaultHandler;
-    const start = process.hrtime.bigint();
+    const start = performance.now();
     let err = null;
     try {
       if (!fn) throw new errors.PermanentError(`no handler for lane '${h.job.lane}'`);
@@ -407,7 +445,7 @@ class Worker extends EventEmitter {
     } catch (e) {
       err = e ?? new Error("handler threw " + e);
     }
-    const us = Number((process.hrtime.bigint() - start) / 1000n);
+    const us = Math.round((performance.now() - start) * 1000);
     const runUs = us > 0 ? us : 1; // 0 on the wire means "not measured"
     this._running--;
     h.running = false;
@@ -438,7 +476,7 @@ class Worker extends EventEmitter {
     for (const h of this._held.values()) {
       h.nextExtend = 0;
       h.maxRunAt = 0;
-      if (!h.ac.signal.aborted) h.ac.abort(new JobCancelledError(why));
+      if (!h.aborted) h.abort(new JobCancelledError(why));
     }
   }
 
@@ -505,9 +543,9 @@ class Worker extends EventEmitter {
       this._reconnectAt = now + this._reconnectMaxMs;
     }
     for (const h of this._held.values()) {
-      if (h.ac.signal.aborted) continue;
+      if (h.aborted) continue;
       if (h.maxRunAt && now >= h.maxRunAt) {
-        h.ac.abort(new JobCancelledError("max run time exceeded"));
+        h.abort(new JobCancelledError("max run time exceeded"));
         h.nextExtend = 0;
         continue;
       }
