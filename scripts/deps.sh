@@ -13,8 +13,13 @@
 # etcd, for tests/support/patroni_harness.c, which starts its own etcd and
 # two Patroni nodes; the services the packages start or enable are stopped
 # and disabled.
+# --test also makes sure `node` and `npm` exist (Debian's nodejs and npm
+# when they do not: a NodeSource nodejs brings its own npm) and installs the
+# Node.js client's npm dependencies (npm ci in clients/node, from its
+# package-lock.json) when clients/node/node_modules is missing.
 # Further arguments are more packages to install (e.g. beanstalkd).
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(gcc make cmake pkg-config
           libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
@@ -25,10 +30,23 @@ packages=(gcc make cmake pkg-config
 test_packages=(postgresql-15 libpq-dev  # tests/support/pg_harness: initdb, postgres, libpq
                patroni etcd-server    # tests/support/patroni_harness: a failover cluster
                python3-zmq python3-pytest)  # clients/python: the client and its pytest suite
+tests=false
 if [ "${1:-}" = --test ]; then
   shift
+  tests=true
   packages+=("${test_packages[@]}")
+  command -v node >/dev/null 2>&1 || packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
 fi
+
+# clients/node's npm packages (zeromq with its prebuilt addon, protobufjs),
+# for its tests (test_node_client): from the npm registry, once.
+node_deps() {
+  $tests || return 0
+  [ -d "$root/clients/node/node_modules" ] && return 0
+  echo "installing the Node.js client's npm dependencies (npm ci in clients/node)"
+  (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+}
 if [ "$#" -gt 0 ]; then packages+=("$@"); fi
 
 missing=()
@@ -37,7 +55,10 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ "${#missing[@]}" -eq 0 ] && exit 0
+if [ "${#missing[@]}" -eq 0 ]; then
+  node_deps
+  exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "zlane needs these Debian packages: ${missing[*]}" >&2
@@ -87,3 +108,5 @@ for pair in etcd-server:etcd patroni:patroni; do
     update-rc.d "$service" disable >/dev/null 2>&1 || true
   fi
 done
+
+node_deps
