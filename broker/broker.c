@@ -622,6 +622,8 @@ s_commit (zl_broker_t *self)
 static void
 s_keep_gone (zl_broker_t *self, const zl_peer_t *gone, size_t n)
 {
+    if (!n)
+        return;
     if (self->n_gone + n > self->cap_gone) {
         self->cap_gone = self->n_gone + n;
         self->gone = zl_realloc (self->gone, self->cap_gone * sizeof *self->gone);
