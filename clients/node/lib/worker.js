@@ -142,6 +142,8 @@ class Worker extends EventEmitter {
     if (!Number.isInteger(this._concurrency) || this._concurrency < 1)
       throw new errors.ConfigError("concurrency must be an integer >= 1");
     this._prefetch = opts.prefetch ?? 0;
+    if (!Number.isInteger(this._prefetch) || this._prefetch < 0)
+      throw new errors.ConfigError("prefetch must be an integer >= 0");
     this._heartbeatMs = opts.heartbeatMs ?? 1000;
     this._liveness = opts.liveness ?? 3;
     this._reconnectMinMs = opts.reconnectMinMs ?? 100;
