@@ -31,7 +31,8 @@ const { spawn, execFileSync } = require("node:child_process");
 const HERE = __dirname;
 const REPO = path.resolve(HERE, "..", "..");
 const BIN = process.env.ZLANE_BIN || path.join(REPO, "build", "bin");
-const CLIENT = path.join(REPO, "clients", "node");
+// $ZLANE_NODE_CLIENT: another copy of clients/node (an older build, side by side)
+const CLIENT = process.env.ZLANE_NODE_CLIENT || path.join(REPO, "clients", "node");
 const PAYLOAD_BYTES = 100;
 const PHASE_TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S || 120) * 1000;
 
