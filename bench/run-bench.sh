@@ -184,3 +184,24 @@ sched_table
 echo
 echo "make bench took $(( T_END - T_START )) s; section written to $RESULTS"
 replace_section bench "$OUT/section.md" "$RESULTS"
+
+# Optional: the Node.js client beside BullMQ on Redis (bench/node/bench.js,
+# its own processes, bounded; results are hand-recorded in RESULTS.md's
+# "The Node.js client (issue 14)"). Only when node and the client's npm
+# dependencies are there; bullmq (npm ci in bench/node) and redis-server
+# (apt-get, as root) are installed when missing. NODE_BENCH=0 skips it.
+if [ "${NODE_BENCH:-1}" != 0 ] && command -v node >/dev/null && [ -d "$REPO/clients/node/node_modules" ]; then
+    if [ ! -d "$HERE/node/node_modules/bullmq" ] && command -v npm >/dev/null; then
+        (cd "$HERE/node" && npm ci --no-audit --no-fund >/dev/null 2>&1) || echo "npm ci in bench/node failed: BullMQ is skipped" >&2
+    fi
+    if ! command -v redis-server >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "installing redis-server (apt-get)..." >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null 2>&1 &&
+              DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null 2>&1; }
+        systemctl disable --now redis-server >/dev/null 2>&1 || true   # the bench starts its own
+    fi
+    echo
+    echo "The Node.js client beside BullMQ on Redis (bench/node/bench.js):"
+    ZLANE_BIN="$BIN" node "$HERE/node/bench.js" --runs "$REPEAT" || echo "bench/node/bench.js failed" >&2
+fi

@@ -10,8 +10,15 @@
 // stops every process it started by PID. Bounded in time: every wait has a
 // deadline (BENCH_TIMEOUT_S per phase).
 //
-//   node bench/node/bench.js [--jobs N] [--bull-jobs N] [--runs R] [--batch B]
-//                            [--bull-concurrency C] [--no-bullmq]
+//   node bench/node/bench.js [--jobs N] [--runs R] [--batch B] [--window W]
+//        [--concurrency C] [--prefetch P] [--bull-jobs N] [--bull-batch B]
+//        [--bull-window W] [--bull-concurrency C] [--no-bullmq]
+//
+// Defaults: 200,000 zlane jobs, submitMany batches of 1,000 with 16 batches
+// in flight, a worker of concurrency 64 with prefetch 1,024 (as zlane-bench's
+// C worker); 50,000 BullMQ jobs, addBulk batches of 100 with 16 in flight,
+// a Worker of concurrency 50: the settings that gave BullMQ its best rates
+// here (batches of 50 to 5,000, 1 to 64 in flight; concurrency 10 to 1,000).
 //
 // Prints one line per measure ("... NNN jobs/s") and the ratios
 // zlane / BullMQ for the producer and the worker, per run and as ranges.
@@ -24,7 +31,8 @@ const { spawn, execFileSync } = require("node:child_process");
 const HERE = __dirname;
 const REPO = path.resolve(HERE, "..", "..");
 const BIN = process.env.ZLANE_BIN || path.join(REPO, "build", "bin");
-const CLIENT = path.join(REPO, "clients", "node");
+// $ZLANE_NODE_CLIENT: another copy of clients/node (an older build, side by side)
+const CLIENT = process.env.ZLANE_NODE_CLIENT || path.join(REPO, "clients", "node");
 const PAYLOAD_BYTES = 100;
 const PHASE_TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S || 120) * 1000;
 
@@ -332,24 +340,37 @@ async function main() {
   const bullJobs = Number(arg("bull-jobs", 50000));
   const runs = Number(arg("runs", 3));
   const batch = arg("batch", "1000");
-  const bullConc = arg("bull-concurrency", "100");
+  const window = arg("window", "16");
   const zConc = arg("concurrency", "64");
+  const prefetch = arg("prefetch", "1024");
+  const bullBatch = arg("bull-batch", "100");
+  const bullWindow = arg("bull-window", "16");
+  const bullConc = arg("bull-concurrency", "50");
   let bull = !flag("no-bullmq") && haveBullmq();
   if (!flag("no-bullmq") && !bull) console.log("bullmq not installed (npm install in bench/node): BullMQ skipped");
   const res = { zp: [], zw: [], bp: [], bw: [] };
   console.log(`node ${process.version}, ${os.cpus().length} CPUs, load ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`);
-  console.log(`zlane: ${fmt(jobs)} jobs of ${PAYLOAD_BYTES} bytes, submitMany batches of ${batch}; worker concurrency ${zConc}; broker --durability none`);
-  if (bull) console.log(`BullMQ: ${fmt(bullJobs)} jobs, addBulk batches of ${batch}; Worker concurrency ${bullConc}; redis-server --save ''`);
+  console.log(`zlane: ${fmt(jobs)} jobs of ${PAYLOAD_BYTES} bytes, submitMany batches of ${batch} (${window} in flight); worker concurrency ${zConc}, prefetch ${prefetch}; broker --durability none`);
+  if (bull) console.log(`BullMQ: ${fmt(bullJobs)} jobs of ${PAYLOAD_BYTES} bytes, addBulk batches of ${bullBatch} (${bullWindow} in flight); Worker concurrency ${bullConc}; redis-server --save ''`);
+  if (!flag("no-c") && fs.existsSync(path.join(BIN, "zlane-bench"))) {
+    // for context: the C libraries on the same broker, submit to ack with one producer and one worker
+    const c = start(path.join(BIN, "zlane-bench"), ["throughput", "--jobs", String(jobs), "--workers", "1", "--producers", "1", "--payload", String(PAYLOAD_BYTES), "--durability", "none"], "c-bench.err");
+    const t = setTimeout(() => stop(c), PHASE_TIMEOUT_MS);
+    await c.exited;
+    clearTimeout(t);
+    console.log(`C libraries (zlane-bench throughput --workers 1, submit to ack): ${c.out.trim() || "failed"}`);
+  }
   for (let r = 1; r <= runs; r++) {
     // zlane: the producer alone on a fresh broker, then the worker alone on
     // the N jobs that producer left queued
     const b = await startBroker(`broker-${r}`);
-    const zp = await phase("zlane-producer", ["--endpoint", b.eps.frontend, "--jobs", String(jobs), "--batch", batch], `zp-${r}`);
-    const zw = await phase("zlane-worker", ["--endpoint", b.eps.backend, "--jobs", String(jobs), "--concurrency", zConc], `zw-${r}`);
+    const zp = await phase("zlane-producer", ["--endpoint", b.eps.frontend, "--jobs", String(jobs), "--batch", batch, "--window", window], `zp-${r}`);
+    const zw = await phase("zlane-worker", ["--endpoint", b.eps.backend, "--jobs", String(jobs), "--concurrency", zConc, "--prefetch", prefetch], `zw-${r}`);
     await stop(b.proc);
     res.zp.push(zp.rate);
     res.zw.push(zw.rate);
-    let line = `run ${r}: zlane producer ${fmt(zp.rate)} jobs/s, zlane worker ${fmt(zw.rate)} jobs/s`;
+    const cpu = (o) => `(${fmt(o.cpuRate)} per CPU-s)`;
+    let line = `run ${r}: zlane producer ${fmt(zp.rate)} jobs/s ${cpu(zp)}, zlane worker ${fmt(zw.rate)} jobs/s ${cpu(zw)}`;
     if (bull) {
       const redis = await startRedis();
       if (!redis) {
@@ -358,12 +379,12 @@ async function main() {
       } else {
         const q = `bench${r}`;
         const common = ["--redis-port", String(redis.port), "--queue", q, "--jobs", String(bullJobs)];
-        const bp = await phase("bull-producer", [...common, "--batch", batch], `bp-${r}`);
+        const bp = await phase("bull-producer", [...common, "--batch", bullBatch, "--window", bullWindow], `bp-${r}`);
         const bw = await phase("bull-worker", [...common, "--concurrency", bullConc], `bw-${r}`);
         await stop(redis.proc);
         res.bp.push(bp.rate);
         res.bw.push(bw.rate);
-        line += `; BullMQ producer ${fmt(bp.rate)} jobs/s, BullMQ worker ${fmt(bw.rate)} jobs/s; ratio zlane/BullMQ producer ${(zp.rate / bp.rate).toFixed(1)}x, worker ${(zw.rate / bw.rate).toFixed(1)}x`;
+        line += `; BullMQ producer ${fmt(bp.rate)} jobs/s ${cpu(bp)}, BullMQ worker ${fmt(bw.rate)} jobs/s ${cpu(bw)}; ratio zlane/BullMQ producer ${(zp.rate / bp.rate).toFixed(1)}x, worker ${(zw.rate / bw.rate).toFixed(1)}x`;
       }
     }
     console.log(line);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 "use strict";
 // zlane-node-worker MODULE [--lane L]... [--broker EP] [--concurrency N]
-//                   [--name NAME] [--curve-server FILE --cert FILE] [--drain DUR]
+//                   [--prefetch N] [--name NAME] [--curve-server FILE --cert FILE] [--drain DUR]
 //
 // Loads MODULE (a CommonJS or ES module) and serves its handlers:
 //   module.exports = async (job) => {...}            one handler for every --lane
@@ -18,7 +18,7 @@ const { Worker } = require("../lib");
 function usage(code) {
   (code ? process.stderr : process.stdout).write(
     "usage: zlane-node-worker MODULE [--lane L]... [--broker EP[,EP...]] [--concurrency N]\n" +
-      "                         [--name NAME] [--curve-server FILE --cert FILE] [--drain MS]\n" +
+      "                         [--prefetch N] [--name NAME] [--curve-server FILE --cert FILE] [--drain MS]\n" +
       "  --broker defaults to $ZLANE_BROKER or tcp://127.0.0.1:5571; --lanes a,b also works\n",
   );
   process.exit(code);
@@ -38,6 +38,7 @@ function parse(argv) {
     else if (a === "--lane" || a === "--lanes") o.lanes.push(...val().split(",").map((s) => s.trim()).filter(Boolean));
     else if (a === "--broker") o.broker = val();
     else if (a === "--concurrency") o.concurrency = parseInt(val(), 10);
+    else if (a === "--prefetch") o.prefetch = parseInt(val(), 10);
     else if (a === "--name") o.name = val();
     else if (a === "--curve-server") o.curveServer = val();
     else if (a === "--cert") o.cert = val();
@@ -93,6 +94,7 @@ async function main() {
     endpoints: o.broker,
     name: o.name,
     concurrency: o.concurrency,
+    prefetch: o.prefetch,
     handlers: chosen,
     curve,
     drainMs: o.drainMs,

@@ -140,6 +140,46 @@ class Group {
   }
 }
 
+/**
+ * A job taken and not finished. It is its own JobSpec on the wire: the
+ * encoder reads the proto's field names (snake_case) and skips those that
+ * are null, so a field left at its default is not sent; the camelCase
+ * fields are this library's bookkeeping, which the encoder never looks at.
+ */
+class PendingJob {
+  constructor(seq, spec, key, autoKey) {
+    this.seq = seq;
+    this.tenant = spec.tenant;
+    this.lane = spec.lane;
+    this.payload = toBytes(spec.payload);
+    this.idempotency_key = key;
+    this.generated_key = autoKey ? true : null;
+    this.delay_ms = spec.delayMs ? u32(spec.delayMs, "delayMs") : null;
+    this.max_attempts = spec.maxAttempts ? u32(spec.maxAttempts, "maxAttempts") : null;
+    this.lease_ms = spec.leaseMs ? u32(spec.leaseMs, "leaseMs") : null;
+    this.max_run_ms = spec.maxRunMs ? u32(spec.maxRunMs, "maxRunMs") : null;
+    this.headers = spec.headers ? toHeaders(spec.headers) ?? null : null;
+    this.size = this.payload.length + SPEC_OVERHEAD;
+    this.state = S_QUEUED;
+    this.cause = "new";
+    this.autoKey = autoKey;
+    this.block = true;
+    this.detail = false;
+    this.sends = 0;
+    this.session = -1;
+    this.submittedAt = 0;
+    this.deadline = 0;
+    this.code = 0;
+    this.reason = "";
+    this.retryTimer = null;
+    this.group = null;
+    this.index = 0;
+    this.resolve = null;
+    this.reject = null;
+    this.promise = null;
+  }
+}
+
 class Producer extends EventEmitter {
   /**
    * @param {object} opts
@@ -279,7 +319,8 @@ class Producer extends EventEmitter {
     const group = new Group(list.length);
     let i = 0;
     try {
-      for (; i < list.length; i++) this._take(list[i], opts, group, i);
+      const now = Date.now();
+      for (; i < list.length; i++) this._take(list[i], opts, group, i, now);
     } catch (e) {
       // the jobs taken before the bad one go on; this call reports the bad one
       this._schedulePump();
@@ -332,7 +373,7 @@ class Producer extends EventEmitter {
 
   // ------------------------------------------------------------ taking jobs
 
-  _take(spec, opts, group, index) {
+  _take(spec, opts, group, index, now = Date.now()) {
     if (this._closed) throw new errors.ClosedError("producer closed");
     if (!spec || typeof spec !== "object") throw new errors.InvalidJobError("no job", "INVALID", "");
     if (!spec.tenant || typeof spec.tenant !== "string")
@@ -350,40 +391,13 @@ class Producer extends EventEmitter {
     const seq = this._nextSeq;
     const userKey = spec.key ?? spec.idempotencyKey;
     const autoKey = !userKey;
-    const key = autoKey ? `${this._instance}-${seq}` : String(userKey);
-    // only the fields set: the encoder writes a field that is present, even a zero
-    const wire = { seq, tenant: spec.tenant, lane: spec.lane, payload: toBytes(spec.payload), idempotency_key: key };
-    if (autoKey) wire.generated_key = true;
-    if (spec.delayMs) wire.delay_ms = u32(spec.delayMs, "delayMs");
-    if (spec.maxAttempts) wire.max_attempts = u32(spec.maxAttempts, "maxAttempts");
-    if (spec.leaseMs) wire.lease_ms = u32(spec.leaseMs, "leaseMs");
-    if (spec.maxRunMs) wire.max_run_ms = u32(spec.maxRunMs, "maxRunMs");
-    if (spec.headers) {
-      const h = toHeaders(spec.headers);
-      if (h) wire.headers = h;
-    }
-    const job = {
-      seq,
-      wire,
-      size: wire.payload.length + SPEC_OVERHEAD,
-      state: S_QUEUED,
-      cause: "new",
-      autoKey,
-      block,
-      detail: !!opts.detail,
-      sends: 0,
-      session: -1,
-      submittedAt: Date.now(),
-      deadline: Date.now() + this._deadlineMs,
-      code: 0,
-      reason: "",
-      retryTimer: null,
-      group,
-      index,
-      resolve: null,
-      reject: null,
-      promise: null,
-    };
+    const job = new PendingJob(seq, spec, autoKey ? `${this._instance}-${seq}` : String(userKey), autoKey);
+    job.block = block;
+    job.detail = !!opts.detail;
+    job.submittedAt = now;
+    job.deadline = now + this._deadlineMs;
+    job.group = group;
+    job.index = index;
     if (!group)
       job.promise = new Promise((resolve, reject) => {
         job.resolve = resolve;
@@ -424,7 +438,7 @@ class Producer extends EventEmitter {
       this._settleJob(
         job,
         null,
-        job.detail ? { jobId: result, duplicate: !!duplicate, idempotencyKey: job.wire.idempotency_key, sends: job.sends } : result,
+        job.detail ? { jobId: result, duplicate: !!duplicate, idempotencyKey: job.idempotency_key, sends: job.sends } : result,
       );
     }
     if (this._jobs.size === 0) this._wakeFlush();
@@ -499,7 +513,7 @@ class Producer extends EventEmitter {
         if (batch.length > 0 && bytes + job.size > BATCH_MAX_BYTES) break;
         bytes += job.size;
         batch.push(job);
-        specs.push(job.wire);
+        specs.push(job);
         this._qHead++;
       }
       if (batch.length === 0) break;
@@ -869,7 +883,7 @@ class Producer extends EventEmitter {
     else why = `no credit from broker at ${this._endpoint} for ${took}${this._refused ? ": " + this._refused : " (queue full?)"}`;
     return new errors.TimeoutError(`job ${job.seq} timed out: ${why}`, {
       sent: job.sends > 0,
-      idempotencyKey: job.wire.idempotency_key,
+      idempotencyKey: job.idempotency_key,
     });
   }
 }

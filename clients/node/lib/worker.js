@@ -73,6 +73,24 @@ class Job {
   }
 }
 
+/**
+ * An Ack or a Nack waiting for the broker's Settled. It is its own AckItem
+ * or NackItem on the wire (the proto's field names; the encoder reads only
+ * those of the item type and skips nulls).
+ */
+class Settlement {
+  constructor(h, ack, cls, error, retryAfterMs, runUs) {
+    this.job_id = h.jobId;
+    this.lease = h.lease;
+    this.run_us = runUs;
+    this.class = ack ? null : cls;
+    this.error = ack ? null : error;
+    this.retry_after_ms = ack || !retryAfterMs ? null : retryAfterMs;
+    this.ack = ack;
+    this.counted = false;
+  }
+}
+
 /** A job this worker holds: its lease, its timers, its cancellation. */
 class Held {
   constructor(key, j, nextExtend, maxRunAt) {
@@ -124,6 +142,8 @@ class Worker extends EventEmitter {
     if (!Number.isInteger(this._concurrency) || this._concurrency < 1)
       throw new errors.ConfigError("concurrency must be an integer >= 1");
     this._prefetch = opts.prefetch ?? 0;
+    if (!Number.isInteger(this._prefetch) || this._prefetch < 0)
+      throw new errors.ConfigError("prefetch must be an integer >= 0");
     this._heartbeatMs = opts.heartbeatMs ?? 1000;
     this._liveness = opts.liveness ?? 3;
     this._reconnectMinMs = opts.reconnectMinMs ?? 100;
@@ -450,7 +470,7 @@ class Worker extends EventEmitter {
     this._running--;
     h.running = false;
     this._held.delete(h.key);
-    if (!err) this._settle(h, { ack: true, runUs });
+    if (!err) this._unsent.set(h.key, new Settlement(h, true, 0, "", 0, runUs));
     else if (err instanceof errors.PermanentError || err?.code === "FAILURE_PERMANENT")
       this._settle(h, { cls: FC.FAILURE_PERMANENT, error: err.message, runUs });
     else if (err instanceof errors.ThrottledError || err?.code === "FAILURE_THROTTLED")
@@ -462,8 +482,7 @@ class Worker extends EventEmitter {
   }
 
   _settle(h, { ack = false, cls = 0, error = "", retryAfterMs = 0, runUs = 0 }) {
-    const s = { jobId: h.jobId, lease: h.lease, ack, cls, error: ack ? "" : sanitizeText(error, ERROR_MAX), retryAfterMs, runUs, counted: false };
-    this._unsent.set(h.key, s);
+    this._unsent.set(h.key, new Settlement(h, ack, cls, ack ? "" : sanitizeText(error, ERROR_MAX), retryAfterMs, runUs));
   }
 
   _handBack(h, cls, why) {
@@ -510,9 +529,7 @@ class Worker extends EventEmitter {
       const acks = [];
       const nacks = [];
       for (const s of this._unsent.values()) {
-        if (s.ack) acks.push({ job_id: s.jobId, lease: s.lease, run_us: s.runUs });
-        else
-          nacks.push({ job_id: s.jobId, lease: s.lease, class: s.cls, error: s.error, retry_after_ms: s.retryAfterMs, run_us: s.runUs });
+        (s.ack ? acks : nacks).push(s); // an AckItem or NackItem as it is
         if (!s.counted) {
           s.counted = true;
           if (s.ack) this.stats.acked++;
