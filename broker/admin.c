@@ -71,7 +71,7 @@ bool
 zl_admin_changes (const zl_admin_request_t *req)
 {
     return req->op == ZL_ADMIN_DLQ_REDRIVE || req->op == ZL_ADMIN_DLQ_PURGE ||
-           req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME;
+           req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME || req->op == ZL_ADMIN_CANCEL;
 }
 
 int
@@ -82,6 +82,11 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     r->request_id = req->request_id;
     r->ok = true;
     r->error = s_names_problem (env->arena, req);
+    if (!r->error && req->op == ZL_ADMIN_CANCEL &&
+        (req->n_ids == 0 || req->n_ids > ZL_CANCEL_MAX_IDS))
+        r->error = zl_arena_printf (env->arena,
+                                    "cancel: field 'ids' must hold 1 to %d job ids (it holds %zu)",
+                                    ZL_CANCEL_MAX_IDS, req->n_ids);
     if (r->error || req->op == ZL_ADMIN_NONE || req->op >= ZL_ADMIN_OP_COUNT) {
         if (!r->error)
             r->error = "admin request without an operation";
@@ -164,6 +169,22 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
                  count);
         r->result = ZL_ADMIN_RESULT_COUNT;
         r->count = count;
+        break;
+    }
+    case ZL_ADMIN_CANCEL: {
+        // each id answered on its own: one unknown id refuses nothing else
+        r->result = ZL_ADMIN_RESULT_CANCEL;
+        r->n_cancel_items = req->n_ids;
+        r->cancel_items = zl_arena_alloc (env->arena, req->n_ids * sizeof (zl_cancel_item_t));
+        uint64_t counts[ZL_CANCEL_OUTCOME_COUNT] = {0};
+        for (size_t i = 0; i < req->n_ids; i++)
+            counts[zl_jobs_cancel (env->jobs, req->ids[i], now, &r->cancel_items[i])]++;
+        r->count = counts[ZL_CANCEL_CANCELLED];
+        zl_info ("broker",
+                 "admin: cancel of %zu id(s): %" PRIu64 " cancelled, %" PRIu64
+                 " already cancelled, %" PRIu64 " finished, %" PRIu64 " unknown",
+                 req->n_ids, counts[ZL_CANCEL_CANCELLED], counts[ZL_CANCEL_ALREADY_CANCELLED],
+                 counts[ZL_CANCEL_FINISHED], counts[ZL_CANCEL_UNKNOWN]);
         break;
     }
     case ZL_ADMIN_PAUSE:

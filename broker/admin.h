@@ -1,6 +1,6 @@
 /*  admin: the operator's requests on the admin socket (zlane-ctl), carried
     out on the broker's state: stats, the dead-letter queue (list, show,
-    redrive, purge) and pausing or resuming a lane. The broker checks the
+    redrive, purge), pausing or resuming a lane, and cancelling jobs. The broker checks the
     sender's role first: zl_admin_changes says whether a request needs the
     admin role or may be read by a subscriber. */
 #ifndef ZL_ADMIN_H
@@ -23,16 +23,19 @@ typedef struct {
     const zl_stats_sources_t *stats; // for ZL_ADMIN_STATS
 } zl_admin_env_t;
 
-/*  True if `req` changes the broker (redrive, purge, pause, resume). */
+/*  True if `req` changes the broker (redrive, purge, pause, resume, cancel). */
 bool zl_admin_changes (const zl_admin_request_t *req);
 /*  Carry out `req` and fill `reply`. A request that cannot be done -- it
     names an id that is not a dead letter, a lane that is not declared, a
     page cursor (after_id) no longer in the DLQ, or a redrive or purge that
     names nothing -- changes nothing and gets ok false with the reason,
     counted in err_admin_refused. A filter that matches no dead letter is a
-    success with count 0. Returns 0; or -1, with the reason in reply->error,
-    for a malformed request (no operation, a name breaking the text rules),
-    which the caller rejects as INVALID. */
+    success with count 0. A cancel answers each id on its own (cancelled,
+    already cancelled, finished, unknown: zl_jobs_cancel), with count the
+    jobs it cancelled. Returns 0; or -1, with the reason in reply->error,
+    for a malformed request (no operation, a name breaking the text rules,
+    a cancel of no ids or of more than ZL_CANCEL_MAX_IDS), which the caller
+    rejects as INVALID. */
 int zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now_t now,
                     zl_admin_reply_t *reply);
 

@@ -74,8 +74,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DRAIN_BATCH 256  // messages per socket per turn
-#define MAX_EXPIRE 10000 // dead letters purged by dlq_retention per turn
+#define DRAIN_BATCH 256          // messages per socket per turn
+#define MAX_EXPIRE 10000         // dead letters purged by dlq_retention per turn
+#define MAX_EXPIRE_CANCELLED 256 // cancelled jobs deleted by result_retention per turn
 
 struct _zl_broker_t {
     zl_broker_config_t *cfg;
@@ -306,7 +307,7 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
     self->counters[ZL_CTR_ADMIN_REQUESTS]++;
     bool changes = zl_admin_changes (req);
     if (!s_role (ctx, changes ? "admin" : "admin,subscriber",
-                 changes ? "change the broker (redrive, purge, pause, resume)"
+                 changes ? "change the broker (redrive, purge, pause, resume, cancel)"
                          : "read the broker's state"))
         return;
     zl_stats_sources_t src;
@@ -502,11 +503,18 @@ s_heartbeat (zl_broker_t *self)
         zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &hb);
 }
 
-// The job state machine's news: a dead letter's event goes after the commit.
+// The job state machine's news: a dead letter's event goes after the commit,
+// and so does the Cancel that tells a cancelled job's worker to stop it.
 static void
 s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
 {
     zl_broker_t *self = arg;
+    if (ev == ZL_JOBS_EV_CANCELLED) {
+        self->counters[ZL_CTR_CANCELLED]++;
+        if (job->state == ZL_JOB_LEASED && job->lease->worker)
+            zl_replies_cancel (self->replies, job->lease->worker, job->id, job->lease->token);
+        return;
+    }
     if (ev != ZL_JOBS_EV_DEAD)
         return;
     self->counters[ZL_CTR_DEAD_LETTERED]++;
@@ -531,6 +539,10 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     zl_idem_policy_t idem = {self->cfg->resend_window_ms, self->cfg->dedup_window_ms,
                              zl_broker_config_dedup_max_keys (self->cfg)};
     zl_store_prune_idem (self->store, now.wall_ms, &idem, 1024);
+    // cancelled jobs past result_retention, every turn: bounded, and O(1)
+    // while none is due (they are kept in the order they were cancelled)
+    self->counters[ZL_CTR_CANCELLED_EXPIRED] += zl_jobs_expire_cancelled (
+        self->jobs, now, self->cfg->result_retention_ms, MAX_EXPIRE_CANCELLED);
     if (now.mono_ms >= self->next_prune_ms) { // inside the turn's store batch
         zl_admission_forget_idle (self->admission, now);
         self->counters[ZL_CTR_DLQ_EXPIRED] +=

@@ -31,6 +31,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->producer_window = 20000;
     cfg->producer_idle_ms = 5 * 60 * 1000;
     cfg->dlq_alert_ms = 10000;
+    cfg->result_retention_ms = 24 * 3600 * 1000ULL;
     cfg->dedup_window_ms = 24ULL * 3600 * 1000;
     // longer than any deadline producers give their jobs (the library's
     // default is 30 s): the library never resends a job after its deadline
@@ -300,6 +301,7 @@ static const s_key_t s_broker_key_list[] = {
     {"producer_window", S_NUM (zl_broker_config_t, producer_window)},
     {"producer_idle", S_DUR (zl_broker_config_t, producer_idle_ms)},
     {"dlq_retention", S_DUR (zl_broker_config_t, dlq_retention_ms)},
+    {"result_retention", S_DUR (zl_broker_config_t, result_retention_ms)},
     {"dlq_alert_interval", S_DUR (zl_broker_config_t, dlq_alert_ms)},
     {"dedup_window", S_DUR (zl_broker_config_t, dedup_window_ms)},
     {"resend_window", S_DUR (zl_broker_config_t, resend_window_ms)},

@@ -20,6 +20,7 @@
     X (NOT_READY, "err_not_ready")                                                                 \
     X (MAX_RUN, "err_max_run")                                                                     \
     X (NOT_HOLDER, "err_not_holder")                                                               \
+    X (LATE_CANCELLED, "err_cancelled")                                                            \
     X (NOT_LEADER, "err_not_leader")                                                               \
     X (UNAVAILABLE, "err_unavailable")                                                             \
     X (UNREACHABLE, "err_peer_unreachable")                                                        \
@@ -35,6 +36,9 @@
     X (DEAD_LETTERED, "jobs_dead_lettered")                                                        \
     X (REDRIVEN, "jobs_redriven")                                                                  \
     X (PURGED, "jobs_purged")                                                                      \
+    X (CANCELLED, "jobs_cancelled")                                                                \
+    X (CANCELS_SENT, "cancels_sent")                                                               \
+    X (CANCELLED_EXPIRED, "cancelled_expired")                                                     \
     X (DLQ_EXPIRED, "dlq_expired")                                                                 \
     X (DEAD_WORKERS, "workers_dead")                                                               \
     X (WORKERS_READY, "workers_ready")                                                             \

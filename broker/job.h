@@ -14,10 +14,12 @@ typedef enum {
     ZL_JOB_READY = 1, // waiting in its flow's FIFO for a worker
     ZL_JOB_DELAYED,   // waiting for due_ms (delay, retry backoff, throttle)
     ZL_JOB_LEASED,    // held by a worker until due_ms (lease or max run)
-    ZL_JOB_DEAD       // parked in the dead-letter queue
+    ZL_JOB_DEAD,      // parked in the dead-letter queue
+    // (the values are stored: 5 and 6 are kept for the job model's other states)
+    ZL_JOB_CANCELLED = 7 // cancelled: kept, inert, until result_retention ends
 } zl_job_state_t;
 
-/*  Return "ready", "delayed", "leased" or "dead". */
+/*  Return "ready", "delayed", "leased", "dead" or "cancelled". */
 const char *zl_job_state_name (zl_job_state_t state);
 
 struct zl_flow;
@@ -27,27 +29,31 @@ struct zl_lease; // lease.h: what only a leased job needs
 /*  80 bytes. Fields that no state uses at the same time share storage. */
 typedef struct zl_job {
     uint64_t id;
-    struct zl_job *next;  // READY: flow FIFO link; DEAD: next in the DLQ
+    struct zl_job *next;  // READY: flow FIFO link; DEAD: next in the DLQ;
+                          // CANCELLED: next in the order they were cancelled
     struct zl_flow *flow; // lane x tenant this job belongs to
-    uint64_t seq;         // order it last became ready (FIFO key) or died (DLQ order)
+    uint64_t seq;         // order it last became ready (FIFO key), died (DLQ) or was cancelled
     union {
-        int64_t due_ms;     // DELAYED, LEASED: monotonic deadline
-        int64_t ready_ms;   // READY: monotonic time it became ready (oldest age)
-        int64_t dead_at_ms; // DEAD: wall clock
+        int64_t due_ms;          // DELAYED, LEASED: monotonic deadline
+        int64_t ready_ms;        // READY: monotonic time it became ready (oldest age)
+        int64_t dead_at_ms;      // DEAD: wall clock
+        int64_t cancelled_at_ms; // CANCELLED: wall clock
     };
     int64_t accepted_us; // monotonic time of acceptance (latency stats)
     union {
         struct zl_lease *lease;  // LEASED (lease.h), allocated at lease, freed at settle
         struct zl_job *dlq_prev; // DEAD: previous in the DLQ
+        struct zl_job *prev;     // READY: previous in the flow FIFO (scheduler.c)
     };
-    uint32_t timer_idx;    // position in the timer heap, UINT32_MAX if none
-    uint32_t est_us;       // cost charged at dispatch (fair queuing)
-    uint32_t lease_ms;     // resolved at accept (spec or lane default)
-    uint32_t max_run_ms;   // resolved at accept, 0 = unlimited
-    uint16_t attempt;      // attempts started so far
-    uint16_t max_attempts; // resolved at accept
-    uint8_t state;         // zl_job_state_t
-    uint8_t has_history;   // the store holds attempt history for it
+    uint32_t timer_idx;     // position in the timer heap, UINT32_MAX if none
+    uint32_t est_us;        // cost charged at dispatch (fair queuing)
+    uint32_t lease_ms;      // resolved at accept (spec or lane default)
+    uint32_t max_run_ms;    // resolved at accept, 0 = unlimited
+    uint16_t attempt;       // attempts started so far
+    uint16_t max_attempts;  // resolved at accept
+    uint8_t state;          // zl_job_state_t
+    uint8_t has_history;    // the store holds attempt history for it
+    uint8_t cancelled_from; // CANCELLED: the state it was cancelled in
 } zl_job_t;
 
 #endif

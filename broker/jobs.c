@@ -38,8 +38,10 @@ struct _zl_jobs_t {
     zl_hist_t lat_ack;    // submit -> ack
     pool_chunk_t *chunks; // job records come from here, no malloc per job
     zl_job_t *free_jobs;
-    zl_job_t **restored; // recovery: ready and dead jobs to order
+    zl_job_t **restored; // recovery: ready, dead and cancelled jobs to order
     size_t n_restored, cap_restored;
+    zl_job_t *cancelled_head, *cancelled_tail; // kept cancelled jobs, oldest first (next)
+    size_t n_cancelled;
 };
 
 const char *
@@ -50,6 +52,7 @@ zl_job_state_name (zl_job_state_t state)
     case ZL_JOB_DELAYED: return "delayed";
     case ZL_JOB_LEASED: return "leased";
     case ZL_JOB_DEAD: return "dead";
+    case ZL_JOB_CANCELLED: return "cancelled";
     }
     return "unknown";
 }
@@ -212,9 +215,17 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
     st.attempt = job->attempt;
     // READY: its place in the FIFO; DEAD: its place in the DLQ (deaths in
     // the same millisecond keep their order across a restart)
-    st.ready_seq = job->state == ZL_JOB_READY || job->state == ZL_JOB_DEAD ? job->seq : 0;
+    // CANCELLED: the order it was cancelled in (retention expires them in it)
+    st.ready_seq =
+        job->state == ZL_JOB_READY || job->state == ZL_JOB_DEAD || job->state == ZL_JOB_CANCELLED
+            ? job->seq
+            : 0;
     st.due_at_ms = due_at_ms;
     st.dead_at_ms = job->state == ZL_JOB_DEAD ? job->dead_at_ms : 0;
+    if (job->state == ZL_JOB_CANCELLED) {
+        st.cancelled_at_ms = job->cancelled_at_ms;
+        st.cancelled_from = job->cancelled_from;
+    }
     st.leased_to = leased_to;
     st.started_at_ms = started_at_ms;
     s_check (self, zl_store_put_state (self->store, job->id, &st), "state", job->id);
@@ -328,6 +339,8 @@ s_lookup (zl_jobs_t *self, const zl_worker_conn_t *worker, uint64_t job_id, uint
     zl_job_t *job = zl_u64map_get (self->by_id, job_id);
     if (!job)
         return ZL_SETTLE_UNKNOWN_JOB;
+    if (job->state == ZL_JOB_CANCELLED)
+        return ZL_SETTLE_CANCELLED; // whatever the token: a restart forgot the tokens
     if (job->state != ZL_JOB_LEASED || job->lease->token != lease)
         return ZL_SETTLE_STALE_LEASE;
     if (job->lease->worker != worker)
@@ -643,6 +656,128 @@ zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *aren
     return 0;
 }
 
+// ---------------------------------------------------------------- cancellation
+// Append a CANCELLED job to the kept list (retention order).
+static void
+s_cancelled_add (zl_jobs_t *self, zl_job_t *job)
+{
+    job->next = NULL;
+    if (self->cancelled_tail)
+        self->cancelled_tail->next = job;
+    else
+        self->cancelled_head = job;
+    self->cancelled_tail = job;
+    self->n_cancelled++;
+}
+
+/*  THE HOOK for "cancelling a job cancels its not-yet-run descendants"
+    (issue 15, item 4). Called once for every job that became CANCELLED,
+    after its record went into the turn's batch: by an operator's cancel,
+    or by this very hook for a descendant. Jobs have no dependencies yet
+    (item 2 adds them); when they do, this cancels each descendant of `job`
+    that has not run (waiting for its parents, ready or delayed) with
+    zl_jobs_cancel (self, child_id, now, &item), which calls this again for
+    the child's own descendants, and leaves alone those already finished. A
+    descendant that is running is cancelled like any running job (its
+    worker is told through the listener). */
+static void
+s_cancel_descendants (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
+{
+    (void)self;
+    (void)job;
+    (void)now;
+}
+
+zl_cancel_outcome_t
+zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *out)
+{
+    *out = (zl_cancel_item_t){.job_id = id, .state = ""};
+    zl_job_t *job = id ? zl_u64map_get (self->by_id, id) : NULL;
+    if (!job) {
+        // ids are issued in order: one below the counter was a job once
+        out->outcome = id && id < self->next_id ? ZL_CANCEL_FINISHED : ZL_CANCEL_UNKNOWN;
+        return out->outcome;
+    }
+    if (job->state == ZL_JOB_CANCELLED) {
+        out->outcome = ZL_CANCEL_ALREADY_CANCELLED;
+        out->state = zl_job_state_name (job->cancelled_from);
+        out->cancelled_at_ms = (uint64_t)job->cancelled_at_ms;
+        return out->outcome;
+    }
+    out->state = zl_job_state_name (job->state);
+    s_tell (self, ZL_JOBS_EV_CANCELLED, job); // before: a LEASED job still holds its lease
+    zl_arena_reset (self->scratch);
+    zl_attempt_t att, *extra = NULL;
+    switch ((zl_job_state_t)job->state) {
+    case ZL_JOB_READY:
+        zl_sched_remove (self->sched, job);
+        s_depth (job, -1);
+        break;
+    case ZL_JOB_DELAYED:
+        zl_timers_cancel (self->timers, job);
+        job->flow->delayed--;
+        s_depth (job, -1);
+        break;
+    case ZL_JOB_LEASED: {
+        // the attempt ends here, whatever its worker reports later
+        zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
+        att = s_attempt (job, ZL_OUTCOME_CANCELLED, "cancelled while it ran", now);
+        att.worker = zl_arena_strndup (self->scratch, att.worker, strlen (att.worker));
+        extra = &att;
+        s_unlease (self, job);
+        s_depth (job, -1);
+        break;
+    }
+    case ZL_JOB_DEAD: // it leaves the dead-letter queue (its depth went at death)
+        zl_dlq_remove (self->dlq, job);
+        job->flow->dlq--;
+        break;
+    default: break;
+    }
+    job->cancelled_from = job->state;
+    job->state = ZL_JOB_CANCELLED;
+    job->cancelled_at_ms = now.wall_ms;
+    job->seq = zl_jobs_take_id (self); // order of cancellation
+    s_cancelled_add (self, job);
+    s_put_state (self, job, extra, NULL, 0, 0);
+    zl_info ("jobs", "job %llu cancelled (it was %s), lane=%s tenant=%s", (unsigned long long)id,
+             out->state, job->flow->lane->name, job->flow->tenant->name);
+    out->outcome = ZL_CANCEL_CANCELLED;
+    out->cancelled_at_ms = (uint64_t)now.wall_ms;
+    s_cancel_descendants (self, job, now);
+    return ZL_CANCEL_CANCELLED;
+}
+
+uint64_t
+zl_jobs_expire_cancelled (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max)
+{
+    if (!keep_ms)
+        return 0;
+    uint64_t n = 0;
+    zl_job_t *j;
+    while (n < max && (j = self->cancelled_head) &&
+           now.wall_ms - j->cancelled_at_ms >= (int64_t)keep_ms) {
+        self->cancelled_head = j->next;
+        if (!self->cancelled_head)
+            self->cancelled_tail = NULL;
+        self->n_cancelled--;
+        s_delete (self, j);
+        n++;
+    }
+    if (n)
+        zl_debug ("jobs",
+                  "deleted %" PRIu64 " cancelled job(s) older than result_retention (%" PRIu64
+                  " ms)",
+                  n, keep_ms);
+    return n;
+}
+
+size_t
+zl_jobs_cancelled_kept (zl_jobs_t *self)
+{
+    return self->n_cancelled;
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restored_push (zl_jobs_t *self, zl_job_t *job)
@@ -667,6 +802,14 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
     job->has_history = st && st->n_history > 0;
     zl_u64map_put (self->by_id, id, job);
     uint32_t state = st ? st->state : ZL_JOB_READY;
+    if (state == ZL_JOB_CANCELLED) { // inert: kept until its retention ends
+        job->state = ZL_JOB_CANCELLED;
+        job->cancelled_at_ms = st->cancelled_at_ms;
+        job->cancelled_from = (uint8_t)st->cancelled_from;
+        job->seq = st->ready_seq;
+        s_restored_push (self, job);
+        return;
+    }
     if (state == ZL_JOB_DEAD) {
         job->state = ZL_JOB_DEAD;
         job->dead_at_ms = st->dead_at_ms;
@@ -705,13 +848,29 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
     s_restored_push (self, job);
 }
 
+// Recovery's order: dead letters, cancelled jobs, then ready ones.
+static int
+s_restored_rank (const zl_job_t *job)
+{
+    return job->state == ZL_JOB_DEAD ? 0 : job->state == ZL_JOB_CANCELLED ? 1 : 2;
+}
+
 static int
 s_cmp_restored (const void *a, const void *b)
 {
     const zl_job_t *x = *(zl_job_t *const *)a, *y = *(zl_job_t *const *)b;
-    // dead letters first, in the order they died; then ready jobs in order
-    if (x->state != y->state)
-        return x->state == ZL_JOB_DEAD ? -1 : 1;
+    // dead letters first, in the order they died; cancelled jobs in the
+    // order they were cancelled; then ready jobs in order
+    int rx = s_restored_rank (x), ry = s_restored_rank (y);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    if (x->state == ZL_JOB_CANCELLED) {
+        if (x->cancelled_at_ms != y->cancelled_at_ms)
+            return x->cancelled_at_ms < y->cancelled_at_ms ? -1 : 1;
+        if (x->seq != y->seq)
+            return x->seq < y->seq ? -1 : 1;
+        return x->id < y->id ? -1 : x->id > y->id;
+    }
     if (x->state == ZL_JOB_DEAD) {
         if (x->dead_at_ms != y->dead_at_ms)
             return x->dead_at_ms < y->dead_at_ms ? -1 : 1;
@@ -733,6 +892,8 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
         zl_job_t *job = self->restored[i];
         if (job->state == ZL_JOB_DEAD)
             zl_dlq_add (self->dlq, job);
+        else if (job->state == ZL_JOB_CANCELLED)
+            s_cancelled_add (self, job);
         else {
             job->ready_ms = now.mono_ms;
             zl_sched_push (self->sched, job);

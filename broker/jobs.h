@@ -9,8 +9,16 @@
                      | nack / lease lapse / worker dead    |
                      +--> DELAYED (backoff) or DEAD -------+
 
+       READY, DELAYED, LEASED, DEAD --cancel--> CANCELLED --result_retention--> (deleted)
+
+    A CANCELLED job is inert: no queue, no timer, no lease, no depth. It
+    stays (in memory and in the store, state 7) so that a late Ack, Nack or
+    Extend of it is refused CANCELLED and an operator can be told it was
+    cancelled, until zl_jobs_expire_cancelled deletes it. A restart
+    recovers it CANCELLED: it is never ready again.
+
     Every transition updates the flow's gauges and counters, and tells the
-    listener (the broker) about dead-letters and settlements. */
+    listener (the broker) about dead-letters, settlements and cancels. */
 #ifndef ZL_JOBS_H
 #define ZL_JOBS_H
 
@@ -36,12 +44,16 @@ typedef enum {
     ZL_SETTLE_UNKNOWN_JOB, // no such job (never issued, or already settled and deleted)
     ZL_SETTLE_STALE_LEASE, // the job exists but the token is not its current lease
     ZL_SETTLE_NOT_HOLDER,  // the token is current, but the lease is another worker's
-    ZL_SETTLE_MAX_RUN      // extend: the lease now ends at the max run deadline, no later
+    ZL_SETTLE_MAX_RUN,     // extend: the lease now ends at the max run deadline, no later
+    ZL_SETTLE_CANCELLED    // the job was cancelled: nothing changed (any lease token)
 } zl_settle_rc_t;
 
 typedef enum {
     ZL_JOBS_EV_DEAD = 1, // job was dead-lettered
-    ZL_JOBS_EV_ACKED     // job completed (called before it is freed)
+    ZL_JOBS_EV_ACKED,    // job completed (called before it is freed)
+    ZL_JOBS_EV_CANCELLED // job is being cancelled, told before it leaves its state: a
+                         // LEASED job still holds its lease (job->lease), so that the
+                         // listener can tell its worker
 } zl_jobs_event_t;
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
@@ -114,6 +126,21 @@ int zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *
 void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
 /*  Delete a DEAD job. */
 void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
+/*  Cancel job `id` and fill `out` (its strings static): a READY, DELAYED
+    or DEAD job leaves its queue, timer or the DLQ; a LEASED one ends its
+    attempt with outcome CANCELLED (the run time charged, the lease freed,
+    the listener told first, while it still holds the lease). The job
+    becomes CANCELLED with its record in the batch, then its descendants are
+    cancelled (s_cancel_descendants). Returns the outcome: CANCELLED, or
+    ALREADY_CANCELLED (nothing changed), FINISHED (no live job, but the id
+    was issued) or UNKNOWN (id 0, or never issued). */
+zl_cancel_outcome_t zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now,
+                                    zl_cancel_item_t *out);
+/*  Delete the cancelled jobs kept longer than `keep_ms` (0 = kept for
+    ever), oldest first, at most `max`. Returns how many. */
+uint64_t zl_jobs_expire_cancelled (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
+/*  Number of cancelled jobs kept. */
+size_t zl_jobs_cancelled_kept (zl_jobs_t *self);
 /*  Purge the dead letters older than `keep_ms` (0 = keep them all), oldest
     first, at most `max`; logs how many. Returns how many. */
 uint64_t zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
@@ -128,7 +155,7 @@ typedef struct {
 /*  Recovery, one stored job at a time (in id order), then restore_done to
     rebuild the ready queues in their order. A job that was LEASED is ready
     again (dead if that was its last attempt) with the attempt counted and
-    ended as `cut` says. */
+    ended as `cut` says. A CANCELLED job stays cancelled. */
 void zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
                       const zl_state_rec_t *state, const zl_jobs_cut_t *cut, zl_now_t now);
 void zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now);
@@ -138,7 +165,7 @@ void zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now);
 zl_store_rc_t zl_jobs_store_error (zl_jobs_t *self);
 /*  The dead-letter queue (borrowed). */
 zl_dlq_t *zl_jobs_dlq (zl_jobs_t *self);
-/*  Number of live jobs. */
+/*  Number of jobs in the table (cancelled ones kept included). */
 size_t zl_jobs_count (zl_jobs_t *self);
 /*  Latency histograms: 0 submit -> first start, 1 submit -> ack (borrowed). */
 const struct zl_hist_s *zl_jobs_latency (zl_jobs_t *self, int which);

@@ -94,6 +94,9 @@ static const s_flag_t s_flags[] = {
     KEY ("dlq-alert", "DUR", "dlq_alert_interval", "alert.dlq event interval [10s]"),
     KEY ("dlq-retention", "DUR", "dlq_retention",
          "purge dead letters older than this, 0 = keep [0]"),
+    KEY ("result-retention", "DUR", "result_retention",
+         "how long a cancelled job's record is kept\n"
+         "(zlane-ctl cancel tells it), 0 = ever [24h]"),
     KEY ("dedup-window", "DUR", "dedup_window", "idempotency key window   [24h]"),
     KEY ("resend-window", "DUR", "resend_window",
          "window of keys a client library made for its\n"

@@ -370,11 +370,23 @@ zl_replies_settled (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, ui
 }
 
 void
+zl_replies_cancel (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, uint64_t lease)
+{
+    self->queued = true;
+    zl_worker_outbox_t *o = &w->out;
+    S_PUSH (o->cancels, o->n_cancels, o->cap_cancels, 16);
+    o->cancels[o->n_cancels++] = (zl_lease_ref_t){job_id, lease};
+}
+
+void
 zl_replies_move_settled (zl_replies_t *self, zl_worker_conn_t *to, zl_worker_conn_t *from)
 {
     for (uint32_t i = 0; i < from->out.n_settled; i++)
         zl_replies_settled (self, to, from->out.settled[i].job_id, from->out.settled[i].lease);
     from->out.n_settled = 0;
+    for (uint32_t i = 0; i < from->out.n_cancels; i++)
+        zl_replies_cancel (self, to, from->out.cancels[i].job_id, from->out.cancels[i].lease);
+    from->out.n_cancels = 0;
 }
 
 void
@@ -408,9 +420,12 @@ zl_worker_outbox_free (zl_worker_outbox_t *out)
 {
     free (out->jobs);
     free (out->settled);
+    free (out->cancels);
     out->jobs = NULL;
     out->settled = NULL;
+    out->cancels = NULL;
     out->n_jobs = out->cap_jobs = out->n_settled = out->cap_settled = 0;
+    out->n_cancels = out->cap_cancels = 0;
 }
 
 // ---------------------------------------------------------------- after the commit
@@ -563,7 +578,7 @@ s_worker_send (zl_replies_t *self, void *sock, zl_worker_conn_t *w, const zl_msg
     return zl_wire_send_to (sock, &w->peer, self->env.codec, m);
 }
 
-// Settled, then the leased jobs in Dispatch frames of at most
+// Settled, Cancel, then the leased jobs in Dispatch frames of at most
 // DISPATCH_FRAME_JOBS jobs or DISPATCH_FRAME_BYTES of payload. Returns 0,
 // or -1 once a send failed (ROUTER_MANDATORY: the connection is gone).
 static int
@@ -578,6 +593,14 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
         ok = s_worker_send (self, sock, w, &m) == 0;
         o->n_settled = 0;
     }
+    if (o->n_cancels && ok) {
+        zl_msg_t m = {.kind = ZL_MSG_CANCEL};
+        m.u.cancel = (zl_cancel_t){o->n_cancels, o->cancels};
+        ok = s_worker_send (self, sock, w, &m) == 0;
+        if (ok)
+            self->env.counters[ZL_CTR_CANCELS_SENT] += o->n_cancels;
+    }
+    o->n_cancels = 0;
     size_t k = 0, bytes = 0;
     zl_arena_reset (self->frame);
     for (uint32_t i = 0; i < o->n_jobs && ok; i++) {
@@ -622,7 +645,7 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
     *n_gone = 0;
     for (size_t i = 0; i < n; i++) {
         zl_worker_conn_t *w = all[i];
-        if (!w->out.n_jobs && !w->out.n_settled)
+        if (!w->out.n_jobs && !w->out.n_settled && !w->out.n_cancels)
             continue;
         if (!msgs)
             msgs = zl_arena_alloc (self->env.turn, DISPATCH_FRAME_JOBS * sizeof *msgs);

@@ -9,7 +9,8 @@
       change.
     - after the turn's commit (zl_replies_flush), in this order: Accepted,
       Rejected and Credit to producers; admin replies that report a change
-      ("redrove 3"); DeadLetter events; Settled and Dispatch to workers. The
+      ("redrove 3", "cancelled 2"); DeadLetter events; Settled, Cancel and
+      Dispatch to workers. The
       handlers only queue them: into the outbox of each producer and worker
       (embedded in its record, written only by this module) and into the
       lists kept here.
@@ -51,6 +52,8 @@ typedef struct {
     uint32_t n_jobs, cap_jobs;
     zl_lease_ref_t *settled;
     uint32_t n_settled, cap_settled;
+    zl_lease_ref_t *cancels; // its running jobs an operator cancelled this turn
+    uint32_t n_cancels, cap_cancels;
 } zl_worker_outbox_t;
 
 struct zl_producer_conn;
@@ -172,8 +175,12 @@ void zl_replies_dispatch (zl_replies_t *self, struct zl_worker_conn *w, zl_job_t
 /*  Queue a Settled entry for the worker. */
 void zl_replies_settled (zl_replies_t *self, struct zl_worker_conn *w, uint64_t job_id,
                          uint64_t lease);
-/*  Move the Settled entries queued for `from` to `to` (the same worker
-    process on a new connection). */
+/*  Queue a Cancel entry for the worker: its job `job_id` under `lease` was
+    cancelled (sent after the commit that recorded it). */
+void zl_replies_cancel (zl_replies_t *self, struct zl_worker_conn *w, uint64_t job_id,
+                        uint64_t lease);
+/*  Move the Settled and Cancel entries queued for `from` to `to` (the same
+    worker process on a new connection). */
 void zl_replies_move_settled (zl_replies_t *self, struct zl_worker_conn *to,
                               struct zl_worker_conn *from);
 /*  Queue the DeadLetter event of job `job_id`. */

@@ -356,6 +356,7 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
 {
     zl_flow_t *flow = job->flow;
     job->next = NULL;
+    job->prev = flow->tail;
     if (flow->tail)
         flow->tail->next = job;
     else
@@ -364,6 +365,29 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
     flow->ready++;
     if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE)
         s_enqueue (self, flow);
+}
+
+void
+zl_sched_remove (zl_sched_t *self, zl_job_t *job)
+{
+    zl_flow_t *flow = job->flow;
+    bool was_head = flow->head == job;
+    if (job->prev)
+        job->prev->next = job->next;
+    else
+        flow->head = job->next;
+    if (job->next)
+        job->next->prev = job->prev;
+    else
+        flow->tail = job->prev;
+    job->next = job->prev = NULL;
+    flow->ready--;
+    if (!was_head || flow->heap_idx == NO_SLOT)
+        return; // its place in the lane heap is its head's: unchanged, or it is parked
+    if (flow->head)
+        s_enqueue (self, flow); // keyed by the new head
+    else
+        s_heap_remove (&s_lane (self, flow->lane)->heap, flow);
 }
 
 // ---------------------------------------------------------------- parking
@@ -504,9 +528,11 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     zl_bucket_take (&s_tenant (self, flow->tenant)->bucket, now_ms);
     zl_job_t *job = flow->head;
     flow->head = job->next;
-    if (!flow->head)
+    if (flow->head)
+        flow->head->prev = NULL;
+    else
         flow->tail = NULL;
-    job->next = NULL;
+    job->next = job->prev = NULL;
     flow->ready--;
     if (self->policy == ZL_SCHED_WFQ) {
         double start = flow->vstart;

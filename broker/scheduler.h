@@ -61,6 +61,9 @@ zl_flow_t *zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant
 /*  Append a READY job to its flow (job->flow and job->seq must be set; seq
     is the global arrival order FIFO uses). */
 void zl_sched_push (zl_sched_t *self, zl_job_t *job);
+/*  Take a READY job out of its flow wherever it waits (a cancel), in O(1)
+    (plus the lane heap's O(log flows) when it was the flow's head). */
+void zl_sched_remove (zl_sched_t *self, zl_job_t *job);
 /*  Remove and return the next job of `lane` that may run at `now_ms`
     (caps, rate limits and pauses respected; takes the rate tokens), or
     NULL. */

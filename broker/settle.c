@@ -16,6 +16,12 @@ s_refused (zl_refusals_t *r, zl_settle_rc_t rc, uint64_t job_id, uint64_t lease)
                          "%s for job %" PRIu64 ": its lease was granted to another worker", r->what,
                          job_id);
         break;
+    case ZL_SETTLE_CANCELLED:
+        zl_refusals_add (r, ZL_CTR_LATE_CANCELLED, ZL_ERR_CANCELLED, job_id, lease,
+                         "%s for job %" PRIu64 ": the job was cancelled; this changed nothing "
+                         "(stop running it)",
+                         r->what, job_id);
+        break;
     case ZL_SETTLE_MAX_RUN:
         zl_refusals_add (r, ZL_CTR_MAX_RUN, ZL_ERR_MAX_RUN, job_id, lease,
                          "%s for job %" PRIu64 ": the lease now ends at the job's max run time "

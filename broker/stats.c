@@ -73,7 +73,8 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"store_unreachable", ss.unreachable},
                             {"store_log_rows", ss.log_rows},
                             {"store_log_segments", ss.log_segments},
-                            {"store_log_rotations", ss.log_rotations}};
+                            {"store_log_rotations", ss.log_rotations},
+                            {"jobs_cancelled_kept", zl_jobs_cancelled_kept (src->jobs)}};
     size_t n_store = sizeof store / sizeof store[0];
     st->n_counters = ZL_CTR_COUNT + n_store;
     st->counters = zl_arena_alloc (a, st->n_counters * sizeof (zl_counter_t));

@@ -84,9 +84,9 @@ const char *
 zl_msg_kind_name (zl_msg_kind_t kind)
 {
     static const char *names[ZL_MSG_KIND_COUNT] = {
-        "none",    "hello",     "submit",      "accepted",  "rejected",      "credit",
-        "ready",   "heartbeat", "extend",      "ack",       "nack",          "dispatch",
-        "settled", "error",     "dead_letter", "dlq_alert", "admin_request", "admin_reply"};
+        "none",        "hello",     "submit",        "accepted",    "rejected", "credit",  "ready",
+        "heartbeat",   "extend",    "ack",           "nack",        "dispatch", "settled", "error",
+        "dead_letter", "dlq_alert", "admin_request", "admin_reply", "cancel"};
     return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
@@ -102,11 +102,24 @@ zl_reject_code_name (zl_reject_code_t code)
 const char *
 zl_error_code_name (zl_error_code_t code)
 {
-    static const char *names[ZL_ERR_CODE_COUNT] = {
-        "unspecified", "bad_frame",  "bad_version",  "unknown_kind", "invalid",   "unknown_job",
-        "stale_lease", "not_ready",  "unknown_lane", "unauthorized", "not_found", "internal",
-        "max_run",     "not_holder", "not_leader",   "unavailable"};
-    return (unsigned)code < ZL_ERR_CODE_COUNT ? names[code] : "unknown";
+    static const char *names[ZL_ERR_CODE_COUNT] = {"unspecified",
+                                                   "bad_frame",
+                                                   "bad_version",
+                                                   "unknown_kind",
+                                                   "invalid",
+                                                   "unknown_job",
+                                                   "stale_lease",
+                                                   "not_ready",
+                                                   "unknown_lane",
+                                                   "unauthorized",
+                                                   "not_found",
+                                                   "internal",
+                                                   "max_run",
+                                                   "not_holder",
+                                                   "not_leader",
+                                                   "unavailable",
+                                                   [ZL_ERR_CANCELLED] = "cancelled"};
+    return (unsigned)code < ZL_ERR_CODE_COUNT && names[code] ? names[code] : "unknown";
 }
 
 const char *
@@ -122,10 +135,26 @@ zl_fail_class_name (zl_fail_class_t cls)
 const char *
 zl_outcome_name (zl_outcome_t outcome)
 {
-    static const char *names[ZL_OUTCOME_COUNT] = {
-        "unspecified",   "acked",       "transient", "throttled",      "permanent",
-        "lease_expired", "worker_dead", "max_run",   "broker_restart", "leader_change"};
-    return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
+    static const char *names[ZL_OUTCOME_COUNT] = {"unspecified",
+                                                  "acked",
+                                                  "transient",
+                                                  "throttled",
+                                                  "permanent",
+                                                  "lease_expired",
+                                                  "worker_dead",
+                                                  "max_run",
+                                                  "broker_restart",
+                                                  "leader_change",
+                                                  [ZL_OUTCOME_CANCELLED] = "cancelled"};
+    return (unsigned)outcome < ZL_OUTCOME_COUNT && names[outcome] ? names[outcome] : "unknown";
+}
+
+const char *
+zl_cancel_outcome_name (zl_cancel_outcome_t outcome)
+{
+    static const char *names[ZL_CANCEL_OUTCOME_COUNT] = {
+        "unspecified", "cancelled", "already_cancelled", "finished", "unknown"};
+    return (unsigned)outcome < ZL_CANCEL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 
 // ---------------------------------------------------------------- decode
@@ -382,6 +411,15 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             out->u.settled.items[i] = (zl_lease_ref_t){s->items[i]->job_id, s->items[i]->lease};
         break;
     }
+    case ZLANE__V1__ENVELOPE__BODY_CANCEL: {
+        out->kind = ZL_MSG_CANCEL;
+        const Zlane__V1__Cancel *s = e->cancel;
+        out->u.cancel.n = s->n_items;
+        out->u.cancel.items = ARR (a, s->n_items, zl_lease_ref_t);
+        for (size_t i = 0; i < s->n_items; i++)
+            out->u.cancel.items[i] = (zl_lease_ref_t){s->items[i]->job_id, s->items[i]->lease};
+        break;
+    }
     case ZLANE__V1__ENVELOPE__BODY_ERROR: {
         out->kind = ZL_MSG_ERROR;
         const Zlane__V1__Error *s = e->error;
@@ -442,6 +480,11 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             o->op = ZL_ADMIN_RESUME;
             o->lane = r->resume->lane;
             break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_CANCEL:
+            o->op = ZL_ADMIN_CANCEL;
+            o->n_ids = r->cancel->n_ids;
+            o->ids = r->cancel->ids;
+            break;
         default: o->op = ZL_ADMIN_NONE; break;
         }
         break;
@@ -473,6 +516,19 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             o->result = ZL_ADMIN_RESULT_COUNT;
             o->count = r->count;
             break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_CANCEL: {
+            const Zlane__V1__CancelReply *c = r->cancel;
+            o->result = ZL_ADMIN_RESULT_CANCEL;
+            o->count = c->count;
+            o->n_cancel_items = c->n_items;
+            o->cancel_items = ARR (a, c->n_items, zl_cancel_item_t);
+            for (size_t i = 0; i < c->n_items; i++) {
+                const Zlane__V1__CancelItem *t = c->items[i];
+                o->cancel_items[i] = (zl_cancel_item_t){t->job_id, (zl_cancel_outcome_t)t->outcome,
+                                                        t->state, t->cancelled_at_ms};
+            }
+            break;
+        }
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
         }
         break;
@@ -953,6 +1009,21 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         }
         break;
     }
+    case ZL_MSG_CANCEL: {
+        const zl_cancel_t *in = &m->u.cancel;
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_CANCEL;
+        e->cancel = NEW (a, Zlane__V1__Cancel, zlane__v1__cancel__init);
+        e->cancel->n_items = in->n;
+        e->cancel->items = PTRS (a, in->n, Zlane__V1__LeaseRef);
+        Zlane__V1__LeaseRef *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
+        for (size_t i = 0; i < in->n; i++) {
+            zlane__v1__lease_ref__init (&items[i]);
+            items[i].job_id = in->items[i].job_id;
+            items[i].lease = in->items[i].lease;
+            e->cancel->items[i] = &items[i];
+        }
+        break;
+    }
     case ZL_MSG_ERROR:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_ERROR;
         e->error = NEW (a, Zlane__V1__Error, zlane__v1__error__init);
@@ -1028,6 +1099,12 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             }
             break;
         }
+        case ZL_ADMIN_CANCEL:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_CANCEL;
+            r->cancel = NEW (a, Zlane__V1__CancelRequest, zlane__v1__cancel_request__init);
+            r->cancel->n_ids = in->n_ids;
+            r->cancel->ids = (uint64_t *)in->ids;
+            break;
         default: break; // no op: the broker answers with an error
         }
         break;
@@ -1061,6 +1138,26 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_COUNT;
             r->count = in->count;
             break;
+        case ZL_ADMIN_RESULT_CANCEL: {
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_CANCEL;
+            Zlane__V1__CancelReply *c =
+                NEW (a, Zlane__V1__CancelReply, zlane__v1__cancel_reply__init);
+            c->count = in->count;
+            c->n_items = in->n_cancel_items;
+            c->items = PTRS (a, in->n_cancel_items, Zlane__V1__CancelItem);
+            for (size_t i = 0; i < in->n_cancel_items; i++) {
+                const zl_cancel_item_t *t = &in->cancel_items[i];
+                Zlane__V1__CancelItem *o =
+                    NEW (a, Zlane__V1__CancelItem, zlane__v1__cancel_item__init);
+                o->job_id = t->job_id;
+                o->outcome = (Zlane__V1__CancelOutcome)t->outcome;
+                o->state = S (t->state);
+                o->cancelled_at_ms = t->cancelled_at_ms;
+                c->items[i] = o;
+            }
+            r->cancel = c;
+            break;
+        }
         default: break;
         }
         break;

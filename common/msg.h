@@ -47,6 +47,7 @@ typedef enum {
     ZL_MSG_DLQ_ALERT,
     ZL_MSG_ADMIN_REQUEST,
     ZL_MSG_ADMIN_REPLY,
+    ZL_MSG_CANCEL, // broker -> worker
     ZL_MSG_KIND_COUNT
 } zl_msg_kind_t;
 
@@ -208,6 +209,12 @@ typedef struct {
     zl_lease_ref_t *items;
 } zl_settled_t;
 
+/*  Broker -> worker: these running jobs were cancelled. */
+typedef struct {
+    size_t n;
+    zl_lease_ref_t *items;
+} zl_cancel_t;
+
 typedef enum {
     ZL_ERR_UNSPECIFIED = 0,
     ZL_ERR_BAD_FRAME = 1,
@@ -225,6 +232,7 @@ typedef enum {
     ZL_ERR_NOT_HOLDER = 13,
     ZL_ERR_NOT_LEADER = 14,  // a standby: go to leader_endpoints, or the next broker
     ZL_ERR_UNAVAILABLE = 15, // no writable database answers: retry later, here or elsewhere
+    ZL_ERR_CANCELLED = 17,   // the job was cancelled: the Ack/Nack/Extend changed nothing
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -260,6 +268,7 @@ typedef enum {
     ZL_OUTCOME_MAX_RUN = 7,
     ZL_OUTCOME_BROKER_RESTART = 8,
     ZL_OUTCOME_LEADER_CHANGE = 9, // another broker took the lead while it ran
+    ZL_OUTCOME_CANCELLED = 10,    // an operator cancelled the job while it ran
     ZL_OUTCOME_COUNT
 } zl_outcome_t;
 
@@ -305,6 +314,7 @@ typedef enum {
     ZL_ADMIN_DLQ_PURGE,
     ZL_ADMIN_PAUSE,
     ZL_ADMIN_RESUME,
+    ZL_ADMIN_CANCEL,
     ZL_ADMIN_OP_COUNT
 } zl_admin_op_t;
 
@@ -324,7 +334,30 @@ typedef struct {
     uint64_t after_id;      // list
     uint64_t job_id;        // show
     const char *lane;       // pause, resume
+    size_t n_ids;           // cancel: the job ids
+    const uint64_t *ids;
 } zl_admin_request_t;
+
+#define ZL_CANCEL_MAX_IDS 1000 // ids per CancelRequest
+
+typedef enum {
+    ZL_CANCEL_UNSPECIFIED = 0,
+    ZL_CANCEL_CANCELLED = 1,         // cancelled by this request
+    ZL_CANCEL_ALREADY_CANCELLED = 2, // cancelled before (record kept for result_retention)
+    ZL_CANCEL_FINISHED = 3,          // no live job with this id: acked, purged or expired
+    ZL_CANCEL_UNKNOWN = 4,           // the broker never issued this id
+    ZL_CANCEL_OUTCOME_COUNT
+} zl_cancel_outcome_t;
+
+/*  Return "cancelled", "already_cancelled", "finished" or "unknown". */
+const char *zl_cancel_outcome_name (zl_cancel_outcome_t outcome);
+
+typedef struct {
+    uint64_t job_id;
+    zl_cancel_outcome_t outcome;
+    const char *state; // the state it was cancelled in ("ready", ...), "" otherwise
+    uint64_t cancelled_at_ms;
+} zl_cancel_item_t;
 
 typedef struct {
     const char *name;
@@ -376,7 +409,8 @@ typedef enum {
     ZL_ADMIN_RESULT_STATS,
     ZL_ADMIN_RESULT_DLQ_LIST,
     ZL_ADMIN_RESULT_DEAD_LETTER,
-    ZL_ADMIN_RESULT_COUNT
+    ZL_ADMIN_RESULT_COUNT,
+    ZL_ADMIN_RESULT_CANCEL
 } zl_admin_result_t;
 
 typedef struct {
@@ -388,7 +422,9 @@ typedef struct {
     size_t n_dead_letters; // dlq list (payload, attempts omitted)
     zl_dead_letter_t *dead_letters;
     zl_dead_letter_t dead_letter; // dlq show
-    uint64_t count;               // redrive, purge
+    uint64_t count;               // redrive, purge; cancel: jobs cancelled by it
+    size_t n_cancel_items;        // cancel: one per requested id, in order
+    zl_cancel_item_t *cancel_items;
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope
@@ -406,6 +442,7 @@ typedef struct {
         zl_nack_t nack;
         zl_dispatch_t dispatch;
         zl_settled_t settled;
+        zl_cancel_t cancel;
         zl_error_t error;
         zl_dead_letter_t dead_letter;
         zl_dlq_alert_t dlq_alert;

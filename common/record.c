@@ -78,6 +78,8 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     }
     m->leased_to = S (r->leased_to);
     m->started_at_ms = r->started_at_ms;
+    m->cancelled_at_ms = r->cancelled_at_ms;
+    m->cancelled_from = r->cancelled_from;
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -148,6 +150,8 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     }
     out->leased_to = s_text (arena, m->leased_to);
     out->started_at_ms = m->started_at_ms;
+    out->cancelled_at_ms = m->cancelled_at_ms;
+    out->cancelled_from = m->cancelled_from;
     return 0;
 }
 

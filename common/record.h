@@ -37,6 +37,8 @@ typedef struct {
     zl_attempt_t *history;
     const char *leased_to;
     int64_t started_at_ms;
+    int64_t cancelled_at_ms; // state cancelled: wall clock
+    uint32_t cancelled_from; // state cancelled: the state it was cancelled in
 } zl_state_rec_t;
 
 typedef struct {

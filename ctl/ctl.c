@@ -59,6 +59,8 @@ s_usage (FILE *out)
         "  dlq redrive (--all | --lane L | --tenant T | ID...)   attempts reset\n"
         "  dlq purge   (--all | --lane L | --tenant T | ID...)\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
+        "  cancel ID...                cancel jobs: ready, delayed, dead-lettered or\n"
+        "                              running (its worker is told to stop it)\n"
         "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq)\n"
         "  store copy --from DIR --to LOCATION [--batch N]\n"
         "        move a stopped broker's LMDB store into an empty PostgreSQL store,\n"
@@ -82,7 +84,7 @@ s_usage (FILE *out)
         "  -h, --help     this help (also: zlane-ctl COMMAND --help)\n"
         "\n"
         "With CURVE the broker checks the key's role: stats, dlq list and dlq show\n"
-        "need admin or subscriber, redrive, purge, pause and resume need admin,\n"
+        "need admin or subscriber, redrive, purge, pause, resume and cancel need admin,\n"
         "tail needs subscriber or admin (other keys are refused at the handshake).\n"
         "\n"
         "Exit status: 0 ok, 1 the broker refused or failed, 2 usage, 3 broker unreachable\n"
@@ -781,6 +783,86 @@ s_cmd_lane (const opts_t *o, const char *cmd, int argc, char **argv)
     return rc;
 }
 
+// ---------------------------------------------------------------- cancel
+/*  zlane-ctl cancel ID...: one line per id saying what became of it. Exit 0
+    when every id is cancelled now or was before, 1 when one is finished
+    (nothing to cancel) or unknown. */
+static int
+s_cmd_cancel (const opts_t *o, int argc, char **argv)
+{
+    if (argc < 1 || !strcmp (argv[0], "--help") || !strcmp (argv[0], "-h")) {
+        printf ("Usage: zlane-ctl cancel ID...\n"
+                "Cancel jobs by id (at most %d). A ready, delayed or dead-lettered job is\n"
+                "removed; a running one is recorded cancelled at once and its worker told\n"
+                "to stop it (its late ack is refused). Each id is answered on its own:\n"
+                "cancelled (the state it left), already cancelled (kept for the broker's\n"
+                "result_retention), finished (acked or purged: nothing to cancel) or\n"
+                "unknown (never issued). Exit 0 if every id is cancelled, now or before.\n",
+                ZL_CANCEL_MAX_IDS);
+        return argc < 1 ? 2 : 0;
+    }
+    if (argc > ZL_CANCEL_MAX_IDS) {
+        fprintf (stderr, "zlane-ctl: cancel: at most %d ids at a time (see zlane-ctl --help)\n",
+                 ZL_CANCEL_MAX_IDS);
+        return 2;
+    }
+    uint64_t *ids = calloc ((size_t)argc, sizeof (uint64_t));
+    for (int i = 0; i < argc; i++)
+        if (zl_parse_u64 (argv[i], &ids[i]) != 0 || ids[i] == 0) {
+            fprintf (stderr, "zlane-ctl: cancel: '%s' is not a job id (see zlane-ctl --help)\n",
+                     argv[i]);
+            free (ids);
+            return 2;
+        }
+    zl_codec_t *codec = zl_codec_new ();
+    zl_admin_request_t req = {.op = ZL_ADMIN_CANCEL, .n_ids = (size_t)argc, .ids = ids};
+    req.filter.lane = req.filter.tenant = "";
+    req.lane = "";
+    zl_msg_t reply;
+    int rc = s_admin (o, codec, &req, &reply);
+    const zl_admin_reply_t *r = &reply.u.admin_reply;
+    if (rc == 0 && r->result != ZL_ADMIN_RESULT_CANCEL) {
+        fprintf (stderr, "zlane-ctl: cancel: the broker's reply holds no cancel result\n");
+        rc = 1;
+    }
+    for (size_t i = 0; rc == 0 && i < r->n_cancel_items; i++) {
+        const zl_cancel_item_t *it = &r->cancel_items[i];
+        const char *state = it->state ? it->state : "";
+        bool done =
+            it->outcome == ZL_CANCEL_CANCELLED || it->outcome == ZL_CANCEL_ALREADY_CANCELLED;
+        if (o->json) {
+            printf ("{\"job_id\":%" PRIu64 ",\"outcome\":", it->job_id);
+            zl_json_str (stdout, zl_cancel_outcome_name (it->outcome));
+            printf (",\"state\":");
+            zl_json_str (stdout, state);
+            printf (",\"cancelled_at_ms\":%" PRIu64 "}\n", it->cancelled_at_ms);
+        } else {
+            char at[40];
+            s_time (at, sizeof at, it->cancelled_at_ms);
+            switch (it->outcome) {
+            case ZL_CANCEL_CANCELLED:
+                printf ("%" PRIu64 " cancelled (it was %s%s)\n", it->job_id, state,
+                        !strcmp (state, "leased") ? ": its worker was told to stop it" : "");
+                break;
+            case ZL_CANCEL_ALREADY_CANCELLED:
+                printf ("%" PRIu64 " already cancelled at %s (it was %s)\n", it->job_id, at, state);
+                break;
+            case ZL_CANCEL_FINISHED:
+                printf ("%" PRIu64 " finished: no live job (acked, purged or expired); nothing "
+                        "to cancel\n",
+                        it->job_id);
+                break;
+            default: printf ("%" PRIu64 " unknown: no such job was ever issued\n", it->job_id);
+            }
+        }
+        if (!done)
+            rc = 1;
+    }
+    free (ids);
+    zl_codec_destroy (&codec);
+    return rc;
+}
+
 // ---------------------------------------------------------------- tail
 static int
 s_cmd_tail (const opts_t *o, int argc, char **argv)
@@ -1145,6 +1227,8 @@ main (int argc, char **argv)
         rc = s_cmd_dlq (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "pause") || !strcmp (cmd, "resume"))
         rc = s_cmd_lane (&o, cmd, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "cancel"))
+        rc = s_cmd_cancel (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "tail"))
         rc = s_cmd_tail (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "store"))

@@ -15,9 +15,11 @@
         anything else, death by a signal included -> TRANSIENT Nack
     The error text is the tail of stderr (made valid UTF-8: bad bytes and
     NULs become U+FFFD) plus "exit status N" or "killed by signal S". When
-    the job is cancelled (lease lost, max run time, shutdown) the process
-    group gets SIGTERM, then SIGKILL after the kill grace, and the job is
-    reported TRANSIENT with the reason. Processes the command leaves running
+    the job is cancelled (lease lost, max run time, shutdown, or the
+    broker's Cancel: an operator cancelled it) the process group gets
+    SIGTERM, then SIGKILL after the kill grace, and the job is reported
+    TRANSIENT with the reason (for a job the broker cancelled, that report
+    is refused CANCELLED: the job ends cancelled). Processes the command leaves running
     after a normal exit are not waited for nor killed, and processes that
     leave the group (setsid) are out of reach. */
 #ifndef ZL_EXEC_H

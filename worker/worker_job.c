@@ -157,6 +157,7 @@ zl_worker_cancel_text (zl_worker_cancel_t why)
     case ZL_WORKER_DISCONNECTED: return "lease lost (broker connection lost)";
     case ZL_WORKER_MAX_RUN: return "max run time exceeded";
     case ZL_WORKER_SHUTDOWN: return "worker shutting down";
+    case ZL_WORKER_CANCELLED: return "cancelled by the broker";
     }
     return "cancelled";
 }

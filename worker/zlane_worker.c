@@ -14,8 +14,10 @@
     handler thread runs it -> result -> a pending settlement (Ack or Nack)
     -> Settled from the broker (or a refusal) -> forgotten. Jobs start in
     receipt order. Held jobs, queued or running, are extended at half-life
-    and cancelled when their lease is lost; a job cancelled before a handler
-    thread takes it never runs and is handed back (TRANSIENT Nack). Pending
+    and cancelled when their lease is lost or the broker cancels them (a
+    Cancel message: an operator cancelled the job); a job cancelled before a
+    handler thread takes it never runs and is handed back (TRANSIENT Nack,
+    which the broker refuses CANCELLED for a job it cancelled). Pending
     settlements are resent after every reconnect with the same lease token:
     the broker's fencing decides whether they still count.
 
@@ -104,7 +106,7 @@ typedef struct {
 
 typedef struct {
     atomic_uint_fast64_t received, acked, nacked, settled, refused, extends_sent, lease_lost,
-        reconnects;
+        reconnects, cancelled;
 } s_counters_t;
 
 #define S_COUNT(self, field, n)                                                                    \
@@ -360,6 +362,7 @@ zl_worker_stats (zl_worker_t *self, zl_worker_stats_t *stats)
                                  .refused = atomic_load (&c->refused),
                                  .extends_sent = atomic_load (&c->extends_sent),
                                  .lease_lost = atomic_load (&c->lease_lost),
+                                 .cancelled = atomic_load (&c->cancelled),
                                  .reconnects = atomic_load (&c->reconnects)};
 }
 
@@ -767,10 +770,45 @@ s_on_settled (zl_worker_t *self, const zl_settled_t *s)
     }
 }
 
+/*  The broker cancelled the held job `h` (a Cancel, or a CANCELLED
+    refusal of its Extend): interrupt it, extend it no more. A job still in
+    the backlog never runs (s_start_jobs hands it back); a running one's
+    handler sees zl_worker_job_cancelled, and whatever it reports is sent
+    and refused CANCELLED. */
+static void
+s_cancelled_by_broker (zl_worker_t *self, zl_held_job_t *h, const char *how)
+{
+    if (!zl_held_job_cancel (h, ZL_WORKER_CANCELLED))
+        return; // cancelled before (lease lost, max run...): it is stopping already
+    S_COUNT (self, cancelled, 1);
+    h->next_extend_ms = 0;
+    zl_held_timers_remove (self->timers, h); // cancelled jobs have no timers
+    zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s (%s)", h->pub.job_id, h->pub.attempt,
+             zl_worker_cancel_text (ZL_WORKER_CANCELLED), how);
+}
+
+/*  Cancel from the broker: interrupt each (job_id, lease) we hold. One we
+    do not hold has finished here: its settlement, if still pending, will be
+    refused CANCELLED. */
+static void
+s_on_cancel (zl_worker_t *self, const zl_cancel_t *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        zl_held_job_t *h = s_held_find (self, c->items[i].job_id, c->items[i].lease);
+        if (!h) {
+            zl_debug (S_COMPONENT, "job %" PRIu64 ": Cancel for a lease we no longer hold",
+                      c->items[i].job_id);
+            continue;
+        }
+        s_cancelled_by_broker (self, h, "Cancel");
+    }
+}
+
 /*  One refused item of an Ack, Nack or Extend: (job_id, lease) with `code`.
-    STALE_LEASE, UNKNOWN_JOB and NOT_HOLDER (the lease is another
-    connection's) fence it: a pending settlement of that lease is dropped
-    (refused), a held job with it is cancelled (lease lost). MAX_RUN answers
+    STALE_LEASE, UNKNOWN_JOB, NOT_HOLDER (the lease is another
+    connection's) and CANCELLED fence it: a pending settlement of that lease
+    is dropped (refused), a held job with it is cancelled (lease lost, or
+    cancelled by the broker). MAX_RUN answers
     an Extend only: the lease was extended, but only up to the job's max run
     deadline, so the job is not extended again (nor cancelled: its own
     max-run timer does that); a settlement of that lease still stands. */
@@ -778,8 +816,8 @@ static void
 s_on_item_error (zl_worker_t *self, zl_error_code_t code, uint64_t job_id, uint64_t lease)
 {
     const char *name = zl_error_code_name (code);
-    bool fenced =
-        code == ZL_ERR_STALE_LEASE || code == ZL_ERR_UNKNOWN_JOB || code == ZL_ERR_NOT_HOLDER;
+    bool fenced = code == ZL_ERR_STALE_LEASE || code == ZL_ERR_UNKNOWN_JOB ||
+                  code == ZL_ERR_NOT_HOLDER || code == ZL_ERR_CANCELLED;
     if (!fenced && code != ZL_ERR_MAX_RUN) {
         zl_warn (S_COMPONENT, "job %" PRIu64 ": broker error %s, ignored", job_id, name);
         return;
@@ -811,6 +849,10 @@ s_on_item_error (zl_worker_t *self, zl_error_code_t code, uint64_t job_id, uint6
                  "job %" PRIu64 " attempt %u: lease extended up to its max run time; "
                  "no more extensions",
                  h->pub.job_id, h->pub.attempt);
+        return;
+    }
+    if (code == ZL_ERR_CANCELLED) {
+        s_cancelled_by_broker (self, h, "extend refused CANCELLED");
         return;
     }
     zl_held_job_cancel (h, ZL_WORKER_LEASE_LOST);
@@ -863,6 +905,7 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
     case ZL_ERR_STALE_LEASE:
     case ZL_ERR_UNKNOWN_JOB:
     case ZL_ERR_NOT_HOLDER:
+    case ZL_ERR_CANCELLED:
     case ZL_ERR_MAX_RUN: s_on_item_error (self, e->code, e->job_id, e->lease); return;
     default:
         zl_warn (S_COMPONENT, "broker error %s: %s", zl_error_code_name (e->code),
@@ -877,6 +920,7 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     switch (msg->kind) {
     case ZL_MSG_DISPATCH: s_on_dispatch (self, &msg->u.dispatch, now_ms); break;
     case ZL_MSG_SETTLED: s_on_settled (self, &msg->u.settled); break;
+    case ZL_MSG_CANCEL: s_on_cancel (self, &msg->u.cancel); break;
     case ZL_MSG_ERROR: s_on_error (self, &msg->u.error); break;
     case ZL_MSG_HEARTBEAT: break; // its arrival is the point
     case ZL_MSG_READY:
@@ -930,7 +974,7 @@ s_recv_all (zl_worker_t *self, int64_t now_ms)
             continue;
         }
         if (msg.kind == ZL_MSG_DISPATCH || msg.kind == ZL_MSG_SETTLED ||
-            msg.kind == ZL_MSG_HEARTBEAT ||
+            msg.kind == ZL_MSG_CANCEL || msg.kind == ZL_MSG_HEARTBEAT ||
             (msg.kind == ZL_MSG_ERROR && msg.u.error.code != ZL_ERR_NOT_LEADER &&
              msg.u.error.code != ZL_ERR_UNAVAILABLE))
             self->backoff_ms = self->opts.reconnect_min_ms; // a broker that serves

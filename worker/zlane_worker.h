@@ -52,12 +52,17 @@ typedef enum {
     ZL_WORKER_LEASE_LOST,   // the broker refused an Extend (stale lease, unknown job, not holder)
     ZL_WORKER_DISCONNECTED, // the broker connection was lost; the lease is presumed lost
     ZL_WORKER_MAX_RUN,      // max_run_ms elapsed (the worker's own timer, counted from receipt)
-    ZL_WORKER_SHUTDOWN      // the worker is stopping and the drain grace ran out
+    ZL_WORKER_SHUTDOWN,     // the worker is stopping and the drain grace ran out
+    ZL_WORKER_CANCELLED     // an operator cancelled the job: the broker sent Cancel (or
+                            // refused a settlement or Extend of it CANCELLED)
 } zl_worker_cancel_t;
 
 /*  Return true once the job is cancelled: its lease is lost (or presumed
-    lost) or it ran out of time. Long handlers should poll this and return
-    early; whatever they report is still sent (the broker fences it). */
+    lost), it ran out of time, or the broker cancelled it. Long handlers
+    should poll this (or wait on zl_worker_job_cancel_fd) and return early;
+    whatever they report is still sent, and the broker fences it (a job the
+    broker cancelled ends cancelled whatever the handler reports: its Ack or
+    Nack is refused CANCELLED and counted in `refused`). */
 bool zl_worker_job_cancelled (const zl_worker_job_t *job);
 /*  Return why the job was cancelled, ZL_WORKER_LIVE if it is not. */
 zl_worker_cancel_t zl_worker_job_cancel_reason (const zl_worker_job_t *job);
@@ -158,6 +163,7 @@ typedef struct {
     uint64_t refused;      // settlements the broker refused
     uint64_t extends_sent; // Extend items sent
     uint64_t lease_lost;   // jobs cancelled because the broker refused an Extend
+    uint64_t cancelled;    // held jobs the broker cancelled (Cancel, or a CANCELLED refusal)
     uint64_t reconnects;   // connections replaced after broker silence
 } zl_worker_stats_t;
 

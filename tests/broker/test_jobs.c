@@ -315,6 +315,11 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
         assert_int_equal (st.dead_at_ms, job->dead_at_ms);
         assert_int_equal (st.ready_seq, job->seq); // its place in the DLQ
         break;
+    case ZL_JOB_CANCELLED:
+        assert_int_equal (st.cancelled_at_ms, job->cancelled_at_ms);
+        assert_int_equal (st.cancelled_from, job->cancelled_from);
+        assert_int_equal (st.ready_seq, job->seq); // its place in the retention order
+        break;
     }
 }
 
@@ -327,7 +332,7 @@ s_check_gauges (fx_t *fx)
     zl_flow_t **flows = zl_sched_flows (fx->sched, &n_flows);
     uint64_t ready[8] = {0}, delayed[8] = {0}, in_flight[8] = {0}, dlq[8] = {0};
     assert_true (n_flows <= 8);
-    size_t live = 0, timed = 0, dead = 0;
+    size_t live = 0, timed = 0, dead = 0, cancelled = 0;
     uint32_t w1_held = 0, w2_held = 0;
     for (size_t i = 0; i < fx->n_ids; i++) {
         zl_job_t *job = zl_jobs_find (fx->jobs, fx->ids[i]);
@@ -370,6 +375,12 @@ s_check_gauges (fx_t *fx)
             dead++;
             assert_int_equal (job->timer_idx, NO_SLOT);
             assert_ptr_equal (zl_dlq_find (zl_jobs_dlq (fx->jobs), job->id), job);
+            break;
+        case ZL_JOB_CANCELLED: // inert: no queue, no timer, no lease, no depth
+            cancelled++;
+            assert_int_equal (job->timer_idx, NO_SLOT);
+            assert_null (zl_dlq_find (zl_jobs_dlq (fx->jobs), job->id));
+            assert_true (job->cancelled_from >= ZL_JOB_READY && job->cancelled_from <= ZL_JOB_DEAD);
             break;
         default: fail_msg ("job %llu in bad state %d", (unsigned long long)job->id, job->state);
         }
@@ -432,6 +443,7 @@ s_check_gauges (fx_t *fx)
     assert_int_equal (zl_timers_size (fx->timers), timed);
     assert_int_equal (zl_dlq_depth (q), dead);
     assert_int_equal (zl_jobs_count (fx->jobs), live);
+    assert_int_equal (zl_jobs_cancelled_kept (fx->jobs), cancelled);
     assert_int_equal (zl_sched_has_ready (fx->sched, fx->lane) != 0,
                       ready[0] + ready[1] + (n_flows > 2 ? ready[2] : 0) > 0);
 }
@@ -1677,6 +1689,248 @@ s_restart (fx_t *fx, int64_t t)
     }
 }
 
+// ---------------------------------------------------------------- cancellation
+static zl_cancel_outcome_t
+s_cancel (fx_t *fx, uint64_t id, zl_now_t now, zl_cancel_item_t *item)
+{
+    zl_cancel_outcome_t rc = zl_jobs_cancel (fx->jobs, id, now, item);
+    assert_int_equal (item->outcome, rc);
+    assert_int_equal (item->job_id, id);
+    s_step (fx);
+    return rc;
+}
+
+// A cancelled job is stored cancelled, from `from`, with `n_history` attempts.
+static void
+s_assert_cancelled (fx_t *fx, zl_job_t *job, zl_job_state_t from, size_t n_history)
+{
+    assert_non_null (job);
+    assert_int_equal (job->state, ZL_JOB_CANCELLED);
+    assert_int_equal (job->cancelled_from, from);
+    const zl_state_rec_t *st = s_state (fx, job);
+    assert_int_equal (st->state, ZL_JOB_CANCELLED);
+    assert_int_equal (st->cancelled_from, from);
+    assert_int_equal (st->n_history, n_history);
+}
+
+// Ready jobs leave their FIFO wherever they wait (head, middle, tail) and a
+// delayed one its timer; a second cancel says "already", with when and from
+// what; the rest of the queue runs on in order.
+static void
+test_cancel_ready_and_delayed (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *a = s_accept (fx, 0, 0, at (0));
+    zl_job_t *b = s_accept (fx, 0, 0, at (1));
+    zl_job_t *c = s_accept (fx, 0, 0, at (2));
+    zl_job_t *d = s_accept (fx, 0, 0, at (3));
+    zl_job_t *late = s_accept (fx, 500, 0, at (4));
+    zl_cancel_item_t item;
+    fx->n_events = 0;
+    assert_int_equal (s_cancel (fx, b->id, at (10), &item), ZL_CANCEL_CANCELLED); // middle
+    assert_string_equal (item.state, "ready");
+    assert_int_equal (item.cancelled_at_ms, at (10).wall_ms);
+    assert_int_equal (fx->n_events, 1);
+    assert_int_equal (fx->events[0].ev, ZL_JOBS_EV_CANCELLED);
+    assert_int_equal (fx->events[0].state, ZL_JOB_READY); // told before it changed
+    assert_int_equal (s_cancel (fx, a->id, at (11), &item), ZL_CANCEL_CANCELLED); // head
+    assert_int_equal (s_cancel (fx, d->id, at (12), &item), ZL_CANCEL_CANCELLED); // tail
+    assert_int_equal (s_cancel (fx, late->id, at (13), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "delayed");
+    s_assert_cancelled (fx, a, ZL_JOB_READY, 0);
+    s_assert_cancelled (fx, late, ZL_JOB_DELAYED, 0);
+    assert_int_equal (fx->flow->ready, 1);
+    assert_ptr_equal (fx->flow->head, c);
+    assert_ptr_equal (fx->flow->tail, c);
+    assert_int_equal (fx->lane->depth, 1);
+
+    // again: nothing changes, the answer says when and from what
+    fx->n_events = 0;
+    assert_int_equal (s_cancel (fx, b->id, at (20), &item), ZL_CANCEL_ALREADY_CANCELLED);
+    assert_string_equal (item.state, "ready");
+    assert_int_equal (item.cancelled_at_ms, at (10).wall_ms);
+    assert_int_equal (fx->n_events, 0);
+
+    // the delayed one never becomes ready; the one left runs
+    assert_int_equal (s_fire (fx, at (600)), 0);
+    assert_int_equal (late->state, ZL_JOB_CANCELLED);
+    zl_job_t *j = s_lease (fx, fx->w1, c, at (601));
+    assert_int_equal (s_ack (fx, fx->w1, j->id, j->lease->token, 0, at (602)), ZL_SETTLE_OK);
+    assert_null (zl_sched_pop (fx->sched, fx->lane, S_NO_LIMITS_NOW));
+    // a job pushed after the cancels queues normally behind nothing
+    zl_job_t *e = s_accept (fx, 0, 0, at (603));
+    s_lease (fx, fx->w1, e, at (604));
+}
+
+// A running job is cancelled at once: its attempt ends CANCELLED in the
+// history, its lease, timer and worker slot go, and whatever its worker
+// says later (ack, nack, extend, with its token or any other) is refused
+// CANCELLED and changes nothing.
+static void
+test_cancel_leased_refuses_late_settlements (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *job = s_accept (fx, 0, 0, at (0));
+    s_lease (fx, fx->w1, job, at (10));
+    uint64_t token = job->lease->token;
+    assert_int_equal (fx->w1->in_flight, 1);
+    zl_cancel_item_t item;
+    fx->n_events = 0;
+    assert_int_equal (s_cancel (fx, job->id, at (40), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "leased");
+    assert_int_equal (fx->n_events, 1);
+    assert_int_equal (fx->events[0].state, ZL_JOB_LEASED); // the listener saw the lease
+    s_assert_cancelled (fx, job, ZL_JOB_LEASED, 1);
+    const zl_state_rec_t *st = s_state (fx, job);
+    assert_int_equal (st->history[0].outcome, ZL_OUTCOME_CANCELLED);
+    assert_string_equal (st->history[0].worker, "w1");
+    assert_int_equal (st->history[0].ended_at_ms, at (40).wall_ms);
+    assert_int_equal (fx->w1->in_flight, 0);
+    assert_int_equal (fx->lane->depth, 0);
+
+    assert_int_equal (s_ack (fx, fx->w1, job->id, token, 0, at (50)), ZL_SETTLE_CANCELLED);
+    assert_int_equal (s_nack (fx, fx->w1, job->id, token, ZL_FAIL_TRANSIENT, "x", 0, at (51)),
+                      ZL_SETTLE_CANCELLED);
+    assert_int_equal (s_extend (fx, fx->w1, job->id, token, 1000, at (52)), ZL_SETTLE_CANCELLED);
+    assert_int_equal (s_ack (fx, fx->w2, job->id, token + 1, 0, at (53)), ZL_SETTLE_CANCELLED);
+    s_assert_cancelled (fx, job, ZL_JOB_LEASED, 1);
+    assert_int_equal (fx->flow->acked, 0);
+    // its lease deadline passes: nothing fires
+    assert_int_equal (s_fire (fx, at (10 + LANE_LEASE_MS + 1)), 0);
+    assert_int_equal (job->state, ZL_JOB_CANCELLED);
+    // releasing the worker gives nothing back
+    assert_int_equal (
+        zl_jobs_release_worker (fx->jobs, fx->w1, ZL_OUTCOME_WORKER_DEAD, "gone", at (2000)), 0);
+    s_step (fx);
+}
+
+// A dead letter can be cancelled: it leaves the DLQ (redrive no longer
+// finds it) and stays cancelled with its history.
+static void
+test_cancel_dead_letter (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *job = s_accept (fx, 0, 0, at (0));
+    s_lease (fx, fx->w1, job, at (1));
+    assert_int_equal (
+        s_nack (fx, fx->w1, job->id, job->lease->token, ZL_FAIL_PERMANENT, "bad", 0, at (2)),
+        ZL_SETTLE_OK);
+    assert_int_equal (job->state, ZL_JOB_DEAD);
+    assert_int_equal (zl_dlq_depth (zl_jobs_dlq (fx->jobs)), 1);
+    zl_cancel_item_t item;
+    assert_int_equal (s_cancel (fx, job->id, at (3), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "dead");
+    s_assert_cancelled (fx, job, ZL_JOB_DEAD, 1);
+    assert_int_equal (zl_dlq_depth (zl_jobs_dlq (fx->jobs)), 0);
+    assert_int_equal (fx->flow->dlq, 0);
+    assert_null (zl_dlq_find (zl_jobs_dlq (fx->jobs), job->id));
+}
+
+// Ids with no live job: one issued (acked, so deleted) is "finished"; 0 and
+// ids past the counter were never issued.
+static void
+test_cancel_unknown_and_finished (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *job = s_accept (fx, 0, 0, at (0));
+    uint64_t id = job->id;
+    s_lease (fx, fx->w1, job, at (1));
+    assert_int_equal (s_ack (fx, fx->w1, id, job->lease->token, 0, at (2)), ZL_SETTLE_OK);
+    zl_cancel_item_t item;
+    fx->n_events = 0;
+    assert_int_equal (s_cancel (fx, id, at (3), &item), ZL_CANCEL_FINISHED);
+    assert_string_equal (item.state, "");
+    assert_int_equal (s_cancel (fx, 0, at (3), &item), ZL_CANCEL_UNKNOWN);
+    assert_int_equal (s_cancel (fx, zl_jobs_next_id (fx->jobs), at (3), &item), ZL_CANCEL_UNKNOWN);
+    assert_int_equal (s_cancel (fx, UINT64_MAX, at (3), &item), ZL_CANCEL_UNKNOWN);
+    assert_int_equal (fx->n_events, 0);
+    assert_int_equal (zl_jobs_count (fx->jobs), 0);
+}
+
+// Cancelled jobs survive a restart as they were: a running one is not
+// ready again (no restart attempt is added), none is queued, the late ack
+// is still refused, and the retention order is kept.
+static void
+test_cancel_survives_restart (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *ready = s_accept (fx, 0, 0, at (0));
+    zl_job_t *running = s_accept (fx, 0, 0, at (1));
+    zl_job_t *other = s_accept (fx, 0, 0, at (2));
+    zl_job_t *delayed = s_accept (fx, 300, 0, at (3));
+    uint64_t ids[3] = {ready->id, running->id, delayed->id};
+    s_lease (fx, fx->w1, ready, at (4));                 // the FIFO's head goes to w1...
+    zl_job_t *j = s_lease (fx, fx->w2, running, at (5)); // ...this to w2
+    uint64_t token = j->lease->token;
+    // ready is back in the queue, with one attempt made (its worker died)
+    assert_int_equal (
+        zl_jobs_release_worker (fx->jobs, fx->w1, ZL_OUTCOME_WORKER_DEAD, "gone", at (6)), 1);
+    s_step (fx);
+    assert_int_equal (ready->state, ZL_JOB_READY);
+    zl_cancel_item_t item;
+    assert_int_equal (s_cancel (fx, running->id, at (10), &item), ZL_CANCEL_CANCELLED);
+    assert_int_equal (s_cancel (fx, ready->id, at (11), &item), ZL_CANCEL_CANCELLED);
+    assert_int_equal (s_cancel (fx, delayed->id, at (12), &item), ZL_CANCEL_CANCELLED);
+    uint64_t other_id = other->id;
+
+    s_restart (fx, 100);
+    static const zl_job_state_t from[3] = {ZL_JOB_READY, ZL_JOB_LEASED, ZL_JOB_DELAYED};
+    static const size_t hist[3] = {1, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        zl_job_t *c = zl_jobs_find (fx->jobs, ids[k]);
+        s_assert_cancelled (fx, c, from[k], hist[k]);
+        assert_int_equal (c->cancelled_at_ms, at (10 + (k == 0 ? 1 : k == 1 ? 0 : 2)).wall_ms);
+    }
+    const zl_state_rec_t *st = s_state (fx, zl_jobs_find (fx->jobs, running->id));
+    assert_int_equal (st->history[0].outcome, ZL_OUTCOME_CANCELLED); // no restart attempt
+    assert_int_equal (zl_jobs_cancelled_kept (fx->jobs), 3);
+    // only the job that was not cancelled is queued
+    zl_job_t *next = s_lease (fx, fx->w1, NULL, at (101));
+    assert_int_equal (next->id, other_id);
+    assert_null (zl_sched_pop (fx->sched, fx->lane, S_NO_LIMITS_NOW));
+    assert_int_equal (s_fire (fx, at (1000)), 0); // the delayed one's timer is gone too
+    // the worker of the cancelled attempt reconnects and acks: refused
+    assert_int_equal (s_ack (fx, fx->w2, ids[1], token, 0, at (1001)), ZL_SETTLE_CANCELLED);
+    // again recover: the order of cancellation is the retention order
+    s_restart (fx, 2000);
+    uint64_t kept =
+        zl_jobs_expire_cancelled (fx->jobs, at (2000), at (2000).wall_ms - at (10).wall_ms, 10);
+    s_step (fx);
+    assert_int_equal (kept, 1); // the first cancelled (running, at 10) only
+    assert_null (zl_jobs_find (fx->jobs, ids[1]));
+    assert_non_null (zl_jobs_find (fx->jobs, ids[0]));
+}
+
+// result_retention: cancelled jobs are deleted once kept that long, oldest
+// first, at most `max` per call; then their ids say "finished".
+static void
+test_cancelled_expire_after_retention (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_t *jobs[3];
+    uint64_t ids[3];
+    zl_cancel_item_t item;
+    for (int k = 0; k < 3; k++) {
+        jobs[k] = s_accept (fx, 0, 0, at (k));
+        ids[k] = jobs[k]->id;
+    }
+    for (int k = 0; k < 3; k++)
+        assert_int_equal (s_cancel (fx, ids[k], at (100 * k), &item), ZL_CANCEL_CANCELLED);
+    assert_int_equal (zl_jobs_expire_cancelled (fx->jobs, at (999), 1000, 10), 0);
+    assert_int_equal (zl_jobs_expire_cancelled (fx->jobs, at (100000), 0, 10), 0); // 0 = keep
+    s_step (fx);
+    assert_int_equal (zl_jobs_expire_cancelled (fx->jobs, at (1150), 1000, 1), 1); // bounded
+    s_step (fx);
+    assert_int_equal (zl_jobs_expire_cancelled (fx->jobs, at (1150), 1000, 10), 1);
+    s_step (fx);
+    assert_null (zl_jobs_find (fx->jobs, ids[0]));
+    assert_null (zl_jobs_find (fx->jobs, ids[1]));
+    assert_non_null (zl_jobs_find (fx->jobs, ids[2]));
+    assert_int_equal (zl_jobs_cancelled_kept (fx->jobs), 1);
+    assert_int_equal (s_cancel (fx, ids[0], at (1300), &item), ZL_CANCEL_FINISHED);
+    assert_int_equal (s_cancel (fx, ids[2], at (1300), &item), ZL_CANCEL_ALREADY_CANCELLED);
+}
+
 // Random walks with restarts in between: what recovery rebuilds is what the
 // broker had, and the rebuilt broker goes on working.
 static void
@@ -1728,6 +1982,12 @@ main (void)
         T (test_redrive_and_purge),
         T (test_random_walk_keeps_gauges),
         T (test_random_walk_survives_restarts),
+        T (test_cancel_ready_and_delayed),
+        T (test_cancel_leased_refuses_late_settlements),
+        T (test_cancel_dead_letter),
+        T (test_cancel_unknown_and_finished),
+        T (test_cancel_survives_restart),
+        T (test_cancelled_expire_after_retention),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

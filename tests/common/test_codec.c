@@ -711,6 +711,10 @@ test_admin_requests (void **state)
             case ZL_ADMIN_DLQ_PURGE: r.filter = filters[k]; break;
             case ZL_ADMIN_PAUSE:
             case ZL_ADMIN_RESUME: r.lane = k == 0 ? "" : s_str (f, "lane-%zu", k); break;
+            case ZL_ADMIN_CANCEL:
+                r.n_ids = k + 1;
+                r.ids = ids;
+                break;
             default: break;
             }
             zl_msg_t in = {.kind = ZL_MSG_ADMIN_REQUEST, .u.admin_request = r};
@@ -724,7 +728,56 @@ test_admin_requests (void **state)
             assert_int_equal (g->after_id, r.after_id);
             assert_int_equal (g->job_id, r.job_id);
             s_check_str (r.lane, g->lane);
+            assert_int_equal (g->n_ids, r.n_ids);
+            for (size_t i = 0; i < r.n_ids; i++)
+                assert_int_equal (g->ids[i], r.ids[i]);
         }
+}
+
+// Cancel (broker -> worker) and the cancel reply, both ways.
+static void
+test_cancel (void **state)
+{
+    fixture_t *f = *state;
+    zl_lease_ref_t refs[] = {{1, 2}, {UINT64_MAX, UINT64_MAX - 1}};
+    zl_msg_t in = {.kind = ZL_MSG_CANCEL, .u.cancel = {2, refs}};
+    zl_msg_t out;
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.kind, ZL_MSG_CANCEL);
+    assert_int_equal (out.u.cancel.n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal (out.u.cancel.items[i].job_id, refs[i].job_id);
+        assert_int_equal (out.u.cancel.items[i].lease, refs[i].lease);
+    }
+    assert_string_equal (zl_msg_kind_name (ZL_MSG_CANCEL), "cancel");
+    assert_string_equal (zl_error_code_name (ZL_ERR_CANCELLED), "cancelled");
+    assert_string_equal (zl_error_code_name ((zl_error_code_t)16), "unknown"); // not ours
+    assert_string_equal (zl_outcome_name (ZL_OUTCOME_CANCELLED), "cancelled");
+    assert_string_equal (zl_cancel_outcome_name (ZL_CANCEL_ALREADY_CANCELLED), "already_cancelled");
+
+    zl_cancel_item_t items[] = {{5, ZL_CANCEL_CANCELLED, "leased", 1700000000000ULL},
+                                {6, ZL_CANCEL_ALREADY_CANCELLED, "ready", 1},
+                                {7, ZL_CANCEL_FINISHED, "", 0},
+                                {8, ZL_CANCEL_UNKNOWN, "", 0}};
+    zl_msg_t rin = {.kind = ZL_MSG_ADMIN_REPLY,
+                    .u.admin_reply = {.request_id = 9,
+                                      .ok = true,
+                                      .error = "",
+                                      .result = ZL_ADMIN_RESULT_CANCEL,
+                                      .count = 1,
+                                      .n_cancel_items = 4,
+                                      .cancel_items = items}};
+    s_roundtrip (f, &rin, &out);
+    const zl_admin_reply_t *r = &out.u.admin_reply;
+    assert_int_equal (r->result, ZL_ADMIN_RESULT_CANCEL);
+    assert_int_equal (r->count, 1);
+    assert_int_equal (r->n_cancel_items, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal (r->cancel_items[i].job_id, items[i].job_id);
+        assert_int_equal (r->cancel_items[i].outcome, items[i].outcome);
+        assert_string_equal (r->cancel_items[i].state, items[i].state);
+        assert_int_equal (r->cancel_items[i].cancelled_at_ms, items[i].cancelled_at_ms);
+    }
 }
 
 static void
@@ -1076,8 +1129,14 @@ s_touch (const zl_msg_t *m)
         sum = s_touch_str (r->lane) + s_touch_str (r->filter.lane) + s_touch_str (r->filter.tenant);
         for (size_t i = 0; i < r->filter.n_ids; i++)
             sum += r->filter.ids[i];
+        for (size_t i = 0; i < r->n_ids; i++)
+            sum += r->ids[i];
         return sum;
     }
+    case ZL_MSG_CANCEL:
+        for (size_t i = 0; i < m->u.cancel.n; i++)
+            sum += m->u.cancel.items[i].lease;
+        return sum;
     case ZL_MSG_ADMIN_REPLY: {
         const zl_admin_reply_t *r = &m->u.admin_reply;
         sum = s_touch_str (r->error);
@@ -1097,6 +1156,10 @@ s_touch (const zl_msg_t *m)
             break;
         case ZL_ADMIN_RESULT_DEAD_LETTER: sum += s_touch_dead_letter (&r->dead_letter); break;
         case ZL_ADMIN_RESULT_COUNT: sum += r->count; break;
+        case ZL_ADMIN_RESULT_CANCEL:
+            for (size_t i = 0; i < r->n_cancel_items; i++)
+                sum += s_touch_str (r->cancel_items[i].state) + r->cancel_items[i].job_id;
+            break;
         default: assert_int_equal (r->result, ZL_ADMIN_RESULT_NONE); break;
         }
         return sum;
@@ -1204,6 +1267,11 @@ s_sample (fixture_t *f, zl_msg_kind_t kind, zl_msg_t *m)
     case ZL_MSG_SETTLED: {
         static zl_lease_ref_t x[] = {{1, 2}, {3, 4}};
         m->u.settled = (zl_settled_t){2, x};
+        break;
+    }
+    case ZL_MSG_CANCEL: {
+        static zl_lease_ref_t x[] = {{5, 6}, {7, 8}};
+        m->u.cancel = (zl_cancel_t){2, x};
         break;
     }
     case ZL_MSG_ERROR: m->u.error = (zl_error_t){ZL_ERR_STALE_LEASE, "stale", 5, 6}; break;
@@ -1423,6 +1491,7 @@ test_names (void **state)
     assert_string_equal (zl_msg_kind_name (ZL_MSG_DLQ_ALERT), "dlq_alert");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_ADMIN_REQUEST), "admin_request");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_ADMIN_REPLY), "admin_reply");
+    assert_string_equal (zl_msg_kind_name (ZL_MSG_CANCEL), "cancel");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_KIND_COUNT), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)-1), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)1000), "unknown");
@@ -1436,10 +1505,24 @@ test_names (void **state)
     assert_string_equal (zl_reject_code_name (ZL_REJECT_CODE_COUNT), "unknown");
     assert_string_equal (zl_reject_code_name ((zl_reject_code_t)-1), "unknown");
 
-    static const char *error[] = {"unspecified",  "bad_frame",    "bad_version", "unknown_kind",
-                                  "invalid",      "unknown_job",  "stale_lease", "not_ready",
-                                  "unknown_lane", "unauthorized", "not_found",   "internal",
-                                  "max_run",      "not_holder",   "not_leader",  "unavailable"};
+    static const char *error[] = {"unspecified",
+                                  "bad_frame",
+                                  "bad_version",
+                                  "unknown_kind",
+                                  "invalid",
+                                  "unknown_job",
+                                  "stale_lease",
+                                  "not_ready",
+                                  "unknown_lane",
+                                  "unauthorized",
+                                  "not_found",
+                                  "internal",
+                                  "max_run",
+                                  "not_holder",
+                                  "not_leader",
+                                  "unavailable",
+                                  [16] = "unknown", // ERROR_CODE 16: not this branch's
+                                  [ZL_ERR_CANCELLED] = "cancelled"};
     assert_int_equal (sizeof error / sizeof *error, ZL_ERR_CODE_COUNT);
     for (int c = 0; c < ZL_ERR_CODE_COUNT; c++)
         assert_string_equal (zl_error_code_name ((zl_error_code_t)c), error[c]);
@@ -1448,7 +1531,7 @@ test_names (void **state)
 
     static const char *outcome[] = {"unspecified",    "acked",         "transient",   "throttled",
                                     "permanent",      "lease_expired", "worker_dead", "max_run",
-                                    "broker_restart", "leader_change"};
+                                    "broker_restart", "leader_change", "cancelled"};
     assert_int_equal (sizeof outcome / sizeof *outcome, ZL_OUTCOME_COUNT);
     for (int c = 0; c < ZL_OUTCOME_COUNT; c++)
         assert_string_equal (zl_outcome_name ((zl_outcome_t)c), outcome[c]);
@@ -1590,6 +1673,7 @@ main (void)
         T (test_admin_requests),
         T (test_admin_reply_stats),
         T (test_admin_reply_dlq),
+        T (test_cancel),
         T (test_admin_reply_count_and_error),
         T (test_encode_unknown_kind),
         T (test_encode_buffer_survives_decode),

@@ -249,6 +249,13 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (a->u.settled.items[i].lease, b->u.settled.items[i].lease);
         }
         break;
+    case ZL_MSG_CANCEL:
+        EQ (a->u.cancel.n, b->u.cancel.n);
+        for (size_t i = 0; i < a->u.cancel.n; i++) {
+            EQ (a->u.cancel.items[i].job_id, b->u.cancel.items[i].job_id);
+            EQ (a->u.cancel.items[i].lease, b->u.cancel.items[i].lease);
+        }
+        break;
     case ZL_MSG_ERROR:
         EQ (a->u.error.code, b->u.error.code);
         STR (a->u.error.message, b->u.error.message);
@@ -275,6 +282,9 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         EQ (x->after_id, y->after_id);
         EQ (x->job_id, y->job_id);
         STR (x->lane, y->lane);
+        EQ (x->n_ids, y->n_ids);
+        for (size_t i = 0; i < x->n_ids; i++)
+            EQ (x->ids[i], y->ids[i]);
         break;
     }
     case ZL_MSG_ADMIN_REPLY: {
@@ -291,6 +301,13 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         if (x->result == ZL_ADMIN_RESULT_DEAD_LETTER)
             s_dead_letter (&x->dead_letter, &y->dead_letter);
         EQ (x->count, y->count);
+        EQ (x->n_cancel_items, y->n_cancel_items);
+        for (size_t i = 0; i < x->n_cancel_items; i++) {
+            EQ (x->cancel_items[i].job_id, y->cancel_items[i].job_id);
+            EQ (x->cancel_items[i].outcome, y->cancel_items[i].outcome);
+            STR (x->cancel_items[i].state, y->cancel_items[i].state);
+            EQ (x->cancel_items[i].cancelled_at_ms, y->cancel_items[i].cancelled_at_ms);
+        }
         break;
     }
     default: s_fail ("decoded an unknown kind");
