@@ -244,9 +244,20 @@ export class Admin {
   dlqShow(jobId: string | bigint): Promise<DeadLetter>;
   dlqRedrive(filter: DlqFilter): Promise<number>;
   dlqPurge(filter: DlqFilter): Promise<number>;
+  /** Cancel jobs (as zlane-ctl cancel): one answer per id, in order. A running job's
+   * worker is told (its handler's job.signal aborts, nothing is settled). */
+  cancel(...ids: Array<string | string[]>): Promise<CancelResult[]>;
   pause(lane: string): Promise<void>;
   resume(lane: string): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface CancelResult {
+  jobId: string;
+  outcome: "cancelled" | "already_cancelled" | "finished" | "unknown";
+  /** cancelled: the state it left ("ready", "delayed", "leased", "dead"); already_cancelled: the state it was cancelled in */
+  state: string;
+  cancelledAtMs: number;
 }
 
 export type ZlaneEvent =

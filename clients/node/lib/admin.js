@@ -84,6 +84,18 @@ class Admin {
     const r = await this._request({ dlq_purge: filter(f) });
     return proto.u64Number(r.count);
   }
+  /** Cancel jobs (zlane-ctl cancel): resolves with one {jobId, outcome, state, cancelledAtMs}
+   * per id, in order; outcome is "cancelled", "already_cancelled", "finished" or "unknown". */
+  async cancel(...ids) {
+    const list = ids.flat().map((id) => proto.u64(String(id)));
+    const r = await this._request({ cancel: { ids: list } });
+    return (r.cancel?.items || []).map((it) => ({
+      jobId: proto.u64String(it.job_id),
+      outcome: (proto.CancelOutcomeName[it.outcome] || "CANCEL_UNSPECIFIED").slice(7).toLowerCase(),
+      state: it.state || "",
+      cancelledAtMs: proto.u64Number(it.cancelled_at_ms),
+    }));
+  }
   async pause(lane) {
     await this._request({ pause: { lane } });
   }

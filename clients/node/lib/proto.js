@@ -146,5 +146,6 @@ module.exports = {
   RejectCodeName: E("RejectCode").valuesById,
   ErrorCode: E("ErrorCode").values,
   ErrorCodeName: E("ErrorCode").valuesById,
+  CancelOutcomeName: E("CancelOutcome").valuesById,
   FailureClass: E("FailureClass").values,
 };

@@ -21,7 +21,7 @@ const errors = require("./errors");
 
 const EC = proto.ErrorCode;
 const FC = proto.FailureClass;
-const FENCED = new Set([EC.ERROR_STALE_LEASE, EC.ERROR_UNKNOWN_JOB, EC.ERROR_NOT_HOLDER]);
+const FENCED = new Set([EC.ERROR_STALE_LEASE, EC.ERROR_UNKNOWN_JOB, EC.ERROR_NOT_HOLDER, EC.ERROR_CANCELLED]);
 const ERROR_MAX = 1023; // bytes of a Nack's error text
 
 /** A cancellation reason, as AbortSignal.reason. */
@@ -185,7 +185,7 @@ class Worker extends EventEmitter {
     this._stopped = false;
     this._timer = null;
     this._signalHandlers = [];
-    this.stats = { received: 0, acked: 0, nacked: 0, settled: 0, refused: 0, extendsSent: 0, leaseLost: 0, reconnects: 0 };
+    this.stats = { received: 0, acked: 0, nacked: 0, settled: 0, refused: 0, extendsSent: 0, leaseLost: 0, reconnects: 0, cancelled: 0 };
     this.closed = new Promise((resolve) => (this._resolveClosed = resolve));
   }
 
@@ -353,6 +353,9 @@ class Worker extends EventEmitter {
       case "error":
         this._onError(body);
         break;
+      case "cancel":
+        for (const it of body.items) this._onCancel(proto.leaseKey(it.job_id, it.lease));
+        break;
       case "heartbeat":
         break;
       case "ready":
@@ -406,11 +409,38 @@ class Worker extends EventEmitter {
       case EC.ERROR_STALE_LEASE:
       case EC.ERROR_UNKNOWN_JOB:
       case EC.ERROR_NOT_HOLDER:
+      case EC.ERROR_CANCELLED:
       case EC.ERROR_MAX_RUN:
         this._onItemError(e.code, e.job_id, e.lease);
         return;
       default:
         this.emit("warning", `broker error ${proto.ErrorCodeName[e.code]}: ${e.message}`);
+    }
+  }
+
+  // The broker cancelled a job this worker holds (zlane-ctl cancel): its
+  // signal is aborted (JobCancelledError "cancelled by the broker"), and
+  // nothing is settled for it: the broker ended it already, and would refuse
+  // a late Ack or Nack with CANCELLED.
+  _onCancel(key) {
+    const h = this._held.get(key);
+    if (!h) {
+      // settled already, not yet confirmed: that settlement will be refused
+      if (this._sent.delete(key) || this._unsent.delete(key)) this.stats.cancelled++;
+      this._checkFinished();
+      return;
+    }
+    h.cancelled = true;
+    h.nextExtend = 0;
+    h.maxRunAt = 0;
+    this.stats.cancelled++;
+    if (!h.aborted) h.abort(new JobCancelledError("cancelled by the broker"));
+    if (!h.running) {
+      // still in the backlog: never started
+      this._held.delete(key);
+      const i = this._backlog.indexOf(h);
+      if (i >= 0) this._backlog.splice(i, 1);
+      this._checkFinished();
     }
   }
 
@@ -470,6 +500,13 @@ class Worker extends EventEmitter {
     this._running--;
     h.running = false;
     this._held.delete(h.key);
+    if (h.cancelled) {
+      // the broker ended it (Cancel): nothing to settle
+      this.emit("cancelled", h.job);
+      this._checkFinished();
+      this._startJobs();
+      return;
+    }
     if (!err) this._unsent.set(h.key, new Settlement(h, true, 0, "", 0, runUs));
     else if (err instanceof errors.PermanentError || err?.code === "FAILURE_PERMANENT")
       this._settle(h, { cls: FC.FAILURE_PERMANENT, error: err.message, runUs });
