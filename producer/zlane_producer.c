@@ -60,6 +60,12 @@
 #define S_HWM 1000                  // frames; credit bounds what we queue anyway
 #define S_LINGER_MS 100
 #define S_RECONNECT_IVL_MS 100
+//  A standby naming as leader the broker we just left for not answering:
+//  the leader is likely dead and this standby about to take over; ask it
+//  again every ~S_RECONNECT_IVL_MS, at most S_STAY_MAX times within
+//  S_STAY_MS of leaving the dead one, rather than go back there.
+#define S_STAY_MS 10000
+#define S_STAY_MAX 60
 #define S_RECONNECT_IVL_MAX_MS                                                                     \
     1000 // a move waits random(0, this) at most: a takeover is not waited out long
 #define S_HEARTBEAT_IVL_MS 1000
@@ -119,6 +125,10 @@ struct _zl_producer_t {
     bool dial_due;            // no socket: dial self->endpoint at dial_at_ms
     int64_t dial_at_ms;       //
     int64_t dial_deadline_ms; // roaming: leave if the broker said nothing by then; 0 = none
+    char *gone_ep;            // the broker last left for not answering (NULL: none)
+    int64_t gone_at_ms;       //   and when
+    unsigned stays;           // NOT_LEADERs naming it answered by asking again here
+    bool leave_fast;          // this move: a short delay, the backoff left as it is
 
     // jobs
     zl_pending_t *pending;
@@ -374,6 +384,7 @@ s_timeout_reason (zl_producer_t *self, zl_pending_job_t *job, int64_t now, char 
 
 static void s_dial (zl_producer_t *self, int64_t now);
 static void s_leave_for_next (zl_producer_t *self, const char *why);
+static void s_leave_silent (zl_producer_t *self, const char *why);
 
 //  Dial the next broker when due, leave one that gave no answer in time,
 //  requeue due retries, dial again after a refused handshake and time out
@@ -385,7 +396,7 @@ s_run_timers (zl_producer_t *self, int64_t now)
         s_dial (self, now);
     if (self->dial_deadline_ms && now >= self->dial_deadline_ms && !self->leave) {
         self->dial_deadline_ms = 0;
-        s_leave_for_next (self, "no answer in time");
+        s_leave_silent (self, "no answer in time");
     }
     if (self->redial_at_ms && now >= self->redial_at_ms && self->handle && !self->leave) {
         //  A connection whose handshake failed is not retried by ZeroMQ, but the
@@ -585,12 +596,44 @@ s_serves (const zl_msg_t *msg)
     return msg->kind == ZL_MSG_ACCEPTED || msg->kind == ZL_MSG_CREDIT;
 }
 
+//  Leave this broker, which does not answer (dead, or cut off), for the
+//  next; remembered for S_STAY_MS (s_names_the_gone).
+static void
+s_leave_silent (zl_producer_t *self, const char *why)
+{
+    if (self->leave)
+        return;
+    free (self->gone_ep);
+    self->gone_ep = zl_strdup (self->endpoint);
+    self->gone_at_ms = zl_clock_mono_ms ();
+    self->stays = 0;
+    s_leave_for_next (self, why);
+}
+
+//  True when a NOT_LEADER names as leader the broker we left for not
+//  answering, shortly before, and we have not asked here too often since.
+static bool
+s_names_the_gone (zl_producer_t *self, const zl_error_t *e)
+{
+    if (!self->gone_ep || zl_clock_mono_ms () - self->gone_at_ms > S_STAY_MS ||
+        self->stays >= S_STAY_MAX)
+        return false;
+    for (size_t i = 0; i < e->n_leader_endpoints; i++)
+        if (e->leader_endpoints[i] && !strcmp (e->leader_endpoints[i], self->gone_ep)) {
+            self->stays++;
+            return true;
+        }
+    return false;
+}
+
 static void
 s_on_message (zl_producer_t *self, const zl_msg_t *msg)
 {
-    if (s_serves (msg))
+    if (s_serves (msg)) {
         self->backoff_ms = S_RECONNECT_IVL_MS; // a broker that serves
-    self->dial_deadline_ms = 0;                // a broker answers: it is there
+        self->stays = 0;
+    }
+    self->dial_deadline_ms = 0; // a broker answers: it is there
     switch (msg->kind) {
     case ZL_MSG_HELLO:
     case ZL_MSG_SUBMIT:
@@ -622,6 +665,17 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
             if (self->leave)
                 break;
             zl_info (S_COMPONENT, "%s", self->last_error);
+            if (s_names_the_gone (self, &msg->u.error)) {
+                //  It names the one that just stopped answering us: ask here
+                //  again soon (it takes over once that one's lease lapses).
+                self->leave = true;
+                self->leave_fast = true;
+                self->leave_loud = self->stays == 1;
+                snprintf (self->leave_why, sizeof self->leave_why,
+                          "it is not the leader yet, and the leader it names did not answer "
+                          "us: asking here again");
+                break;
+            }
             bool named = zl_eplist_follow (self->brokers, msg->u.error.n_leader_endpoints,
                                            (const char *const *)msg->u.error.leader_endpoints);
             self->leave = true;
@@ -753,7 +807,7 @@ s_on_disconnected (zl_producer_t *self)
     //  Several brokers: this one is gone (dead, or silent past ZeroMQ's
     //  heartbeat timeout): try the next rather than wait for it.
     if (zl_eplist_roams (self->brokers) && !self->leave)
-        s_leave_for_next (self, "the connection was lost");
+        s_leave_silent (self, "the connection was lost");
     self->connected = false;
     self->hello_pending = false;
     self->out_blocked = false;
@@ -846,7 +900,7 @@ s_drain_monitor (zl_producer_t *self)
             //  the dial failed (nothing listens there): with several brokers
             //  this one is down, try the next; with one, ZeroMQ dials again
             if (zl_eplist_roams (self->brokers) && !self->connected && !self->leave)
-                s_leave_for_next (self, "nothing answers there");
+                s_leave_silent (self, "nothing answers there");
             break;
         default: break;
         }
@@ -958,9 +1012,15 @@ s_leave (zl_producer_t *self, int64_t now)
     self->leave = false;
     self->redial_at_ms = 0;
     self->dial_deadline_ms = 0;
-    uint64_t delay = zl_rng_range (&self->rng, self->backoff_ms);
-    self->backoff_ms = self->backoff_ms >= S_RECONNECT_IVL_MAX_MS / 2 ? S_RECONNECT_IVL_MAX_MS
-                                                                      : self->backoff_ms * 2;
+    uint64_t delay;
+    if (self->leave_fast) { // asking the same standby again: soon, jittered
+        delay = S_RECONNECT_IVL_MS / 2 + zl_rng_range (&self->rng, S_RECONNECT_IVL_MS);
+        self->leave_fast = false;
+    } else {
+        delay = zl_rng_range (&self->rng, self->backoff_ms);
+        self->backoff_ms = self->backoff_ms >= S_RECONNECT_IVL_MAX_MS / 2 ? S_RECONNECT_IVL_MAX_MS
+                                                                          : self->backoff_ms * 2;
+    }
     const char *next = zl_eplist_current (self->brokers);
     if (loud)
         zl_info (S_COMPONENT, "leaving broker at %s (%s); trying %s in %llu ms", self->endpoint,
@@ -1090,6 +1150,7 @@ zl_producer_destroy (zl_producer_t **self_p)
     free (self->batch);
     zl_eplist_destroy (&self->brokers);
     free (self->endpoint);
+    free (self->gone_ep);
     free (self->client);
     memset (&self->curve, 0, sizeof self->curve);
     free (self);

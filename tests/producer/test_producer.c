@@ -609,6 +609,84 @@ test_list_moves_on (void **state)
     s_fixture_destroy (&t);
 }
 
+//  (d2b) The leader dies; the standby, not leading yet, names it: the
+//  producer asks the standby again (soon) instead of going back to the dead
+//  one, and is served there once it leads. Seen deterministically: the dead
+//  leader's port is bound again before the producer moves, and the next
+//  Hello still comes to the standby.
+static void
+test_standby_naming_the_dead_leader (void **state)
+{
+    (void)state;
+    fixture_t *t = ZL_NEW (fixture_t);
+    t->codec = zl_codec_new ();
+    s_broker_bind (t, "tcp://127.0.0.1:*"); // A, the leader
+    char a_ep[256];
+    snprintf (a_ep, sizeof a_ep, "%s", t->endpoint);
+    zsock_t *b = zsock_new (ZMQ_ROUTER);
+    assert_non_null (b);
+    int linger = 0;
+    zmq_setsockopt (zsock_resolve (b), ZMQ_LINGER, &linger, sizeof linger);
+    assert_int_equal (zmq_bind (zsock_resolve (b), "tcp://127.0.0.1:*"), 0);
+    char b_ep[256];
+    size_t size = sizeof b_ep;
+    assert_int_equal (zmq_getsockopt (zsock_resolve (b), ZMQ_LAST_ENDPOINT, b_ep, &size), 0);
+    char list[600];
+    snprintf (list, sizeof list, "%s,%s", a_ep, b_ep);
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = list;
+    opts.client = "test-producer";
+    opts.nonblock = true;
+    opts.on_result = s_on_result;
+    opts.on_result_arg = t;
+    t->producer = zl_producer_new (&opts);
+    assert_non_null (t->producer);
+    s_expect_hello (t); // A
+    s_send_credit (t, 100);
+    s_wait_credit (t, 100);
+    zl_producer_job_t jobs[2] = {s_job ("x"), s_job ("y")};
+    assert_int_equal (zl_producer_submit_batch (t->producer, jobs, 2, NULL), 2);
+    zl_producer_flush (t->producer);
+    s_expect_specs (t, 2, 256, NULL, NULL);
+
+    //  A dies unanswered: the producer moves to B, which stands by, naming A
+    s_broker_close (t);
+    zsock_t *a = NULL;
+    t->router = b;
+    t->handle = zsock_resolve (b);
+    snprintf (t->endpoint, sizeof t->endpoint, "%s", b_ep);
+    for (int round = 0; round < 3; round++) {
+        s_expect_hello (t);
+        assert_string_equal (zl_producer_endpoint (t->producer), b_ep);
+        if (round == 0) { // A's port answers again: a producer that followed would go there
+            a = zsock_new (ZMQ_ROUTER);
+            zmq_setsockopt (zsock_resolve (a), ZMQ_LINGER, &linger, sizeof linger);
+            assert_int_equal (zmq_bind (zsock_resolve (a), a_ep), 0);
+        }
+        const char *leader[] = {a_ep};
+        zl_msg_t err = {.kind = ZL_MSG_ERROR,
+                        .u.error = {.code = ZL_ERR_NOT_LEADER,
+                                    .message = "this broker is a standby",
+                                    .n_leader_endpoints = 1,
+                                    .leader_endpoints = leader}};
+        s_broker_send (t, &err);
+    }
+    //  B leads now: the jobs go there, under their keys; A heard nothing
+    s_expect_hello (t);
+    s_send_credit (t, 100);
+    uint64_t seqs[2];
+    s_expect_specs (t, 2, 256, seqs, NULL);
+    for (int i = 0; i < 2; i++)
+        s_accept (t, seqs[i], 7 + seqs[i], false);
+    assert_int_equal (zl_producer_wait (t->producer, WAIT_MS), 0);
+    assert_int_equal (t->n_results, 2);
+    zmq_pollitem_t item = {zsock_resolve (a), 0, ZMQ_POLLIN, 0};
+    assert_int_equal (zmq_poll (&item, 1, 0), 0);
+    zsock_destroy (&a);
+    s_fixture_destroy (&t);
+}
+
 //  (d3) A broker whose database does not answer. Its Error{UNAVAILABLE} to
 //  our Hello gave no credit: the producer leaves and dials it again (the only
 //  broker it has) with a new Hello. Its Rejected{UNAVAILABLE} keeps the jobs:
@@ -948,6 +1026,7 @@ main (void)
         cmocka_unit_test (test_rejections),
         cmocka_unit_test (test_restart_ride_through),
         cmocka_unit_test (test_list_moves_on),
+        cmocka_unit_test (test_standby_naming_the_dead_leader),
         cmocka_unit_test (test_unavailable_one_broker),
         cmocka_unit_test (test_unavailable_list_moves_on),
         cmocka_unit_test (test_bad_lists),
