@@ -549,6 +549,8 @@ class Producer:
                 raise errors[0][1]
             with self._cv:
                 self._n_queued -= k
+                if self._closed:  # the I/O thread has failed what it held: not these
+                    raise ZlaneError("the producer is closed")
                 for u in units:
                     self._n_queued += u.nframe
                     self._n_open += u.nframe
