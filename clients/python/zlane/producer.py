@@ -480,7 +480,7 @@ class Producer:
             u.st = st
             u.nq = u.open = u.nframe
             if u.nframe:
-                u.frame = env.SerializeToString()
+                u.frame = env.SerializePartialToString()  # proto3: no required fields, same bytes
                 units.append(u)
             i += k
         return units, errors
@@ -734,7 +734,7 @@ class Producer:
         want = {u.first + i for i in idx}
         env = pb.Envelope(version=PROTOCOL_VERSION)
         env.submit.jobs.extend(s for s in whole.submit.jobs if s.seq in want)
-        return env.SerializeToString()
+        return env.SerializePartialToString()
 
     def _send_queued(self) -> None:
         if not self._connected or self._sock is None:

@@ -159,7 +159,16 @@ class _Settle:
 
 
 def _env(**body) -> bytes:
-    return pb.Envelope(version=1, **body).SerializeToString()
+    return pb.Envelope(version=1, **body).SerializePartialToString()
+
+
+def _ack_frame(acks) -> bytes:
+    """One Ack frame of every settlement in `acks`, built on its Envelope."""
+    env = pb.Envelope(version=1)
+    add = env.ack.items.add
+    for p in acks:
+        add(job_id=p.job_id, lease=p.lease, run_us=p.run_us)
+    return env.SerializePartialToString()
 
 
 class Worker:
@@ -762,8 +771,7 @@ class Worker:
         if self._unsent:
             acks = [p for p in self._unsent if p.ack]
             nacks = [p for p in self._unsent if not p.ack]
-            out_a = not acks or self._send(_env(ack=pb.Ack(items=[
-                pb.AckItem(job_id=p.job_id, lease=p.lease, run_us=p.run_us) for p in acks])), t)
+            out_a = not acks or self._send(_ack_frame(acks), t)
             out_n = not nacks or self._send(_env(nack=pb.Nack(items=[
                 pb.NackItem(job_id=p.job_id, lease=p.lease, error=p.error, run_us=p.run_us,
                             retry_after_ms=p.retry_after_ms, **{"class": p.cls})
