@@ -233,12 +233,14 @@ def bench(a) -> int:
     results = []
     for run in range(1, a.runs + 1):
         r = {}
+        print(f"run {run} (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores):",
+              flush=True)
         if a.only != "celery":
             r.update(zlane_run(a))
         if a.only != "zlane":
             r.update(celery_run(a))
         results.append(r)
-        print(f"run {run}: " + ", ".join(f"{k} {v:,.0f} jobs/s" for k, v in r.items()),
+        print(f"run {run} jobs/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in r.items()),
               flush=True)
     summary(results)
     return 0
@@ -254,7 +256,8 @@ def zlane_run(a) -> dict:
                       a.profile)
         out["zlane producer"] = r["rate"]
         print(f"  zlane producer: {a.jobs} jobs in {r['secs']:.2f} s, {r['rate']:,.0f} jobs/s "
-              f"(cpu: producer {r['cpu']:.2f} s, broker {b.cpu() - c0:.2f} s)", flush=True)
+              f"(cpu: producer {r['cpu']:.2f} s = {r['cpu'] / a.jobs * 1e6:.1f} us/job, broker "
+              f"{b.cpu() - c0:.2f} s)", flush=True)
     finally:
         b.close()
     b = ZlaneBroker()
@@ -266,8 +269,8 @@ def zlane_run(a) -> dict:
                       a.profile)
         out["zlane worker"] = r["rate"]
         print(f"  zlane worker: {a.jobs} jobs in {r['secs']:.2f} s, {r['rate']:,.0f} jobs/s "
-              f"(from the first job {r['from_first']:,.0f}/s; cpu: worker {r['cpu']:.2f} s, "
-              f"broker {b.cpu() - c0:.2f} s)", flush=True)
+              f"(from the first job {r['from_first']:,.0f}/s; cpu: worker {r['cpu']:.2f} s = "
+              f"{r['cpu'] / a.jobs * 1e6:.1f} us/job, broker {b.cpu() - c0:.2f} s)", flush=True)
     finally:
         b.close()
     return out
@@ -286,7 +289,7 @@ def celery_run(a) -> dict:
         out["celery producer"] = res["rate"]
         print(f"  celery producer: {n} tasks by apply_async in a loop {res['loop']:,.0f} "
               f"tasks/s, {n} as one group {res['group']:,.0f} tasks/s (cpu {res['cpu']:.2f} s "
-              f"for both; {res['queued']} in Redis)", flush=True)
+              f"= {res['cpu'] / (2 * n) * 1e6:.0f} us/task; {res['queued']} in Redis)", flush=True)
         r.flush()
         run_child(["celery_producer", "--jobs", str(n)], 300, env=env)  # preload
         res = celery_worker(a, r, n)
@@ -294,7 +297,7 @@ def celery_run(a) -> dict:
         print(f"  celery worker (pool {a.celery_pool}, prefetch multiplier "
               f"{a.celery_prefetch}): {n} tasks in {res['secs']:.2f} s from the first, "
               f"{res['rate']:,.0f} tasks/s ({res['wall']:.2f} s from exec; cpu "
-              f"{res['cpu']:.2f} s)", flush=True)
+              f"{res['cpu']:.2f} s = {res['cpu'] / n * 1e6:.0f} us/task)", flush=True)
     finally:
         r.close()
     return out
