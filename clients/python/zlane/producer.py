@@ -532,7 +532,9 @@ class Producer:
                         self._cv.wait(left)
                     finally:
                         self._waiters -= 1
-                k = min(room, n - taken)
+                # a slice of a few frames at a time: the I/O thread sends (and the broker
+                # works on) each while the next is encoded, not all after the last
+                k = min(room, n - taken, 4 * self._max_batch)
                 first = self._next_seq
                 self._next_seq += k
                 self._n_queued += k     # reserved until the units are queued
