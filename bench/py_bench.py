@@ -26,6 +26,7 @@ ratio to Celery in the same run.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -229,7 +230,29 @@ def main() -> int:
     return bench(a)
 
 
+def ensure_celery() -> None:
+    """Celery's side needs Debian's python3-celery, python3-redis and redis-server:
+    installed with apt-get when missing and run as root, else a clear exit."""
+    missing = [pkg for mod, pkg in (("celery", "python3-celery"), ("redis", "python3-redis"))
+               if importlib.util.find_spec(mod) is None]
+    if shutil.which("redis-server") is None:
+        missing.append("redis-server")
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise SystemExit(f"py_bench: install {' '.join(missing)} (apt-get), or run with "
+                         f"--only zlane")
+    print(f"py_bench: apt-get install {' '.join(missing)}", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=300)
+    subprocess.run(["apt-get", "install", "-y", "-qq"] + missing, env=env, check=True,
+                   timeout=600)
+    importlib.invalidate_caches()
+
+
 def bench(a) -> int:
+    if a.only != "zlane":
+        ensure_celery()
     results = []
     for run in range(1, a.runs + 1):
         r = {}
