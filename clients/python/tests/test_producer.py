@@ -232,3 +232,25 @@ def test_forgotten_producer_says_hello_again(broker_factory, collector_factory):
         wait_for(lambda: p._available() > 0, 10, "credit in the new session")
         assert p.submit("acme", "a", b"second", timeout=10) > 0
     wait_for(lambda: c.payloads() == {b"first", b"second"}, 10, "both jobs run")
+
+
+def test_queue_full_parts_of_frames_retried(broker_factory, collector_factory):
+    """A lane bound below the credit: the broker takes part of each Submit frame and
+    rejects the rest QUEUE_FULL; those jobs are resent (parts cut from their frames)
+    as the worker drains the lane, each job once, headers and keys intact."""
+    b = broker_factory(args=["--durability", "none", "--heartbeat", "200ms",
+                             "--set", "lanes/a/max_depth=30"], lanes=("a",))
+    jobs = [{"tenant": "acme", "lane": "a", "payload": b"p%d" % i,
+             "headers": {"i": str(i)}, **({"key": f"k-{i}"} if i % 3 == 0 else {})}
+            for i in range(400)]
+    with zlane.Producer(b.frontend, max_batch=64) as p:
+        assert p.wait_connected(10)
+        c = collector_factory(b.backend)
+        ids = p.submit_many(jobs, timeout=60)
+        assert len(set(ids)) == 400
+        assert p.stats["retried"] > 0 and p.stats["accepted"] == 400
+    wait_for(lambda: len(c.payloads()) == 400, 30, "400 jobs run")
+    assert sorted(c.payloads()) == sorted(b"p%d" % i for i in range(400))
+    assert all(j.headers == {"i": j.payload[1:].decode()} for j in c.jobs)
+    assert {j.idempotency_key for j in c.jobs if int(j.payload[1:]) % 3 == 0} == \
+        {f"k-{i}" for i in range(0, 400, 3)}

@@ -1,6 +1,6 @@
 """What the producer, the worker and the admin client share: the broker list
 (one broker at a time, NOT_LEADER followed), full-jitter backoff, the wake-up
-descriptor, and the wire encoding of the frames a client batches."""
+descriptor."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import random
 import time
 
-from ._proto import pb
 
 
 def now() -> float:
@@ -102,43 +101,3 @@ class Waker:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-# ---------------------------------------------------------------- wire encoding of batches
-#
-# A Submit of many specs is encoded by concatenation: every JobSpec is serialised
-# once, when it is submitted, and each frame is the Envelope's version field, then
-# the `submit` field holding one `jobs` entry per spec. The field numbers come from
-# the generated descriptors; the result is exactly what Envelope.SerializeToString
-# would produce for the same messages.
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _tag(number: int, wire_type: int = 2) -> bytes:
-    return _varint(number << 3 | wire_type)
-
-
-_VERSION = pb.Envelope(version=1).SerializeToString()
-_SUBMIT_TAG = _tag(pb.Envelope.DESCRIPTOR.fields_by_name["submit"].number)
-_JOBS_TAG = _tag(pb.Submit.DESCRIPTOR.fields_by_name["jobs"].number)
-
-
-def spec_entry(spec_bytes: bytes) -> bytes:
-    """One serialised JobSpec as an entry of Submit.jobs."""
-    return _JOBS_TAG + _varint(len(spec_bytes)) + spec_bytes
-
-
-def submit_frame(entries: list[bytes]) -> bytes:
-    """The Envelope{submit: Submit{jobs}} frame holding `entries` (from spec_entry)."""
-    body = b"".join(entries)
-    return _VERSION + _SUBMIT_TAG + _varint(len(body)) + body

@@ -31,19 +31,17 @@ import os
 import secrets
 import threading
 from collections import deque
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import zmq
 
-from . import _conn
 from ._conn import Backoff, EndpointList, Waker, now
-from ._proto import check_text, decode, enum_name, parse_endpoints, pb
+from ._proto import PROTOCOL_VERSION, check_text, decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
 from .errors import QueueFull, RETRYABLE, Timeout, ZlaneError, rejection
 
 log = logging.getLogger("zlane.producer")
 
-_QUEUED, _INFLIGHT, _RETRY, _DONE = range(4)
 
 _RETRY_MIN = 0.05          # floor of a retryable rejection's delay (s)
 _BATCH_MAX_BYTES = 1 << 20  # a Submit frame stops growing past this
@@ -58,25 +56,49 @@ _MONITOR_EVENTS = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 _MECHANISM_MISMATCH = zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 
 
-class _Job:
-    __slots__ = ("seq", "entry", "key", "auto_key", "size", "state", "deadline", "sends",
-                 "code", "reason", "retry_after", "nonblock", "done", "resend")
+# per-job states, one byte each in a unit's `st`
+_QUEUED, _INFLIGHT, _RETRY, _DONE, _QUEUED_AGAIN, _QUEUED_RETRY = range(6)
+_QUEUED_STATES = (_QUEUED, _QUEUED_AGAIN, _QUEUED_RETRY)
 
-    def __init__(self, seq, entry, key, auto_key, size, deadline, nonblock, done):
-        self.seq = seq
-        self.entry = entry          # the spec as a Submit.jobs entry, encoded once
-        self.key = key
-        self.auto_key = auto_key
-        self.size = size
-        self.state = _QUEUED
-        self.deadline = deadline
-        self.sends = 0
-        self.code = 0
-        self.reason = ""
-        self.retry_after = 0.0
+
+class _Agg:
+    """The result of one admission: a submit_many call (one Event) or one submit
+    (a Future). `out` holds a job id or an exception per job, in the caller's order."""
+    __slots__ = ("out", "left", "done", "nonblock")
+
+    def __init__(self, n, done, nonblock):
+        self.out = [None] * n
+        self.left = n
+        self.done = done            # callable(out) once every job has its result
         self.nonblock = nonblock
-        self.done = done            # callable(job_id | None, exception | None)
-        self.resend = False
+
+
+class _Unit:
+    """Consecutive jobs (seqs first .. first+n-1) of one admission, encoded once as
+    one Submit frame (protobuf's own serialisation) in the caller's thread. Each job's
+    state is one byte of `st`; a job answered is DONE. The frame is sent as it is
+    while every job in it is queued (the first send, a resend after a new session);
+    a part of it (credit short, retries) is cut from the parsed frame."""
+    __slots__ = ("first", "n", "frame", "nframe", "st", "nq", "agg", "base", "keys",
+                 "deadline", "why", "open")
+
+    def __init__(self, first, n, agg, base, deadline):
+        self.first = first
+        self.n = n
+        self.frame = b""
+        self.nframe = 0             # specs in frame
+        self.st = None
+        self.nq = 0                 # jobs in a queued state
+        self.agg = agg
+        self.base = base            # index of this unit's first job in agg.out
+        self.keys = None            # the jobs' keys, or None: all generated (instance-seq)
+        self.deadline = deadline
+        self.why = None             # {i: (code, reason, retry_after)} of rejections retried
+        self.open = 0               # jobs not DONE
+
+
+def _noop_done(out):
+    pass
 
 
 def _ms(seconds, what) -> int:
@@ -149,13 +171,17 @@ class Producer:
         self._waiters = 0
 
         # guarded by _lock (the I/O thread holds it while it works)
-        self._jobs: dict[int, _Job] = {}
+        self._seqs: dict[int, _Unit] = {}       # seq -> its unit, until answered
+        self._units: dict[_Unit, None] = {}     # units with jobs not DONE, oldest first
         self._next_seq = 1
-        self._n_queued = 0
-        self._queue: deque[int] = deque()
-        self._retries: list[tuple[float, int]] = []
-        self._deadlines: list[tuple[float, int]] = []
-        self._finished: list[tuple[_Job, Any, Any]] = []
+        self._n_queued = 0                      # jobs queued or reserved, not sent
+        self._n_open = 0                        # jobs taken without a result
+        self._queue: deque[_Unit] = deque()     # units with queued jobs, to send in order
+        self._retries: list = []                # (at, n, unit, index) of jobs to retry
+        self._retry_seq = 0
+        self._deadlines: list = []              # (deadline, n, unit)
+        self._deadline_seq = 0
+        self._finished: list[_Agg] = []         # results for the callers, outside the lock
         self._connected = False
         self._hello_pending = False
         self._credit_limit = 0
@@ -212,28 +238,25 @@ class Producer:
                       timeout: float | None = None, **options) -> concurrent.futures.Future:
         """Like submit, but return at once (once the job is taken: after waiting for
         credit when block=True) with a concurrent.futures.Future of the job id."""
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-
-        def done(job_id, exc):
-            if exc is None:
-                fut.set_result(job_id)
-            else:
-                fut.set_exception(exc)
-        spec = dict(options, tenant=tenant, lane=lane, payload=payload)
-        self._admit([spec], [done], wait=block, nonblock=not block, timeout=timeout)
-        return fut
+        job = dict(options, tenant=tenant, lane=lane, payload=payload) if options else \
+            (tenant, lane, payload)
+        return self._future(job, wait=block, nonblock=not block, timeout=timeout)
 
     def _submit_job_future(self, spec: dict, *, wait: bool, timeout) -> concurrent.futures.Future:
         """A blocking-semantics job (rejections retried), taken only if credit allows
         now when not `wait` (else QueueFull)."""
+        return self._future(spec, wait=wait, nonblock=False, timeout=timeout)
+
+    def _future(self, job, *, wait, nonblock, timeout) -> concurrent.futures.Future:
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
-        def done(job_id, exc):
-            if exc is None:
-                fut.set_result(job_id)
+        def done(out):
+            r = out[0]
+            if isinstance(r, BaseException):
+                fut.set_exception(r)
             else:
-                fut.set_exception(exc)
-        self._admit([spec], [done], wait=wait, nonblock=False, timeout=timeout)
+                fut.set_result(r)
+        self._admit([job], _Agg(1, done, nonblock), wait=wait, timeout=timeout)
         return fut
 
     def submit_many(self, jobs: Iterable, *, block: bool = True, timeout: float | None = None,
@@ -246,34 +269,26 @@ class Producer:
         credit allows (block=True waits for it). The first failure is raised once every
         job has its result, unless `return_exceptions`, which puts each job's
         exception in its place in the list."""
-        specs = [self._as_spec(j) for j in jobs]
-        results: list = [None] * len(specs)
-        remaining = [len(specs)]
-        all_done = threading.Event()
-        if not specs:
+        jobs = jobs if isinstance(jobs, list) else list(jobs)
+        if not jobs:
             return []
-
-        def make_done(i):
-            def done(job_id, exc):
-                results[i] = exc if exc is not None else job_id
-                with lock:
-                    remaining[0] -= 1
-                    last = remaining[0] == 0
-                if last:
-                    all_done.set()
-            return done
-        lock = threading.Lock()
-        dones = [make_done(i) for i in range(len(specs))]
+        all_done = threading.Event()
+        agg = _Agg(len(jobs), lambda out: all_done.set(), not block)
         taken = 0
         try:
-            taken = self._admit(specs, dones, wait=block, nonblock=not block, timeout=timeout,
-                                partial=True)
+            taken = self._admit(jobs, agg, wait=block, timeout=timeout, partial=True)
         finally:
-            if taken < len(specs):  # the rest is refused (no credit) or failed validation
-                for i in range(taken, len(specs)):
-                    if results[i] is None:
-                        dones[i](None, self._no_credit_error(not block))
+            if taken < len(jobs):  # the rest is refused (no credit)
+                err = self._no_credit_error(not block)
+                with self._cv:
+                    for i in range(taken, len(jobs)):
+                        if agg.out[i] is None:
+                            agg.out[i] = err
+                            agg.left -= 1
+                    if agg.left == 0:
+                        all_done.set()
         all_done.wait()
+        results = agg.out
         if not return_exceptions:
             for r in results:
                 if isinstance(r, BaseException):
@@ -308,8 +323,7 @@ class Producer:
     @property
     def outstanding(self) -> int:
         """Jobs taken that have no result yet."""
-        with self._lock:
-            return len(self._jobs)
+        return self._n_open
 
     @property
     def last_error(self) -> str:
@@ -322,7 +336,7 @@ class Producer:
         with self._cv:
             self._waiters += 1
             try:
-                while self._jobs:
+                while self._n_open:
                     left = None if end is None else end - now()
                     if left is not None and left <= 0:
                         return False
@@ -355,47 +369,121 @@ class Producer:
 
     # ------------------------------------------------------------ admission (caller threads)
 
-    @staticmethod
-    def _as_spec(job) -> dict:
-        if isinstance(job, Mapping):
-            return dict(job)
-        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 3:
-            return dict(zip(("tenant", "lane", "payload"), job))
-        raise TypeError("a job is a dict of submit's arguments or (tenant, lane, payload)")
+    def _fill(self, jobs, first: int, env) -> tuple[list, list, int]:
+        """Add a JobSpec per job to env.submit (seq first, first+1, ...) through
+        protobuf's own API. Returns (errors as (index, exception), keys or None, bytes)."""
+        add = env.submit.jobs.add
+        inst = self._instance
+        errors = []
+        keys = None
+        size = 0
+        seq = first - 1
+        for i, job in enumerate(jobs):
+            seq += 1
+            try:
+                if type(job) is tuple and len(job) == 3:   # the bulk fast path
+                    tenant, lane, payload = job
+                    if type(tenant) is not str or not tenant:
+                        raise ValueError("a job needs a tenant (a non-empty str)")
+                    if type(lane) is not str or not lane:
+                        raise ValueError("a job needs a lane (a non-empty str)")
+                    if type(payload) is not bytes:
+                        payload = _payload(payload)
+                    add(seq=seq, tenant=tenant, lane=lane, payload=payload,
+                        idempotency_key=f"{inst}-{seq}", generated_key=True)
+                    size += len(payload)
+                    if keys is not None:
+                        keys.append(None)
+                    continue
+                kw, key = self._spec(job)
+                kw["seq"] = seq
+                if key is None:
+                    kw["idempotency_key"] = f"{inst}-{seq}"
+                    kw["generated_key"] = True
+                else:
+                    kw["idempotency_key"] = key
+                    if keys is None:
+                        keys = [None] * i
+                if keys is not None:
+                    keys.append(key)
+                add(**kw)
+                size += len(kw["payload"])
+            except Exception as exc:  # noqa: BLE001 - the job's own error, in its place
+                errors.append((i, exc))
+                if keys is not None:
+                    keys.append(None)
+        return errors, keys, size
 
-    def _encode(self, spec: dict, seq: int):
-        spec = dict(spec)
+    @staticmethod
+    def _spec(job):
+        """A job (a dict of submit's arguments, or (tenant, lane[, payload])) as
+        JobSpec keywords (no seq, no key) and its caller's key or None."""
+        if isinstance(job, Mapping):
+            spec = dict(job)
+        elif isinstance(job, (tuple, list)) and 2 <= len(job) <= 3:
+            spec = dict(zip(("tenant", "lane", "payload"), job))
+        else:
+            raise TypeError("a job is a dict of submit's arguments or (tenant, lane, payload)")
         tenant = spec.pop("tenant", None)
         lane = spec.pop("lane", None)
         if not isinstance(tenant, str) or not tenant:
             raise ValueError("a job needs a tenant (a non-empty str)")
         if not isinstance(lane, str) or not lane:
             raise ValueError("a job needs a lane (a non-empty str)")
-        payload = _payload(spec.pop("payload", b""))
+        kw = {"tenant": tenant, "lane": lane, "payload": _payload(spec.pop("payload", b""))}
         key = spec.pop("key", None)
         if key is None:
             key = spec.pop("idempotency_key", None)
         if key is not None and not isinstance(key, str):
             raise TypeError("key must be a str")
-        auto = not key
-        if auto:
-            key = f"{self._instance}-{seq}"
-        msg = pb.JobSpec(seq=seq, tenant=tenant, lane=lane, payload=payload,
-                         idempotency_key=key, generated_key=auto,
-                         delay_ms=_ms(spec.pop("delay", None), "delay"),
-                         lease_ms=_ms(spec.pop("lease", None), "lease"),
-                         max_run_ms=_ms(spec.pop("max_run", None), "max_run"))
+        for name, field in (("delay", "delay_ms"), ("lease", "lease_ms"),
+                            ("max_run", "max_run_ms")):
+            ms = _ms(spec.pop(name, None), name)
+            if ms:
+                kw[field] = ms
         attempts = spec.pop("max_attempts", None)
         if attempts:
             if not 0 < int(attempts) <= 65535:
                 raise ValueError("max_attempts must be between 1 and 65535")
-            msg.max_attempts = int(attempts)
-        for k, v in _headers(spec.pop("headers", None)):
-            msg.headers.add(key=k, value=v)
+            kw["max_attempts"] = int(attempts)
+        headers = _headers(spec.pop("headers", None))
+        if headers:
+            kw["headers"] = [pb.Header(key=k, value=v) for k, v in headers]
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
-        raw = msg.SerializeToString()
-        return _conn.spec_entry(raw), key, auto, len(raw)
+        return kw, key or None
+
+    def _encode_units(self, jobs, first: int, agg: _Agg, base: int, deadline: float):
+        """The units (up to max_batch jobs or about _BATCH_MAX_BYTES each) of `jobs`,
+        seqs from `first`; returns (units, [(index in jobs, exception)])."""
+        units = []
+        errors = []
+        mb = self._max_batch
+        i = 0
+        n = len(jobs)
+        while i < n:
+            k = min(mb, n - i)
+            env = pb.Envelope(version=PROTOCOL_VERSION)
+            errs, keys, size = self._fill(jobs[i:i + k] if (i or k < n) else jobs,
+                                          first + i, env)
+            if size > _BATCH_MAX_BYTES and k > 1:  # big payloads: fewer jobs a frame
+                k = max(1, k * _BATCH_MAX_BYTES // size)
+                env = pb.Envelope(version=PROTOCOL_VERSION)
+                errs, keys, size = self._fill(jobs[i:i + k], first + i, env)
+            u = _Unit(first + i, k, agg, base + i, deadline)
+            u.keys = keys
+            u.nframe = k - len(errs)
+            st = bytearray(k)            # all _QUEUED
+            for j, exc in errs:
+                st[j] = _DONE
+                errors.append((i + j, exc))
+            u.st = st
+            u.nq = u.open = u.nframe
+            if u.nframe:
+                u.frame = env.SerializePartialToString()  # proto3: no required fields, same bytes
+                units.append(u)
+            i += k
+        return units, errors
 
     def _available(self) -> int:
         if not self._connected:
@@ -416,54 +504,71 @@ class Producer:
     def _where(self) -> str:
         return str(self._brokers) if self._brokers.roams else self._endpoint
 
-    def _admit(self, specs, dones, *, wait, nonblock, timeout, partial=False) -> int:
+    def _admit(self, jobs, agg: _Agg, *, wait, timeout, partial=False) -> int:
         """Take jobs in order as credit allows, waiting for it if `wait` (until the
-        deadline). Returns how many were taken (a spec that fails validation counts:
-        its done gets the error when `partial`, else it is raised). Raises for the
-        first job when none could be taken (QueueFull, Timeout)."""
+        deadline): reserve credit and seqs under the lock, encode outside it, then
+        queue the units for the I/O thread. Returns how many were taken (a job that
+        fails validation counts: its result is the error when `partial`, else it is
+        raised). Raises for the first job when none could be taken (QueueFull,
+        Timeout)."""
         deadline = now() + (self._deadline if timeout is None else float(timeout))
         taken = 0
-        failed = []
-        with self._cv:
-            while taken < len(specs):
-                if self._closed:
-                    raise ZlaneError("the producer is closed")
-                room = self._available()
-                if room <= 0:
-                    self._waker.wake()  # the I/O thread sends what was taken meanwhile
+        n = len(jobs)
+        while taken < n:
+            with self._cv:
+                while True:
+                    if self._closed:
+                        raise ZlaneError("the producer is closed")
+                    room = self._available()
+                    if room > 0:
+                        break
                     left = deadline - now()
                     if not wait or left <= 0:
                         if taken:
-                            break
+                            return taken
                         raise self._no_credit_error(not wait)
                     self._waiters += 1
                     try:
                         self._cv.wait(left)
                     finally:
                         self._waiters -= 1
-                    continue
-                while taken < len(specs) and room > 0:
-                    seq = self._next_seq
-                    try:
-                        entry, key, auto, size = self._encode(specs[taken], seq)
-                    except Exception as exc:
-                        if not partial:
-                            raise
-                        failed.append((taken, exc))
-                        taken += 1
-                        continue
-                    self._next_seq += 1
-                    job = _Job(seq, entry, key, auto, size, deadline, nonblock, dones[taken])
-                    self._jobs[seq] = job
-                    self._n_queued += 1
-                    self._queue.append(seq)
-                    heapq.heappush(self._deadlines, (deadline, seq))
-                    self.stats["submitted"] += 1
-                    taken += 1
-                    room -= 1
-        self._waker.wake()
-        for i, exc in failed:
-            dones[i](None, exc)
+                # a slice of a few frames at a time: the I/O thread sends (and the broker
+                # works on) each while the next is encoded, not all after the last
+                k = min(room, n - taken, 4 * self._max_batch)
+                first = self._next_seq
+                self._next_seq += k
+                self._n_queued += k     # reserved until the units are queued
+            chunk = jobs if (taken == 0 and k == n) else jobs[taken:taken + k]
+            try:
+                units, errors = self._encode_units(chunk, first, agg, taken, deadline)
+            except BaseException:
+                with self._cv:
+                    self._n_queued -= k
+                raise
+            if errors and not partial:
+                with self._cv:
+                    self._n_queued -= k
+                raise errors[0][1]
+            with self._cv:
+                self._n_queued -= k
+                if self._closed:  # the I/O thread has failed what it held: not these
+                    raise ZlaneError("the producer is closed")
+                for u in units:
+                    self._n_queued += u.nframe
+                    self._n_open += u.nframe
+                    self._seqs.update(dict.fromkeys(range(u.first, u.first + u.n), u))
+                    self._units[u] = None
+                    self._queue.append(u)
+                    self._deadline_seq += 1
+                    heapq.heappush(self._deadlines, (deadline, self._deadline_seq, u))
+                    self.stats["submitted"] += u.nframe
+                for j, exc in errors:
+                    agg.out[taken + j] = exc
+                    agg.left -= 1
+                if errors and agg.left == 0:
+                    self._finished.append(agg)
+            self._waker.wake()
+            taken += k
         return taken
 
     # ------------------------------------------------------------ the I/O thread
@@ -506,21 +611,24 @@ class Producer:
                     finished, self._finished = self._finished, []
                     if self._waiters:
                         self._cv.notify_all()
-                for job, job_id, exc in finished:
-                    job.done(job_id, exc)
+                for agg in finished:
+                    agg.done(agg.out)
         except Exception:  # pragma: no cover - a bug: fail every job rather than hang
             log.exception("zlane producer I/O thread failed")
         finally:
             with self._lock:
                 self._closed = True
-                for job in list(self._jobs.values()):
-                    self._finish(job, None, Timeout("the producer was closed before the "
-                                                    "broker answered", sent=job.sends > 0))
+                for u in list(self._units):
+                    for i in range(u.n):
+                        if u.st[i] != _DONE:
+                            self._finish(u, i, Timeout(
+                                "the producer was closed before the broker answered",
+                                sent=u.st[i] not in (_QUEUED, _DONE)), "timed_out")
                 finished, self._finished = self._finished, []
                 self._close_socket()
                 self._cv.notify_all()
-            for job, job_id, exc in finished:
-                job.done(job_id, exc)
+            for agg in finished:
+                agg.done(agg.out)
 
     def _next_wait(self, t: float) -> float | None:
         if self._leave_why:
@@ -534,25 +642,30 @@ class Producer:
             return None
         return max(0.0, min(nxt) - t)
 
-    def _set_state(self, job: _Job, state: int) -> None:
-        if job.state == _QUEUED:
-            self._n_queued -= 1
-        if state == _QUEUED:
-            self._n_queued += 1
-        job.state = state
-
-    def _finish(self, job: _Job, job_id, exc) -> None:
-        if job.state == _DONE:
+    def _finish(self, u: _Unit, i: int, result, stat: str) -> None:
+        """Job i of unit u has its result (a job id or an exception)."""
+        st = u.st[i]
+        if st == _DONE:
             return
-        self._set_state(job, _DONE)
-        self._jobs.pop(job.seq, None)
-        if exc is None:
-            self.stats["accepted"] += 1
-        elif isinstance(exc, Timeout):
-            self.stats["timed_out"] += 1
-        else:
-            self.stats["rejected"] += 1
-        self._finished.append((job, job_id, exc))
+        if st in _QUEUED_STATES:
+            u.nq -= 1
+            self._n_queued -= 1
+        u.st[i] = _DONE
+        u.open -= 1
+        if not u.open:
+            self._units.pop(u, None)
+        self._n_open -= 1
+        self._seqs.pop(u.first + i, None)
+        self.stats[stat] += 1
+        agg = u.agg
+        agg.out[u.base + i] = result
+        agg.left -= 1
+        if agg.left == 0:
+            self._finished.append(agg)
+
+    def _key(self, u: _Unit, i: int) -> str:
+        key = u.keys[i] if u.keys is not None else None
+        return key or f"{self._instance}-{u.first + i}"
 
     def _run_timers(self, t: float) -> None:
         if self._dial_at is not None and t >= self._dial_at:
@@ -573,34 +686,38 @@ class Producer:
                     pass
                 self._sock.connect(self._endpoint)
         while self._retries and self._retries[0][0] <= t:
-            _, seq = heapq.heappop(self._retries)
-            job = self._jobs.get(seq)
-            if job is not None and job.state == _RETRY:
-                self._set_state(job, _QUEUED)
-                self._queue.append(seq)
+            _, _, u, i = heapq.heappop(self._retries)
+            if u.st[i] == _RETRY:
+                u.st[i] = _QUEUED_RETRY
+                u.nq += 1
+                self._n_queued += 1
+                self._queue.append(u)
         while self._deadlines and self._deadlines[0][0] <= t:
-            _, seq = heapq.heappop(self._deadlines)
-            job = self._jobs.get(seq)
-            if job is None:
+            _, _, u = heapq.heappop(self._deadlines)
+            if not u.open:
                 continue
-            self._finish(job, None, self._timeout_error(job, t))
+            for i in range(u.n):
+                if u.st[i] != _DONE:
+                    self._finish(u, i, self._timeout_error(u, i, t), "timed_out")
 
-    def _timeout_error(self, job: _Job, t: float) -> ZlaneError:
-        if job.state == _RETRY and job.code in RETRYABLE:
-            exc = rejection(job.code, f"still refused after the job's deadline: {job.reason}",
-                            int(job.retry_after * 1000), job.key)
-            return exc
+    def _timeout_error(self, u: _Unit, i: int, t: float) -> ZlaneError:
+        st = u.st[i]
+        sent = st not in (_QUEUED, _DONE)
+        code, reason, retry_after = (u.why or {}).get(i, (0, "", 0.0))
+        if st == _RETRY and code in RETRYABLE:
+            return rejection(code, f"still refused after the job's deadline: {reason}",
+                             int(retry_after * 1000), self._key(u, i))
         if not self._connected:
             why = (f"broker unreachable at {self._where()} for {t - self._down_since:.1f} s")
-            if job.sends:
+            if sent:
                 why += " (the job was sent; it may have been accepted)"
             if self._refused:
                 why += f": {self._refused}"
-        elif job.state == _INFLIGHT:
+        elif st == _INFLIGHT:
             why = f"no reply from broker at {self._endpoint} (the job may have been accepted)"
         else:
             why = f"no credit from broker at {self._endpoint} (queue full?)"
-        return Timeout(why, sent=job.sends > 0, code=job.code)
+        return Timeout(why, sent=sent, code=code)
 
     def _send(self, frame: bytes) -> bool:
         try:
@@ -612,6 +729,15 @@ class Producer:
             log.warning("cannot send to %s: %s", self._endpoint, exc)
             return False
 
+    def _part_frame(self, u: _Unit, idx: list[int]) -> bytes:
+        """The Submit frame of jobs `idx` of unit u, cut from its frame with protobuf."""
+        whole = pb.Envelope()
+        whole.ParseFromString(u.frame)
+        want = {u.first + i for i in idx}
+        env = pb.Envelope(version=PROTOCOL_VERSION)
+        env.submit.jobs.extend(s for s in whole.submit.jobs if s.seq in want)
+        return env.SerializePartialToString()
+
     def _send_queued(self) -> None:
         if not self._connected or self._sock is None:
             return
@@ -619,43 +745,49 @@ class Producer:
             if not self._send(_conn_hello(self._client)):
                 return
             self._hello_pending = False
-        while self._queue:
+        queue = self._queue
+        stats = self.stats
+        while queue:
             room = self._credit_limit - self._sent_since_hello
             if room <= 0:
                 return
-            limit = min(room, self._max_batch)
-            batch: list[_Job] = []
-            size = 0
-            scanned = 0
-            for seq in self._queue:
-                if len(batch) >= limit:
-                    break
-                job = self._jobs.get(seq)
-                if job is None or job.state != _QUEUED:
-                    scanned += 1
-                    continue
-                if batch and size + job.size + 64 > _BATCH_MAX_BYTES:
-                    break
-                size += job.size + 64
-                batch.append(job)
-                scanned += 1
-            if batch:
-                if not self._send(_conn.submit_frame([j.entry for j in batch])):
+            u = queue[0]
+            if not u.nq:
+                queue.popleft()
+                continue
+            st = u.st
+            if u.nq == u.nframe and u.nq <= room:  # the frame as encoded
+                if not self._send(u.frame):
                     return  # the jobs stay queued
-                for job in batch:
-                    if job.resend:
-                        self.stats["resent"] += 1
-                        job.resend = False
-                    elif job.sends:
-                        self.stats["retried"] += 1
-                    job.sends += 1
-                    self._set_state(job, _INFLIGHT)
-                self._sent_since_hello += len(batch)
-                self.stats["specs_sent"] += len(batch)
-            for _ in range(scanned):
-                self._queue.popleft()
-            if not batch:
-                return
+                again = st.count(_QUEUED_AGAIN)
+                retried = st.count(_QUEUED_RETRY)
+                stats["resent"] += again
+                stats["retried"] += retried
+                if u.nframe == u.n:
+                    u.st = bytearray(b"\x01") * u.n  # _INFLIGHT: every job is in the frame
+                else:
+                    for i in range(u.n):
+                        if st[i] != _DONE:
+                            st[i] = _INFLIGHT
+                sent = u.nq
+                queue.popleft()
+            else:
+                idx = [i for i in range(u.n) if st[i] in _QUEUED_STATES][:room]
+                if not self._send(self._part_frame(u, idx)):
+                    return
+                for i in idx:
+                    if st[i] == _QUEUED_AGAIN:
+                        stats["resent"] += 1
+                    elif st[i] == _QUEUED_RETRY:
+                        stats["retried"] += 1
+                    st[i] = _INFLIGHT
+                sent = len(idx)
+                if sent == u.nq:
+                    queue.popleft()
+            u.nq -= sent
+            self._n_queued -= sent
+            self._sent_since_hello += sent
+            stats["specs_sent"] += sent
 
     # ------------------------------------------------------------ replies
 
@@ -664,21 +796,58 @@ class Producer:
             if self._sock is None or self._leave_why:
                 return
             try:
-                frames = self._sock.recv_multipart(zmq.DONTWAIT, copy=True)
+                frame = self._sock.recv(zmq.DONTWAIT, copy=True)
             except zmq.Again:
                 return
-            if len(frames) != 1:
+            if self._sock.rcvmore:
+                while self._sock.rcvmore:
+                    self._sock.recv()
                 log.warning("ignoring a multi-frame message from %s", self._endpoint)
                 continue
             try:
-                kind, msg = decode(frames[0])
+                kind, msg = decode(frame)
             except ValueError as exc:
                 log.warning("ignoring an undecodable message from %s: %s", self._endpoint, exc)
                 continue
-            self._on_message(kind, msg)
+            if kind == "accepted":
+                self._on_accepted(msg)
+            else:
+                self._on_message(kind, msg)
+
+    def _on_accepted(self, msg) -> None:
+        self._backoff.reset()
+        self._dial_deadline = None
+        pop = self._seqs.pop
+        n = 0
+        done = self._finished
+        for a in msg.jobs:
+            seq = a.seq
+            u = pop(seq, None)
+            if u is None:
+                continue                    # answered before (a resend's second answer)
+            i = seq - u.first
+            st = u.st
+            s = st[i]
+            if s == _DONE:
+                continue
+            if s != _INFLIGHT and s != _RETRY:  # queued again meanwhile: not to be sent
+                u.nq -= 1
+                self._n_queued -= 1
+            st[i] = _DONE
+            u.open -= 1
+            if not u.open:
+                self._units.pop(u, None)
+            n += 1
+            agg = u.agg
+            agg.out[u.base + i] = a.job_id
+            agg.left -= 1
+            if not agg.left:
+                done.append(agg)
+        self._n_open -= n
+        self.stats["accepted"] += n
 
     def _on_message(self, kind, msg) -> None:
-        serves = kind in ("accepted", "credit") or (
+        serves = kind == "credit" or (
             kind == "rejected" and (not msg.jobs or msg.jobs[0].code != pb.REJECT_UNAVAILABLE))
         if serves:
             self._backoff.reset()
@@ -687,11 +856,6 @@ class Producer:
             if not self._leave_why:
                 log.warning("the peer at %s is not a broker (it sent us %s)", self._endpoint, kind)
                 self._leave_for_next("not a broker")
-        elif kind == "accepted":
-            for a in msg.jobs:
-                job = self._jobs.get(a.seq)
-                if job is not None:
-                    self._finish(job, a.job_id, None)
         elif kind == "rejected":
             self._on_rejected(msg)
         elif kind == "credit":
@@ -707,21 +871,29 @@ class Producer:
             self._leave_for_next("its database does not answer")
         t = now()
         for r in msg.jobs:
-            job = self._jobs.get(r.seq)
-            if job is None:
+            u = self._seqs.get(r.seq)
+            if u is None:
+                continue
+            i = r.seq - u.first
+            if u.st[i] == _DONE:
                 continue
             if r.retry_after_ms:
                 self._last_retry_after = r.retry_after_ms / 1000.0
-            nonblock_final = job.nonblock and r.code in (pb.REJECT_QUEUE_FULL,
-                                                         pb.REJECT_STORE_FULL)
+            nonblock_final = u.agg.nonblock and r.code in (pb.REJECT_QUEUE_FULL,
+                                                           pb.REJECT_STORE_FULL)
             if r.code not in RETRYABLE or nonblock_final:
-                self._finish(job, None, rejection(r.code, r.reason, r.retry_after_ms, job.key))
+                self._finish(u, i, rejection(r.code, r.reason, r.retry_after_ms,
+                                             self._key(u, i)), "rejected")
                 continue
-            job.code, job.reason = r.code, r.reason
-            job.retry_after = r.retry_after_ms / 1000.0
-            if job.state == _INFLIGHT:
-                self._set_state(job, _RETRY)
-                heapq.heappush(self._retries, (t + max(_RETRY_MIN, job.retry_after), r.seq))
+            if u.why is None:
+                u.why = {}
+            retry_after = r.retry_after_ms / 1000.0
+            u.why[i] = (r.code, r.reason, retry_after)
+            if u.st[i] == _INFLIGHT:
+                u.st[i] = _RETRY
+                self._retry_seq += 1
+                heapq.heappush(self._retries, (t + max(_RETRY_MIN, retry_after),
+                                               self._retry_seq, u, i))
 
     def _on_error(self, msg) -> None:
         name = enum_name(pb.ErrorCode, msg.code)
@@ -755,14 +927,16 @@ class Producer:
         self._sent_since_hello = 0
         self._queue.clear()
         resend = 0
-        for seq in sorted(self._jobs):
-            job = self._jobs[seq]
-            if job.state == _INFLIGHT:
-                self._set_state(job, _QUEUED)
-                job.resend = True
-                resend += 1
-            if job.state == _QUEUED:
-                self._queue.append(seq)
+        for u in sorted(self._units, key=lambda u: u.first):
+            st = u.st
+            for i in range(u.n):
+                if st[i] == _INFLIGHT:
+                    st[i] = _QUEUED_AGAIN
+                    u.nq += 1
+                    resend += 1
+            if u.nq:
+                self._queue.append(u)
+        self._n_queued += resend
         return resend
 
     def _on_connected(self) -> None:
@@ -791,7 +965,7 @@ class Producer:
         self.stats["disconnects"] += 1
         self._last_error = f"lost connection to broker at {self._endpoint}"
         log.info("lost connection to broker at %s; %d jobs await a result", self._endpoint,
-                 len(self._jobs))
+                 self._n_open)
 
     def _on_refused(self, event: int, value: int) -> None:
         if event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and self._refused:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import importlib
 import inspect
 import logging
 import os
+import queue
 import random
 import signal
 import socket
@@ -61,6 +61,8 @@ LIVE, LEASE_LOST, DISCONNECTED, MAX_RUN, SHUTDOWN = (
 _ACK, _TRANSIENT, _THROTTLED, _PERMANENT = "ack", pb.FAILURE_TRANSIENT, pb.FAILURE_THROTTLED, \
     pb.FAILURE_PERMANENT
 _FENCED = (pb.ERROR_STALE_LEASE, pb.ERROR_UNKNOWN_JOB, pb.ERROR_NOT_HOLDER)
+_CANCEL_LOCK = threading.Lock()  # a job's cancellation and its lazily made Event
+_EXTEND, _MAX_RUN = 0, 1         # the kinds of timer of a held job
 
 
 class Job:
@@ -72,22 +74,29 @@ class Job:
 
     __slots__ = ("id", "lease", "attempt", "tenant", "lane", "payload", "headers",
                  "idempotency_key", "lease_ms", "max_run_ms", "max_attempts", "enqueued_at_ms",
-                 "_event", "_reason", "_next_extend", "_max_run_at", "_received", "_lock")
+                 "_event", "_reason", "_next_extend", "_max_run_at", "_received", "_held")
 
     def __init__(self, msg=None, **fields):
-        self._event = threading.Event()
+        self._event = None          # made by the first wait_cancelled
         self._reason = LIVE
-        self._lock = threading.Lock()
         self._next_extend = None
         self._max_run_at = None
-        self._received = now()
-        if msg is not None:
-            fields = dict(id=msg.job_id, lease=msg.lease, attempt=msg.attempt, tenant=msg.tenant,
-                          lane=msg.lane, payload=bytes(msg.payload),
-                          headers={h.key: h.value for h in msg.headers},
-                          idempotency_key=msg.idempotency_key, lease_ms=msg.lease_ms,
-                          max_run_ms=msg.max_run_ms, max_attempts=msg.max_attempts,
-                          enqueued_at_ms=msg.enqueued_at_ms)
+        self._received = 0.0
+        self._held = False          # in the worker's held set (its timers live)
+        if msg is not None:         # a DispatchJob: read once, straight from the message
+            self.id = msg.job_id
+            self.lease = msg.lease
+            self.attempt = msg.attempt
+            self.tenant = msg.tenant
+            self.lane = msg.lane
+            self.payload = msg.payload
+            self.headers = {h.key: h.value for h in msg.headers} if len(msg.headers) else {}
+            self.idempotency_key = msg.idempotency_key
+            self.lease_ms = msg.lease_ms
+            self.max_run_ms = msg.max_run_ms
+            self.max_attempts = msg.max_attempts
+            self.enqueued_at_ms = msg.enqueued_at_ms
+            return
         for name in ("id", "lease", "attempt", "lease_ms", "max_run_ms", "max_attempts",
                      "enqueued_at_ms"):
             setattr(self, name, int(fields.get(name, 0) or 0))
@@ -100,7 +109,7 @@ class Job:
     @property
     def cancelled(self) -> bool:
         """True once the job is cancelled (see cancel_reason)."""
-        return self._event.is_set()
+        return self._reason != LIVE
 
     @property
     def cancel_reason(self) -> str:
@@ -109,15 +118,22 @@ class Job:
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Block up to `timeout` seconds until the job is cancelled; True if it is."""
-        return self._event.wait(timeout)
+        with _CANCEL_LOCK:
+            if self._reason != LIVE:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def cancel(self, reason: str) -> bool:
         """Cancel the job (the first reason sticks). Returns True if this call did."""
-        with self._lock:
-            if self._event.is_set():
+        with _CANCEL_LOCK:
+            if self._reason != LIVE:
                 return False
             self._reason = reason
-            self._event.set()
+            if self._event is not None:
+                self._event.set()
             return True
 
     def text(self, encoding: str = "utf-8") -> str:
@@ -143,7 +159,16 @@ class _Settle:
 
 
 def _env(**body) -> bytes:
-    return pb.Envelope(version=1, **body).SerializeToString()
+    return pb.Envelope(version=1, **body).SerializePartialToString()
+
+
+def _ack_frame(acks) -> bytes:
+    """One Ack frame of every settlement in `acks`, built on its Envelope."""
+    env = pb.Envelope(version=1)
+    add = env.ack.items.add
+    for p in acks:
+        add(job_id=p.job_id, lease=p.lease, run_us=p.run_us)
+    return env.SerializePartialToString()
 
 
 class Worker:
@@ -198,7 +223,8 @@ class Worker:
         self._waker = Waker()
         self._stop_requests = 0
         self._started = False
-        self._done: deque = deque()  # (job, settle) from handlers, any thread
+        self._done: deque = deque()  # (job, settle or None: not run) from handlers
+        self._wake_owed = False      # a handler woke the loop for results not yet taken
         self.stats = {"received": 0, "acked": 0, "nacked": 0, "settled": 0, "refused": 0,
                       "extends_sent": 0, "lease_lost": 0, "reconnects": 0}
 
@@ -274,9 +300,19 @@ class Worker:
             raise ValueError("register a handler for at least one lane first")
         self._started = True
         self._loop = loop
-        self._pool = (concurrent.futures.ThreadPoolExecutor(self.concurrency,
-                                                            thread_name_prefix="zlane-handler")
-                      if loop is None else None)
+        # thread mode: `concurrency` handler threads take jobs from one queue in
+        # dispatch order; the loop hands them every job it may start at once
+        self._jobq: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads = []
+        if loop is None:
+            for i in range(self.concurrency):
+                th = threading.Thread(target=self._handler_thread, name=f"zlane-handler-{i}",
+                                      daemon=True)
+                th.start()
+                self._threads.append(th)
+        # one lease-extension (and max-run) schedule: per (kind, interval) a deque
+        # of (at, job) in time order, as every job of it gets the same interval
+        self._timers: dict[tuple[int, int], deque] = {}
         self._ctx = zmq.Context()
         self._dealer = None
         self._held: dict[tuple[int, int], Job] = {}
@@ -330,8 +366,11 @@ class Worker:
         finally:
             for job in self._held.values():
                 job.cancel(SHUTDOWN)
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
+            self._unqueue()
+            for _ in self._threads:
+                self._jobq.put(None)
+            for th in self._threads:
+                th.join()
             if self._dealer is not None:
                 self._dealer.close(0)
                 self._dealer = None
@@ -443,25 +482,44 @@ class Worker:
                 log.warning("unexpected %s from broker, ignored", kind)
 
     def _on_dispatch(self, msg, t: float) -> None:
+        held = self._held
+        debug = log.isEnabledFor(logging.DEBUG)
+        extend = self._extend
         for j in msg.jobs:
-            self.stats["received"] += 1
-            ref = (j.job_id, j.lease)
-            if ref in self._held:
-                log.warning("job %d attempt %d: dispatched twice, ignored", j.job_id, j.attempt)
-                continue
             job = Job(j)
+            ref = (job.id, job.lease)
+            if ref in held:
+                log.warning("job %d attempt %d: dispatched twice, ignored", job.id, job.attempt)
+                continue
             job._received = t
-            if self._extend and j.lease_ms >= 2:
-                job._next_extend = t + j.lease_ms / 2000.0
-            if j.max_run_ms:
-                job._max_run_at = t + j.max_run_ms / 1000.0
-            self._held[ref] = job
-            log.debug("job %d attempt %d: received (tenant %s, lane %s, %d bytes, lease %d ms)",
-                      j.job_id, j.attempt, j.tenant, j.lane, len(j.payload), j.lease_ms)
+            if extend and job.lease_ms >= 2:
+                self._schedule(_EXTEND, job, t, job.lease_ms // 2)
+            if job.max_run_ms:
+                self._schedule(_MAX_RUN, job, t, job.max_run_ms)
+            held[ref] = job
+            job._held = True
+            if debug:
+                log.debug("job %d attempt %d: received (tenant %s, lane %s, %d bytes, lease %d ms)",
+                          job.id, job.attempt, job.tenant, job.lane, len(job.payload),
+                          job.lease_ms)
             if self._draining:
                 self._hand_back(job, _THROTTLED, SHUTDOWN)
             else:
                 self._backlog.append(job)
+        self.stats["received"] += len(msg.jobs)
+
+    def _schedule(self, kind: int, job: Job, t: float, interval_ms: int) -> None:
+        """Set the job's timer of `kind` to t + interval (the one schedule: a deque per
+        kind and interval, each in time order)."""
+        at = t + interval_ms / 1000.0
+        if kind == _EXTEND:
+            job._next_extend = at
+        else:
+            job._max_run_at = at
+        dq = self._timers.get((kind, interval_ms))
+        if dq is None:
+            dq = self._timers[(kind, interval_ms)] = deque()
+        dq.append((at, job))
 
     def _on_error(self, e, t: float) -> None:
         if e.items:
@@ -499,7 +557,7 @@ class Worker:
                 return
             job._next_extend = None
             if job._max_run_at is None:
-                job._max_run_at = t + job.lease_ms / 1000.0
+                self._schedule(_MAX_RUN, job, t, job.lease_ms)
             log.info("job %d attempt %d: lease extended up to its max run time; no more "
                      "extensions", job.id, job.attempt)
             return
@@ -536,13 +594,17 @@ class Worker:
                  enum_name(pb.FailureClass, cls), why)
         self._settle(_Settle(job, False, cls, why))
         self._held.pop((job.id, job.lease), None)
+        job._held = False
 
     # ------------------------------------------------------------ handlers
 
     def _start_jobs(self) -> None:
         if self._draining:
             return
-        while self._backlog and self._running < self.concurrency:
+        # thread mode: every job to the handler threads' queue (they run `concurrency`
+        # at once, in order); asyncio mode: up to `concurrency` tasks
+        limit = self.concurrency if self._loop is not None else 1 << 62
+        while self._backlog and self._running < limit:
             job = self._backlog.popleft()
             if job.cancelled:
                 self._hand_back(job, _TRANSIENT, job.cancel_reason)
@@ -555,7 +617,37 @@ class Worker:
             if self._loop is not None:
                 asyncio.run_coroutine_threadsafe(self._run_async(fn, job), self._loop)
             else:
-                self._pool.submit(self._run_thread, fn, job)
+                self._jobq.put((fn, job))
+
+    def _unqueue(self) -> list:
+        """Take back the jobs no handler thread has started."""
+        jobs = []
+        while True:
+            try:
+                item = self._jobq.get_nowait()
+            except queue.Empty:
+                return jobs
+            if item is not None:
+                self._running -= 1
+                jobs.append(item[1])
+
+    def _handler_thread(self) -> None:
+        jobq = self._jobq
+        while True:
+            item = jobq.get()
+            if item is None:
+                return
+            fn, job = item
+            if job._reason != LIVE:  # cancelled while it waited: handed back unstarted
+                self._report(job, None)
+                continue
+            self._run_thread(fn, job)
+
+    def _report(self, job: Job, p) -> None:
+        self._done.append((job, p))
+        if not self._wake_owed:  # one wake-up for every result the loop has not taken
+            self._wake_owed = True
+            self._waker.wake()
 
     def _result(self, job: Job, start_ns: int, exc: BaseException | None) -> None:
         run_us = max(1, (time.perf_counter_ns() - start_ns) // 1000)
@@ -569,14 +661,13 @@ class Worker:
         else:
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             p = _Settle(job, False, _TRANSIENT, text, run_us=run_us)
-        self._done.append((job, p))
-        self._waker.wake()
+        self._report(job, p)
 
     def _run_thread(self, fn, job: Job) -> None:
         start = time.perf_counter_ns()
         try:
             r = fn(job)
-            if inspect.isawaitable(r):
+            if r is not None and inspect.isawaitable(r):
                 asyncio.run(_awaited(r))
         except BaseException as exc:  # noqa: BLE001 - every failure is the job's
             self._result(job, start, exc)
@@ -598,17 +689,25 @@ class Worker:
         self._result(job, start, None)
 
     def _take_results(self) -> None:
-        while self._done:
-            job, p = self._done.popleft()
+        self._wake_owed = False  # before taking: a result added after this wakes us again
+        done = self._done
+        held = self._held
+        debug = log.isEnabledFor(logging.DEBUG)
+        while done:
+            job, p = done.popleft()
             self._running -= 1
-            if p.ack:
-                log.debug("job %d attempt %d: ack (%d us)", job.id, job.attempt, p.run_us)
-            else:
+            if p is None:
+                self._hand_back(job, _TRANSIENT, job.cancel_reason)
+                continue
+            if not p.ack:
                 log.info("job %d attempt %d: nack %s (%d us): %s", job.id, job.attempt,
                          enum_name(pb.FailureClass, p.cls), p.run_us,
                          p.error.strip().splitlines()[-1] if p.error.strip() else "")
+            elif debug:
+                log.debug("job %d attempt %d: ack (%d us)", job.id, job.attempt, p.run_us)
             self._settle(p)
-            self._held.pop((job.id, job.lease), None)
+            held.pop((job.id, job.lease), None)
+            job._held = False
 
     # ------------------------------------------------------------ the loop's steps
 
@@ -620,19 +719,25 @@ class Worker:
             self._leave = None
             self._brokers.next()
             self._reconnect_at = t + self._reconnect_max
-        for job in self._held.values():
-            if job.cancelled:
-                continue
-            if job._max_run_at is not None and t >= job._max_run_at:
-                job.cancel(MAX_RUN)
-                job._next_extend = job._max_run_at = None
-                log.warning("job %d attempt %d: max run time exceeded", job.id, job.attempt)
-                continue
-            if job._next_extend is not None and t >= job._next_extend:
+        for (kind, interval), dq in self._timers.items():
+            while dq:
+                at, job = dq[0]
+                if not job._held or job._reason != LIVE or at != (
+                        job._next_extend if kind == _EXTEND else job._max_run_at):
+                    dq.popleft()  # settled, cancelled or rescheduled: not due any more
+                    continue
+                if at > t:
+                    break
+                dq.popleft()
+                if kind == _MAX_RUN:
+                    job.cancel(MAX_RUN)
+                    job._next_extend = job._max_run_at = None
+                    log.warning("job %d attempt %d: max run time exceeded", job.id, job.attempt)
+                    continue
                 if self._dealer is not None:
                     self._extends.append(pb.ExtendItem(job_id=job.id, lease=job.lease,
                                                        lease_ms=job.lease_ms))
-                job._next_extend = t + job.lease_ms / 2000.0
+                self._schedule(_EXTEND, job, t, interval)
         if self._draining and not self._drain_cancelled and (
                 t >= self._drain_deadline or self._stop_requests >= 2):
             self._drain_cancelled = True
@@ -649,6 +754,8 @@ class Worker:
             self._need_ready = True
         while self._backlog:
             self._hand_back(self._backlog.popleft(), _THROTTLED, SHUTDOWN)
+        for job in self._unqueue():
+            self._hand_back(job, _THROTTLED, SHUTDOWN)
 
     def _send_ready(self, t: float) -> bool:
         capacity = 0 if self._draining else self.concurrency + self.prefetch
@@ -664,8 +771,7 @@ class Worker:
         if self._unsent:
             acks = [p for p in self._unsent if p.ack]
             nacks = [p for p in self._unsent if not p.ack]
-            out_a = not acks or self._send(_env(ack=pb.Ack(items=[
-                pb.AckItem(job_id=p.job_id, lease=p.lease, run_us=p.run_us) for p in acks])), t)
+            out_a = not acks or self._send(_ack_frame(acks), t)
             out_n = not nacks or self._send(_env(nack=pb.Nack(items=[
                 pb.NackItem(job_id=p.job_id, lease=p.lease, error=p.error, run_us=p.run_us,
                             retry_after_ms=p.retry_after_ms, **{"class": p.cls})
@@ -694,10 +800,9 @@ class Worker:
                       self._last_sent + self._heartbeat)
         else:
             nxt = min(nxt, self._reconnect_at)
-        for job in self._held.values():
-            for at in (job._next_extend, job._max_run_at):
-                if at is not None and at < nxt:
-                    nxt = at
+        for dq in self._timers.values():
+            if dq and dq[0][0] < nxt:
+                nxt = dq[0][0]  # perhaps a stale entry: an early wake-up, dropped by _tick
         if self._draining and not self._drain_cancelled:
             nxt = min(nxt, self._drain_deadline)
         if self._linger_deadline is not None:
