@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 import zmq
 
 from ._conn import EndpointList, now
-from ._proto import decode, parse_endpoints, pb
+from ._proto import decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
 from .errors import AdminRefused, BrokerError, Timeout, ZlaneError
 from .records import to_record
@@ -78,6 +78,17 @@ class Admin:
     def dlq_purge(self, *ids: int, all: bool = False, lane: str = "", tenant: str = "") -> int:
         """Delete dead letters; returns how many."""
         return self._request(dlq_purge=self._filter(ids, all, lane, tenant)).count
+
+    def cancel(self, *ids: int) -> list:
+        """Cancel jobs (as zlane-ctl cancel): one (job_id, outcome, state) per id, in
+        order; outcome "cancelled", "already_cancelled", "finished" or "unknown"; state
+        the one it left ("ready", "delayed", "leased", "dead") or was cancelled in. A
+        running job's worker is told (Cancel) and settles nothing for it."""
+        if not ids:
+            raise ValueError("name the jobs to cancel")
+        r = self._request(cancel=pb.CancelRequest(ids=[int(i) for i in ids]))
+        return [(it.job_id, enum_name(pb.CancelOutcome, it.outcome)[len("CANCEL_"):].lower(),
+                 it.state) for it in r.cancel.items]
 
     def pause(self, lane: str) -> None:
         """Stop dispatching from `lane` (until resume, or a broker restart)."""

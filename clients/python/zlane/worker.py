@@ -55,12 +55,13 @@ from .errors import Permanent, Throttled
 
 log = logging.getLogger("zlane.worker")
 
-LIVE, LEASE_LOST, DISCONNECTED, MAX_RUN, SHUTDOWN = (
-    "", "lease lost", "broker connection lost", "max run time exceeded", "worker shutting down")
+LIVE, LEASE_LOST, DISCONNECTED, MAX_RUN, SHUTDOWN, BROKER_CANCELLED = (
+    "", "lease lost", "broker connection lost", "max run time exceeded", "worker shutting down",
+    "cancelled by the broker")
 
 _ACK, _TRANSIENT, _THROTTLED, _PERMANENT = "ack", pb.FAILURE_TRANSIENT, pb.FAILURE_THROTTLED, \
     pb.FAILURE_PERMANENT
-_FENCED = (pb.ERROR_STALE_LEASE, pb.ERROR_UNKNOWN_JOB, pb.ERROR_NOT_HOLDER)
+_FENCED = (pb.ERROR_STALE_LEASE, pb.ERROR_UNKNOWN_JOB, pb.ERROR_NOT_HOLDER, pb.ERROR_CANCELLED)
 _CANCEL_LOCK = threading.Lock()  # a job's cancellation and its lazily made Event
 _EXTEND, _MAX_RUN = 0, 1         # the kinds of timer of a held job
 
@@ -226,7 +227,7 @@ class Worker:
         self._done: deque = deque()  # (job, settle or None: not run) from handlers
         self._wake_owed = False      # a handler woke the loop for results not yet taken
         self.stats = {"received": 0, "acked": 0, "nacked": 0, "settled": 0, "refused": 0,
-                      "extends_sent": 0, "lease_lost": 0, "reconnects": 0}
+                      "extends_sent": 0, "lease_lost": 0, "reconnects": 0, "cancelled": 0}
 
     # ------------------------------------------------------------ handlers
 
@@ -472,6 +473,8 @@ class Worker:
                         self.stats["settled"] += 1
             elif kind == "error":
                 self._on_error(msg, t)
+            elif kind == "cancel":
+                self._on_cancel(msg)
             elif kind == "heartbeat":
                 pass
             elif kind in ("ready", "ack", "nack", "extend"):
@@ -544,6 +547,31 @@ class Worker:
         else:
             log.warning("broker error %s: %s", name, e.message)
 
+    def _on_cancel(self, msg) -> None:
+        """The broker cancelled jobs this worker holds (zlane-ctl cancel): each is
+        cancelled (cancel_reason "cancelled by the broker"; a handler checking
+        job.cancelled or waiting in job.wait_cancelled sees it) and nothing is settled
+        for it: the broker ended it, and would refuse a late Ack or Nack CANCELLED. One
+        not yet started never starts."""
+        for item in msg.items:
+            ref = (item.job_id, item.lease)
+            job = self._held.get(ref)
+            if job is None:  # settled already, not yet confirmed: that will be refused
+                if self._pending_pop(ref):
+                    self.stats["cancelled"] += 1
+                continue
+            job.cancel(BROKER_CANCELLED)
+            job._reason = BROKER_CANCELLED  # whatever cancelled it first: nothing to settle
+            job._next_extend = job._max_run_at = None
+            self.stats["cancelled"] += 1
+            log.info("job %d attempt %d: cancelled by the broker", job.id, job.attempt)
+            try:
+                self._backlog.remove(job)  # not started: dropped
+            except ValueError:
+                continue
+            self._held.pop(ref, None)
+            job._held = False
+
     def _on_item_error(self, code: int, job_id: int, lease: int, t: float) -> None:
         name = enum_name(pb.ErrorCode, code)
         ref = (job_id, lease)
@@ -606,6 +634,10 @@ class Worker:
         limit = self.concurrency if self._loop is not None else 1 << 62
         while self._backlog and self._running < limit:
             job = self._backlog.popleft()
+            if job._reason == BROKER_CANCELLED:  # the broker ended it: nothing to settle
+                self._held.pop((job.id, job.lease), None)
+                job._held = False
+                continue
             if job.cancelled:
                 self._hand_back(job, _TRANSIENT, job.cancel_reason)
                 continue
@@ -696,6 +728,10 @@ class Worker:
         while done:
             job, p = done.popleft()
             self._running -= 1
+            if job._reason == BROKER_CANCELLED:  # the broker ended it: nothing to settle
+                held.pop((job.id, job.lease), None)
+                job._held = False
+                continue
             if p is None:
                 self._hand_back(job, _TRANSIENT, job.cancel_reason)
                 continue
