@@ -1881,7 +1881,7 @@ test_cancel_survives_restart (void **state)
         s_assert_cancelled (fx, c, from[k], hist[k]);
         assert_int_equal (c->cancelled_at_ms, at (10 + (k == 0 ? 1 : k == 1 ? 0 : 2)).wall_ms);
     }
-    const zl_state_rec_t *st = s_state (fx, zl_jobs_find (fx->jobs, running->id));
+    const zl_state_rec_t *st = s_state (fx, zl_jobs_find (fx->jobs, ids[1]));
     assert_int_equal (st->history[0].outcome, ZL_OUTCOME_CANCELLED); // no restart attempt
     assert_int_equal (zl_jobs_cancelled_kept (fx->jobs), 3);
     // only the job that was not cancelled is queued
