@@ -134,9 +134,48 @@ struct _zl_producer_t {
     bool delivering;
     zl_job_spec_t *batch; // scratch for one Submit frame, max_batch specs
 
+    // watched jobs whose outcome has not come
+    zl_producer_outcome_fn *on_outcome;
+    void *on_outcome_arg;
+    uint64_t *watched;
+    size_t n_watched, cap_watched;
+    bool watch_due; // (re)send the Watch on this connection
+
     zl_producer_stats_t stats;
     char last_error[512];
 };
+
+#define S_WATCH_MAX 10000 // job ids per Watch frame (the broker's limit)
+
+//  Send the Watch for every job whose outcome has not come, in frames of
+//  S_WATCH_MAX ids.
+static void
+s_send_watch (zl_producer_t *self)
+{
+    if (!self->watch_due || !self->connected || !self->handle || self->out_blocked)
+        return;
+    for (size_t at = 0; at < self->n_watched; at += S_WATCH_MAX) {
+        size_t n = self->n_watched - at < S_WATCH_MAX ? self->n_watched - at : S_WATCH_MAX;
+        zl_msg_t msg = {.kind = ZL_MSG_WATCH, .u.watch = {n, self->watched + at}};
+        if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+            self->out_blocked = errno == EAGAIN;
+            return;
+        }
+    }
+    self->watch_due = false;
+}
+
+static void
+s_on_outcome (zl_producer_t *self, const zl_job_outcome_t *o)
+{
+    for (size_t i = 0; i < self->n_watched; i++)
+        if (self->watched[i] == o->job_id) {
+            self->watched[i] = self->watched[--self->n_watched];
+            if (self->on_outcome)
+                self->on_outcome (o, self->on_outcome_arg);
+            return;
+        }
+}
 
 // ---------------------------------------------------------------- helpers
 
@@ -604,6 +643,7 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
         }
         break;
     case ZL_MSG_ACCEPTED: s_on_accepted (self, &msg->u.accepted); break;
+    case ZL_MSG_OUTCOME: s_on_outcome (self, &msg->u.outcome); break;
     case ZL_MSG_REJECTED: s_on_rejected (self, &msg->u.rejected, zl_clock_mono_ms ()); break;
     case ZL_MSG_CREDIT:
         //  Credit counts on the connection it came from; while we are between
@@ -708,6 +748,7 @@ s_new_session (zl_producer_t *self)
     self->sent_since_hello = 0;
     self->q_head = 0;
     self->q_len = 0;
+    self->watch_due = self->n_watched > 0;
     size_t resend = 0;
     for (uint64_t seq = self->live_cursor; seq < self->next_seq; seq++) {
         zl_pending_job_t *job = zl_pending_get (self->pending, seq);
@@ -982,6 +1023,7 @@ s_pump (zl_producer_t *self, int timeout_ms)
 {
     s_run_timers (self, zl_clock_mono_ms ());
     s_send_queued (self);
+    s_send_watch (self);
 
     long wait = timeout_ms;
     int64_t next = s_next_timer (self);
@@ -1009,6 +1051,7 @@ s_pump (zl_producer_t *self, int timeout_ms)
         s_leave (self, zl_clock_mono_ms ());
     s_run_timers (self, zl_clock_mono_ms ());
     s_send_queued (self);
+    s_send_watch (self);
     return 0;
 }
 
@@ -1052,6 +1095,8 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->nonblock = opts->nonblock;
     self->on_result = opts->on_result;
     self->on_result_arg = opts->on_result_arg;
+    self->on_outcome = opts->on_outcome;
+    self->on_outcome_arg = opts->on_outcome_arg;
     self->curve = opts->curve;
     zl_rng_seed (&self->rng, 0);
     zl_rng_hex (&self->rng, self->instance, 16);
@@ -1088,6 +1133,7 @@ zl_producer_destroy (zl_producer_t **self_p)
     free (self->queue);
     free (self->retries);
     free (self->batch);
+    free (self->watched);
     zl_eplist_destroy (&self->brokers);
     free (self->endpoint);
     free (self->client);
@@ -1235,6 +1281,63 @@ zl_producer_wait (zl_producer_t *self, int timeout_ms)
         if (s_pump (self, wait) < 0)
             return -1;
     }
+}
+
+int
+zl_producer_watch (zl_producer_t *self, const uint64_t *ids, size_t n)
+{
+    if (!n) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!ids[i]) {
+            errno = EINVAL;
+            return -1;
+        }
+    if (self->n_watched + n > self->cap_watched) {
+        self->cap_watched = (self->n_watched + n) * 2;
+        self->watched = zl_realloc (self->watched, self->cap_watched * sizeof *self->watched);
+    }
+    memcpy (self->watched + self->n_watched, ids, n * sizeof *ids);
+    self->n_watched += n;
+    self->watch_due = true; // (all of them again: the broker keeps one watch per job)
+    s_send_watch (self);
+    return 0;
+}
+
+void
+zl_producer_set_outcome_fn (zl_producer_t *self, zl_producer_outcome_fn *fn, void *arg)
+{
+    self->on_outcome = fn;
+    self->on_outcome_arg = arg;
+}
+
+size_t
+zl_producer_watching (zl_producer_t *self)
+{
+    return self->n_watched;
+}
+
+int
+zl_producer_wait_outcomes (zl_producer_t *self, int timeout_ms)
+{
+    int64_t end = timeout_ms < 0 ? -1 : zl_clock_mono_ms () + timeout_ms;
+    while (self->n_watched) {
+        s_deliver (self);
+        int wait = -1;
+        if (end >= 0) {
+            int64_t now = zl_clock_mono_ms ();
+            if (now >= end) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            wait = (int)(end - now);
+        }
+        if (s_pump (self, wait) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 size_t
