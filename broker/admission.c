@@ -383,7 +383,15 @@ s_resolve_parents (zl_admission_t *self, const zl_submit_t *sub, const plan_t *p
     uint64_t *out = zl_arena_alloc (a, n * sizeof *out);
     for (size_t k = 0; k < sp->n_depends_on; k++) {
         out[k] = sp->depends_on[k];
-        if (!out[k] || !zl_jobs_find (self->env.jobs, out[k])) {
+        zl_job_t *parent = out[k] ? zl_jobs_find (self->env.jobs, out[k]) : NULL;
+        if (parent && strcmp (parent->flow->tenant->name, sp->tenant) != 0) {
+            // a job gets its parents' results: never another tenant's
+            *v = s_refuse (
+                ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
+                zl_arena_printf (a, "parent job %" PRIu64 " belongs to another tenant", out[k]), 0);
+            return NULL;
+        }
+        if (!parent) {
             *v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
                            zl_arena_printf (a,
                                             "parent job %" PRIu64
@@ -395,8 +403,16 @@ s_resolve_parents (zl_admission_t *self, const zl_submit_t *sub, const plan_t *p
         }
     }
     for (size_t k = 0; k < sp->n_depends_on_seq; k++) {
-        uint64_t id = ids[plan->parents[i][k]];
+        size_t pi = plan->parents[i][k];
+        uint64_t id = ids[pi];
         bool staged = id >= self->first_id; // taken by this Submit: accepted with it
+        if (strcmp (sub->jobs[pi].tenant, sp->tenant) != 0) {
+            *v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
+                           zl_arena_printf (a, "parent seq %" PRIu64 " is another tenant's job",
+                                            sp->depends_on_seq[k]),
+                           0);
+            return NULL;
+        }
         if (!id || (!staged && !zl_jobs_find (self->env.jobs, id))) {
             const char *why =
                 id ? zl_arena_printf (a,

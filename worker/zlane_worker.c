@@ -78,6 +78,8 @@ typedef struct _s_link_t {
     struct _s_link_t *prev, *next;
 } s_link_t;
 
+#define S_ACK_FRAME_BYTES (4u << 20) // results per Ack frame, at most (one result may be more)
+
 /*  An Ack or Nack sent (or to be sent) and not yet confirmed by Settled. */
 typedef struct _s_settle_t {
     s_link_t link; // first: in the worker's `unsent` or `sent` list
@@ -1326,21 +1328,31 @@ s_send_settlements (zl_worker_t *self, int64_t now_ms)
         self->cap_nacks = self->n_pending;
         self->nacks = zl_realloc (self->nacks, self->cap_nacks * sizeof *self->nacks);
     }
-    size_t n_acks = 0, n_nacks = 0;
+    size_t n_acks = 0, n_nacks = 0, result_bytes = 0;
+    bool acks_out = true, nacks_out = false, any_ack = false;
     for (s_link_t *l = self->unsent.next; l != &self->unsent; l = l->next) {
         s_settle_t *p = (s_settle_t *)l;
-        if (p->ack)
+        if (p->ack) {
+            // results make Ack frames big: one frame per S_ACK_FRAME_BYTES of them
+            if (n_acks && result_bytes + p->result_len > S_ACK_FRAME_BYTES) {
+                zl_msg_t m = {.kind = ZL_MSG_ACK, .u.ack = {n_acks, self->acks}};
+                acks_out = acks_out && s_send (self, &m, now_ms) == 0;
+                n_acks = 0;
+                result_bytes = 0;
+            }
+            any_ack = true;
+            result_bytes += p->result_len;
             self->acks[n_acks++] =
                 (zl_ack_item_t){p->job_id, p->lease, p->run_us, {p->result, p->result_len}};
-        else
+        } else
             self->nacks[n_nacks++] = (zl_nack_item_t){p->job_id, p->lease,          p->cls,
                                                       p->error,  p->retry_after_ms, p->run_us};
     }
-    bool acks_out = false, nacks_out = false;
     if (n_acks) {
         zl_msg_t m = {.kind = ZL_MSG_ACK, .u.ack = {n_acks, self->acks}};
-        acks_out = s_send (self, &m, now_ms) == 0;
+        acks_out = acks_out && s_send (self, &m, now_ms) == 0;
     }
+    acks_out = acks_out && any_ack;
     if (n_nacks) {
         zl_msg_t m = {.kind = ZL_MSG_NACK, .u.nack = {n_nacks, self->nacks}};
         nacks_out = s_send (self, &m, now_ms) == 0;

@@ -224,6 +224,7 @@ test_submit_refusals (void **state)
 {
     (void)state;
     zl_job_spec_t s[16];
+    memset (s, 0, sizeof s);
     // a cycle 10 -> 11 -> 10, 12 below it; 13 alone is fine
     uint64_t d10[] = {11}, d11[] = {10}, d12[] = {11};
     s[0] = s_spec (10), s[0].depends_on_seq = d10, s[0].n_depends_on_seq = 1;
@@ -247,7 +248,11 @@ test_submit_refusals (void **state)
     s[10] = s_spec (20), s[10].depends_on_seq = d20, s[10].n_depends_on_seq = 2;
     s[11] = s_spec (21), s[11].depends_on_seq = d21, s[11].n_depends_on_seq = 1;
     s[11].delay_ms = 100;
-    s_submit (s, 12);
+    // another tenant's job as a parent (its result would leak)
+    uint64_t d22[] = {13};
+    s[12] = s_spec (22), s[12].tenant = "t2", s[12].depends_on_seq = d22;
+    s[12].n_depends_on_seq = 1;
+    s_submit (s, 13);
     assert_int_equal (s_verdict (10, NULL), ZL_REJECT_CYCLE);
     assert_int_equal (s_verdict (11, NULL), ZL_REJECT_CYCLE);
     assert_int_equal (s_verdict (12, NULL), ZL_REJECT_CYCLE);
@@ -260,8 +265,9 @@ test_submit_refusals (void **state)
     assert_int_equal (s_verdict (19, NULL), ZL_REJECT_FAN_IN);
     assert_int_equal (s_verdict (20, NULL), ZL_REJECT_INVALID);
     assert_int_equal (s_verdict (21, NULL), ZL_REJECT_INVALID);
+    assert_int_equal (s_verdict (22, NULL), ZL_REJECT_UNKNOWN_PARENT);
     assert_int_equal (s_counter ("err_cycle"), 4);
-    assert_int_equal (s_counter ("err_unknown_parent"), 3);
+    assert_int_equal (s_counter ("err_unknown_parent"), 4);
     assert_int_equal (s_counter ("err_fan_in"), 1);
     assert_int_equal (s_counter ("jobs_accepted"), 1);
 }
