@@ -6,7 +6,9 @@
     parent that brings its descendants back, outcomes kept only where they
     are needed and forgotten at their retention, and the recovery of a
     partly done DAG from the store. Every step checks the gauges (waiting,
-    ready, DLQ, depth) against a recount. */
+    ready, DLQ, depth) against a recount. The cases run on the LMDB store,
+    then (with the PostgreSQL harness) on a PostgreSQL store, a fresh
+    database per case: the store.h seam hides which. */
 #define _GNU_SOURCE // nftw, mkdtemp
 #include "arena.h"
 #include "config.h"
@@ -35,13 +37,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef ZLT_PG_DEPS
+#include "pg_harness.h"
+
+#include <libpq-fe.h>
+#endif
+
 #define S_NO_LIMITS_NOW (INT64_MAX / 4)
 #define MAP_SIZE (64ull << 20)
 #define MONO_BASE_MS 5000000LL
 #define WALL_BASE_MS 1700000000000LL
 
+static const char *s_backend = "lmdb"; // of the run going on
+
 typedef struct {
     char dir[PATH_MAX];
+    char loc[PATH_MAX + 256]; // the store's location: the directory, or a database
     zl_broker_config_t cfg;
     zl_store_t *store;
     zl_lanes_t *lanes;
@@ -120,6 +131,40 @@ s_core_destroy (fx_t *fx)
     zl_lanes_destroy (&fx->lanes);
 }
 
+#ifdef ZLT_PG_DEPS
+static zlh_pg_t *s_pg; // one cluster for the run, a database per case
+static int s_pg_dbs;
+
+static void
+s_pg_location (char *loc, size_t size)
+{
+    if (!s_pg && !(s_pg = zlh_pg_start ()))
+        fail_msg ("the PostgreSQL harness could not start a cluster");
+    PGconn *conn = PQconnectdb (zlh_pg_conninfo (s_pg));
+    char sql[64];
+    snprintf (sql, sizeof sql, "CREATE DATABASE deps_%d", ++s_pg_dbs);
+    PGresult *r = PQexec (conn, sql);
+    if (PQresultStatus (r) != PGRES_COMMAND_OK)
+        fail_msg ("%s: %s", sql, PQerrorMessage (conn));
+    PQclear (r);
+    PQfinish (conn);
+    snprintf (loc, size, "%s dbname=deps_%d", zlh_pg_conninfo (s_pg), s_pg_dbs);
+}
+#endif
+
+// Open the store at fx->loc, leading it (a shared store is led by one).
+static void
+s_open (fx_t *fx)
+{
+    char err[512] = "";
+    fx->store = zl_store_open (fx->loc, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
+    if (!fx->store)
+        fail_msg ("zl_store_open: %s", err);
+    assert_string_equal (zl_store_backend_name (fx->store), s_backend);
+    zl_store_lead_t lead;
+    assert_int_equal (zl_store_elect (fx->store, 0, &lead), ZL_ROLE_LEADER);
+}
+
 static int
 s_setup (void **state)
 {
@@ -128,10 +173,12 @@ s_setup (void **state)
     const char *tmp = getenv ("TMPDIR");
     snprintf (fx->dir, sizeof fx->dir, "%s/zlane-test-deps-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     assert_non_null (mkdtemp (fx->dir));
-    char err[512] = "";
-    fx->store = zl_store_open (fx->dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
-    if (!fx->store)
-        fail_msg ("zl_store_open: %s", err);
+    snprintf (fx->loc, sizeof fx->loc, "%s", fx->dir);
+#ifdef ZLT_PG_DEPS
+    if (!strcmp (s_backend, "postgresql"))
+        s_pg_location (fx->loc, sizeof fx->loc);
+#endif
+    s_open (fx);
     assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
     zl_broker_config_defaults (&fx->cfg);
     zl_lane_config_t *lc = zl_broker_config_lane (&fx->cfg, "work");
@@ -485,8 +532,7 @@ s_restart (fx_t *fx)
     s_core_destroy (fx);
     zl_store_close (&fx->store);
     char err[512] = "";
-    fx->store = zl_store_open (fx->dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
-    assert_non_null (fx->store);
+    s_open (fx);
     s_core_new (fx);
     uint64_t next_id = 0;
     assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
@@ -559,16 +605,20 @@ test_recover_partly_done_dag (void **state)
     s_no_ready (fx);
 
     // a parent that died in the last turn: its never-released child is
-    // buried at recovery if the cascade's write was lost (here: made so)
+    // buried at recovery if the cascade's write was lost (here: made so, by
+    // writing a deleted id's records again, which only LMDB's keyed records
+    // allow: PostgreSQL's log never brings back a deleted id, and the broker
+    // never reuses one)
+    if (strcmp (s_backend, "lmdb") != 0)
+        return;
     uint64_t u = s_submit (fx, NULL, 0);
     uint64_t pu[] = {u};
     uint64_t v = s_submit (fx, pu, 1);
     s_fail (fx, u);
     assert_int_equal (s_state (fx, v), ZL_JOB_DEAD);
-    assert_int_equal (zl_store_del_job (fx->store, v), ZL_STORE_OK); // v as staged:
-    zl_arena_reset (fx->arena);
-    zl_job_t *vj = zl_jobs_find (fx->jobs, v);
-    (void)vj;
+    // v as if only staged: its records rewritten in a turn of their own
+    assert_int_equal (zl_store_del_job (fx->store, v), ZL_STORE_OK);
+    s_turn (fx);
     zl_job_rec_t vrec = {.tenant = "acme",
                          .lane = "work",
                          .payload = {(const uint8_t *)"p", 1},
@@ -589,6 +639,7 @@ test_recover_partly_done_dag (void **state)
 int
 main (void)
 {
+    int failed = 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_readiness, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_parent_failed_cascade, s_setup, s_teardown),
@@ -596,5 +647,10 @@ main (void)
         cmocka_unit_test_setup_teardown (test_retention, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_recover_partly_done_dag, s_setup, s_teardown),
     };
-    return cmocka_run_group_tests (tests, NULL, NULL);
+    failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
+#ifdef ZLT_PG_DEPS
+    s_backend = "postgresql";
+    failed += cmocka_run_group_tests_name ("deps: postgresql", tests, NULL, NULL);
+#endif
+    return failed;
 }
