@@ -7,7 +7,7 @@
     each job's Dispatch carries its parents' results, an Ack's result over
     max_result is refused RESULT_TOO_LARGE and not settled, and a Watch is
     answered by the outcome (at once for an unknown job, after the ack for
-    a running one). */
+    a running one). A lane with publish_done publishes done.<lane>.<tenant>. */
 #include "broker.h"
 #include "broker_harness.h"
 #include "config.h"
@@ -144,6 +144,7 @@ s_setup (void **state)
     T.cfg.max_fan_in = 3;
     T.cfg.max_result = 8;
     zl_broker_config_lane (&T.cfg, "a");
+    zl_broker_config_lane (&T.cfg, "loud")->publish_done = true;
     char err[512];
     T.broker = zl_broker_new (&T.cfg, err, sizeof err);
     if (!T.broker)
@@ -384,12 +385,43 @@ test_diamond_in_one_submit (void **state)
     assert_non_null (s_find (ZL_MSG_ERROR));
 }
 
+// ---------------------------------------------------------------- done events
+/*  A lane with publish_done publishes each outcome as done.<lane>.<tenant>;
+    the other lanes stay quiet. */
+static void
+test_done_events (void **state)
+{
+    (void)state;
+    zl_job_spec_t s[2] = {s_spec (1), s_spec (2)};
+    s[1].lane = "loud";
+    s_submit (s, 2);
+    uint64_t quiet, loud;
+    assert_int_equal (s_verdict (1, &quiet), 0);
+    assert_int_equal (s_verdict (2, &loud), 0);
+    const char *lanes[] = {"a", "loud"};
+    zl_msg_t m = {.kind = ZL_MSG_READY,
+                  .u.ready = {.name = "w0", .n_lanes = 2, .lanes = lanes, .capacity = 8}};
+    s_feed (ZLH_BACKEND, 0, &m);
+    uint64_t lq = s_dispatched (quiet, NULL), ll = s_dispatched (loud, NULL);
+    assert_true (lq && ll);
+    s_ack (quiet, lq, NULL);
+    assert_null (s_find (ZL_MSG_JOB_DONE));
+    s_ack (loud, ll, "LOUD");
+    got_t *e = s_find (ZL_MSG_JOB_DONE);
+    assert_non_null (e);
+    assert_string_equal (e->topic, "done.loud.t");
+    assert_int_equal (e->outcome.job_id, loud);
+    assert_int_equal (e->outcome.outcome, ZL_OUTCOME_ACKED);
+    assert_string_equal (e->result, "LOUD");
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_submit_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_diamond_in_one_submit, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_done_events, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
