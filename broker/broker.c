@@ -561,8 +561,10 @@ s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
         self->counters[ZL_CTR_DEAD_LETTERED]++;
         zl_replies_dead (self->replies, job->id);
     }
+    // (not while recovering: nobody watches yet, and the turn's arena that
+    // would hold the outcome may be reset before the replies go)
     bool publish = job->flow->lane->cfg.publish_done;
-    if (!publish && !zl_watches_any (self->watches, job->id))
+    if (!self->loaded || (!publish && !zl_watches_any (self->watches, job->id)))
         return;
     zl_job_outcome_t o;
     if (zl_jobs_outcome (self->jobs, job->id, self->turn, &o) != 0)
