@@ -83,6 +83,10 @@ typedef struct {
     size_t n_headers;
     const uint64_t *depends_on; // parents (job ids): it runs once they are all acked
     size_t n_depends_on;
+    // parents in the same zl_producer_submit_batch call: indexes of earlier
+    // jobs of its array (a workflow batch, sent in one Submit: see there)
+    const size_t *parents_in_batch;
+    size_t n_parents_in_batch;
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */
@@ -119,7 +123,14 @@ int zl_producer_submit (zl_producer_t *self, const zl_producer_job_t *job, uint6
 
 /*  Submit `n` jobs in order, storing their sequence numbers in `seqs_out`
     (may be NULL). Like write(2): returns how many were taken from the front
-    (n on success), or -1 with errno as for zl_producer_submit if none was. */
+    (n on success), or -1 with errno as for zl_producer_submit if none was.
+    A workflow batch -- one whose jobs name parents_in_batch (indexes of
+    earlier jobs of `jobs`) -- is taken whole or not at all (EINVAL if it
+    holds more than max_batch jobs or an index that is not earlier; it waits
+    for credit for all of it), and goes in one Submit frame, the parents
+    named by seq (JobSpec.depends_on_seq), so that the broker takes the
+    whole DAG at once. A job resent alone later (a retryable rejection)
+    names its parents that were accepted by their job ids. */
 int zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n,
                               uint64_t *seqs_out);
 

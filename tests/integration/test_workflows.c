@@ -13,6 +13,7 @@
     event (a file's contents, a counter, a process's exit). */
 #define _GNU_SOURCE
 #include "zltest.h"
+#include "zlane_producer.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -418,6 +419,116 @@ test_retention_expiry (void **state)
     s_end (&fx);
 }
 
+/*  The C producer library: a diamond as one workflow batch
+    (parents_in_batch: one Submit by depends_on_seq), the join watched
+    (zl_producer_watch), its outcome delivered with D's result; an unknown
+    job's outcome says not found. */
+typedef struct {
+    zl_producer_result_t results[8];
+    size_t n_results;
+    zl_job_outcome_t outcomes[4];
+    char result[4][64];
+    size_t n_outcomes;
+} lib_t;
+
+static void
+s_lib_result (const zl_producer_result_t *r, void *arg)
+{
+    lib_t *l = arg;
+    if (l->n_results < 8)
+        l->results[l->n_results++] = *r;
+}
+
+static void
+s_lib_outcome (const zl_producer_outcome_t *o, void *arg)
+{
+    lib_t *l = arg;
+    if (l->n_outcomes < 4) {
+        snprintf (l->result[l->n_outcomes], 64, "%.*s", (int)o->result.len,
+                  (const char *)o->result.data);
+        l->outcomes[l->n_outcomes++] = *o;
+    }
+}
+
+static void
+test_producer_library_workflow (void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start (&fx, NULL, "a");
+    lib_t lib = {0};
+    zl_producer_opts_t opts;
+    zl_producer_opts_defaults (&opts);
+    opts.endpoint = zlt_broker_endpoint (fx.broker, "frontend");
+    opts.on_result = s_lib_result;
+    opts.on_result_arg = &lib;
+    opts.on_outcome = s_lib_outcome;
+    opts.on_outcome_arg = &lib;
+    opts.deadline_ms = 10000;
+    zl_producer_t *p = zl_producer_new (&opts);
+    assert_non_null (p);
+    size_t pa[] = {0}, pbc[] = {1, 2}, bad[] = {3};
+    zl_producer_job_t jobs[4] = {
+        {.tenant = "t", .lane = "a", .payload = "LA", .payload_len = 2},
+        {.tenant = "t",
+         .lane = "a",
+         .payload = "LB",
+         .payload_len = 2,
+         .parents_in_batch = pa,
+         .n_parents_in_batch = 1},
+        {.tenant = "t",
+         .lane = "a",
+         .payload = "LC",
+         .payload_len = 2,
+         .parents_in_batch = pa,
+         .n_parents_in_batch = 1},
+        {.tenant = "t",
+         .lane = "a",
+         .payload = "LD",
+         .payload_len = 2,
+         .parents_in_batch = pbc,
+         .n_parents_in_batch = 2},
+    };
+    // an index that is not earlier is refused, nothing taken
+    jobs[3].parents_in_batch = bad;
+    assert_int_equal (zl_producer_submit_batch (p, jobs, 4, NULL), -1);
+    jobs[3].parents_in_batch = pbc;
+    uint64_t seqs[4];
+    assert_int_equal (zl_producer_submit_batch (p, jobs, 4, seqs), 4);
+    assert_int_equal (zl_producer_wait (p, 10000), 0);
+    assert_int_equal (lib.n_results, 4);
+    uint64_t d = 0;
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal (lib.results[i].status, ZL_PRODUCER_ACCEPTED);
+        if (lib.results[i].seq == seqs[3])
+            d = lib.results[i].job_id;
+    }
+    assert_true (d > 0);
+    uint64_t watch[] = {d, 999999};
+    assert_int_equal (zl_producer_watch (p, watch, 2), 0);
+    assert_int_equal (zl_producer_wait_outcomes (p, WAIT_MS), 0);
+    assert_int_equal (lib.n_outcomes, 2);
+    for (size_t i = 0; i < 2; i++) {
+        if (lib.outcomes[i].job_id == d) {
+            assert_true (lib.outcomes[i].found && lib.outcomes[i].final);
+            assert_int_equal (lib.outcomes[i].outcome, ZL_OUTCOME_ACKED);
+            assert_string_equal (lib.result[i], "res-LD");
+        } else {
+            assert_int_equal (lib.outcomes[i].job_id, 999999);
+            assert_false (lib.outcomes[i].found);
+        }
+    }
+    char *pd = zlt_path (zlt_broker_dir (fx.broker), "parents-LD");
+    char *text = zlt_read_file (pd, NULL);
+    assert_non_null (text);
+    assert_non_null (strstr (text, "res-LB"));
+    assert_non_null (strstr (text, "res-LC"));
+    free (text);
+    free (pd);
+    zl_producer_destroy (&p);
+    s_end (&fx);
+}
+
 int
 main (void)
 {
@@ -427,6 +538,7 @@ main (void)
         cmocka_unit_test_teardown (test_result_too_large, zlt_teardown),
         cmocka_unit_test_teardown (test_outcomes_survive_restart, zlt_teardown),
         cmocka_unit_test_teardown (test_retention_expiry, zlt_teardown),
+        cmocka_unit_test_teardown (test_producer_library_workflow, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
