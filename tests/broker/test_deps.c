@@ -215,8 +215,6 @@ s_turn (fx_t *fx)
     assert_int_equal (zl_store_commit (fx->store), ZL_STORE_OK);
     assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
     uint64_t waiting = 0, ready = 0, dlq = 0, depth = 0;
-    size_t cursor = 0;
-    (void)cursor;
     for (uint64_t id = 1; id < zl_jobs_next_id (fx->jobs); id++) {
         zl_job_t *j = zl_jobs_find (fx->jobs, id);
         if (!j)
