@@ -603,7 +603,7 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         self->counters[ZL_CTR_DLQ_EXPIRED] +=
             zl_jobs_expire_dead (self->jobs, now, self->cfg->dlq_retention_ms, MAX_EXPIRE);
         self->counters[ZL_CTR_OUTCOMES_EXPIRED] +=
-            zl_jobs_expire_done (self->jobs, now, self->cfg->result_retention_ms, MAX_EXPIRE);
+            zl_jobs_expire_done (self->jobs, now, self->cfg->result_keep_ms, MAX_EXPIRE);
         self->next_prune_ms = now.mono_ms + 1000;
     }
 }

@@ -58,22 +58,22 @@ typedef struct {
     uint64_t producer_window;  // credit a producer may hold at once
     uint64_t producer_idle_ms; // a producer silent this long is forgotten
     uint64_t dlq_alert_ms;
-    uint64_t dlq_retention_ms;    // dead letters older than this are purged, 0 = kept
-    uint64_t dedup_window_ms;     // users' idempotency keys are kept this long
-    uint64_t resend_window_ms;    // keys a client library made for its own resends, this long
-    uint64_t dedup_max_keys;      // most keys kept (oldest-in-window go first); 0 = from map_size
-    uint64_t max_result;          // bytes of a job's result an Ack may carry
-    uint64_t result_retention_ms; // kept outcomes are forgotten after this
-    uint64_t max_fan_in;          // most parents a job may have
-    bool auto_lanes;              // undeclared lanes are created on first use
-    char *default_lane;           // jobs for undeclared lanes go here (NULL = reject)
-    bool curve;                   // CURVE encryption and ZAP authentication on every socket
-    char *cert;                   // the broker's secret certificate file (zcert format)
-    char *clients;                // directory of allowed client public certificates
-    bool insecure;                // allow non-loopback endpoints without CURVE
-    uint64_t leader_lease_ms;     // brokers sharing a store: the leader's lease (takeover time)
-    char *advertise; // the host clients reach this broker at (NULL: the bind address, or
-                     // gethostname when that is a wildcard): NOT_LEADER names it
+    uint64_t dlq_retention_ms; // dead letters older than this are purged, 0 = kept
+    uint64_t dedup_window_ms;  // users' idempotency keys are kept this long
+    uint64_t resend_window_ms; // keys a client library made for its own resends, this long
+    uint64_t dedup_max_keys;   // most keys kept (oldest-in-window go first); 0 = from map_size
+    uint64_t max_result;       // bytes of a job's result an Ack may carry
+    uint64_t result_keep_ms;   // result_retention: kept outcomes are forgotten after this
+    uint64_t max_fan_in;       // most parents a job may have
+    bool auto_lanes;           // undeclared lanes are created on first use
+    char *default_lane;        // jobs for undeclared lanes go here (NULL = reject)
+    bool curve;                // CURVE encryption and ZAP authentication on every socket
+    char *cert;                // the broker's secret certificate file (zcert format)
+    char *clients;             // directory of allowed client public certificates
+    bool insecure;             // allow non-loopback endpoints without CURVE
+    uint64_t leader_lease_ms;  // brokers sharing a store: the leader's lease (takeover time)
+    char *advertise;           // the host clients reach this broker at (NULL: the bind address, or
+                               // gethostname when that is a wildcard): NOT_LEADER names it
     int verbose;
     zl_lane_config_t lane_defaults; // template for lanes that do not say
     zl_lane_config_t *lanes;
