@@ -9,11 +9,15 @@
     letter with its error. A result over max_result is refused and the job
     dead-lettered ("result too large"). Outcomes, and a job waiting for a
     parent, survive a SIGKILL and restart of the broker. A short
-    result_retention forgets an outcome. Every wait is bounded and on an
+    result_retention forgets an outcome. The restart runs on the PostgreSQL
+    store too (with the harness). Every wait is bounded and on an
     event (a file's contents, a counter, a process's exit). */
 #define _GNU_SOURCE
 #include "zltest.h"
 #include "zlane_producer.h"
+#ifdef ZLT_PG
+#include "pg_harness.h"
+#endif
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,12 +356,26 @@ test_result_too_large (void **state)
     there, and a job waiting for a parent (in a lane no worker serves yet)
     still waits; once served, the parent runs and so does the child, with
     the parent's result. */
+// Wait (bounded) until the broker says it leads.
 static void
-test_outcomes_survive_restart (void **state)
+s_wait_leader (fx_t *fx)
 {
-    (void)state;
+    int64_t end = zlt_now_ms () + WAIT_MS;
+    zl_stats_t st;
+    while (zlt_now_ms () < end) { // polled like zlt_wait_counter, every 20 ms
+        if (zlt_stats (fx->admin, &st, 1000) == 0 && st.role && !strcmp (st.role, "leader"))
+            return;
+        poll (NULL, 0, 20);
+    }
+    fail_msg ("the restarted broker did not take the lead");
+}
+
+static void
+s_outcomes_survive_restart (const char *store)
+{
     fx_t fx;
-    s_start (&fx, NULL, "a");
+    const char *args[] = {"--lane", "a", "--lane", "b", store ? "--store" : NULL, store, NULL};
+    s_start (&fx, args, "a");
     char *out = NULL;
     assert_int_equal (s_submit (&fx, "a", "kept", NULL, NULL, &out, NULL), 0);
     uint64_t kept = s_id_of (out);
@@ -376,6 +395,8 @@ test_outcomes_survive_restart (void **state)
 
     assert_int_equal (zlt_broker_kill (fx.broker), 0);
     assert_int_equal (zlt_broker_restart (fx.broker, 10000), 0);
+    // on PostgreSQL the new broker leads once the killed one's lease lapsed
+    s_wait_leader (&fx);
     assert_int_equal (s_ctl_job (&fx, "result", kept, &out), 0);
     assert_string_equal (out, "res-kept");
     free (out);
@@ -395,6 +416,33 @@ test_outcomes_survive_restart (void **state)
     free (pc);
     s_end (&fx);
 }
+
+static void
+test_outcomes_survive_restart (void **state)
+{
+    (void)state;
+    s_outcomes_survive_restart (NULL);
+}
+
+#ifdef ZLT_PG
+// The same on the PostgreSQL store, a cluster of the test's own.
+static void
+test_outcomes_survive_restart_on_postgresql (void **state)
+{
+    (void)state;
+    zlh_pg_t *pg = zlh_pg_start ();
+    assert_non_null (pg);
+    s_outcomes_survive_restart (zlh_pg_conninfo (pg));
+    zlh_pg_stop (&pg);
+}
+
+static int
+s_pg_teardown (void **state)
+{
+    zlt_teardown (state);
+    return zlh_pg_teardown (state);
+}
+#endif
 
 /*  With a short result_retention the outcome is forgotten: job result then
     says unknown (exit 5). */
@@ -537,6 +585,9 @@ main (void)
         cmocka_unit_test_teardown (test_submit_wait, zlt_teardown),
         cmocka_unit_test_teardown (test_result_too_large, zlt_teardown),
         cmocka_unit_test_teardown (test_outcomes_survive_restart, zlt_teardown),
+#ifdef ZLT_PG
+        cmocka_unit_test_teardown (test_outcomes_survive_restart_on_postgresql, s_pg_teardown),
+#endif
         cmocka_unit_test_teardown (test_retention_expiry, zlt_teardown),
         cmocka_unit_test_teardown (test_producer_library_workflow, zlt_teardown),
     };
