@@ -254,5 +254,12 @@ def test_results_and_parent_results(broker):
         assert sub.returncode == 0 and sub.stdout == b"res-child", sub
         assert seen[b"child"] == [(parent, b"res-parent")]
         assert seen[b"parent"] == []
+        with zlane.Producer(broker.frontend) as p:  # the Python producer's depends_on
+            p.submit("acme", "a", b"grandchild", depends_on=[parent, raw])
+        wait_for(lambda: b"grandchild" in seen, 20, "the grandchild ran")
+        assert seen[b"grandchild"] == [(parent, b"res-parent"), (raw, b"\x00\x01raw")]
+        with pytest.raises(zlane.Rejected, match="unknown"):
+            with zlane.Producer(broker.frontend) as p:
+                p.submit("acme", "a", b"orphan", depends_on=[987654])
     finally:
         stop_worker(w, t)
