@@ -8,6 +8,16 @@
     zlane-bench memory [--jobs N] [--payload BYTES] [--durability MODE]
         starts a broker with no workers, queues N jobs and reports the
         broker's resident memory per queued job.
+    zlane-bench workflow [--children N] [--chains N] [--depth D] [--copies K]
+                         [--rounds R] [--workers W] [--durability MODE]
+        workflows (issue 15): a wide DAG (one parent, N children, one join
+        over them) and N chains of depth D, K copies of each at once, each
+        against the same number of independent jobs sent the same way (raw
+        Submit frames, the DAG in one Submit by depends_on_seq), R rounds
+        each, alternating; prints the time from
+        the first Submit to the last ack, the throughput, the broker's CPU
+        and its cost per dependency edge (the CPU over the independent run's,
+        divided by the edges).
     zlane-bench worker --broker EP [--prefetch N]     (used by throughput)
 
     Every process it starts is killed at exit, by PID. */
@@ -240,6 +250,207 @@ s_cmd_throughput (const opts_t *o)
     return 0;
 }
 
+// ---------------------------------------------------------------- workflow
+typedef struct {
+    zsock_t *sock;
+    zl_codec_t *codec;
+} raw_producer_t;
+
+static void
+s_raw_open (raw_producer_t *rp, const char *endpoint)
+{
+    rp->sock = zsock_new_dealer (endpoint);
+    if (!rp->sock)
+        zl_benchproc_die ("workflow: cannot connect the producer");
+    rp->codec = zl_codec_new ();
+    zl_msg_t hello = {.kind = ZL_MSG_HELLO, .u.hello = {.client = "bench-workflow"}};
+    if (zl_wire_send (zsock_resolve (rp->sock), rp->codec, &hello, 0) != 0)
+        zl_benchproc_die ("workflow: cannot send Hello");
+    zsock_set_rcvtimeo (rp->sock, 10000);
+    while (true) { // its credit (cumulative): more than any round sends
+        zmq_msg_t f;
+        zmq_msg_init (&f);
+        if (zmq_msg_recv (&f, zsock_resolve (rp->sock), 0) < 0)
+            zl_benchproc_die ("workflow: no Credit after Hello");
+        zl_msg_t m;
+        bool credit =
+            zl_codec_decode (rp->codec, zmq_msg_data (&f), zmq_msg_size (&f), &m) == ZL_DECODE_OK &&
+            m.kind == ZL_MSG_CREDIT;
+        zmq_msg_close (&f);
+        if (credit)
+            break;
+    }
+}
+
+static void
+s_raw_close (raw_producer_t *rp)
+{
+    zsock_destroy (&rp->sock);
+    zl_codec_destroy (&rp->codec);
+}
+
+static void
+s_raw_submit (raw_producer_t *rp, zl_job_spec_t *specs, size_t n)
+{
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT, .u.submit = {n, specs}};
+    if (zl_wire_send (zsock_resolve (rp->sock), rp->codec, &m, 0) != 0)
+        zl_benchproc_die ("workflow: cannot send a Submit");
+}
+
+typedef enum { SHAPE_WIDE, SHAPE_CHAINS } shape_t;
+
+typedef struct {
+    double secs, cpu;
+} run_t;
+
+/*  One round of `shape` (dependencies, or the same jobs independent):
+    specs sent in Submits of `per_submit` (the wide DAG: one Submit), then
+    wait for every ack. */
+static run_t
+s_workflow_round (zl_benchbroker_t *b, shape_t shape, bool deps, uint64_t n_children,
+                  uint64_t chains, uint64_t depth, uint64_t copies)
+{
+    uint64_t n = shape == SHAPE_WIDE ? n_children + 2 : chains * depth;
+    zl_job_spec_t *specs = calloc (n, sizeof *specs);
+    uint64_t *seqs = calloc (n, sizeof *seqs); // depends_on_seq storage
+    for (uint64_t i = 0; i < n; i++) {
+        specs[i] = (zl_job_spec_t){.seq = i + 1,
+                                   .tenant = "t",
+                                   .lane = "bench",
+                                   .payload = {(const uint8_t *)"x", 1},
+                                   .idempotency_key = ""};
+        seqs[i] = i + 1;
+    }
+    if (deps && shape == SHAPE_WIDE) {
+        // seq 1 the parent, 2..n-1 its children, n the join over them
+        for (uint64_t i = 1; i + 1 < n; i++) {
+            specs[i].depends_on_seq = &seqs[0];
+            specs[i].n_depends_on_seq = 1;
+        }
+        specs[n - 1].depends_on_seq = &seqs[1];
+        specs[n - 1].n_depends_on_seq = n_children;
+    } else if (deps) { // chain c: seqs c*depth+1 .. c*depth+depth, each on the one before
+        for (uint64_t i = 0; i < n; i++)
+            if (i % depth) {
+                specs[i].depends_on_seq = &seqs[i - 1];
+                specs[i].n_depends_on_seq = 1;
+            }
+    }
+    raw_producer_t rp;
+    s_raw_open (&rp, zl_benchbroker_endpoint (b, "frontend"));
+    int64_t acked0 = zl_benchbroker_counter (b, "jobs_acked");
+    double cpu0 = zl_benchproc_cpu_seconds (zl_benchbroker_pid (b));
+    int64_t t0 = zl_clock_mono_us ();
+    // chains: whole chains per Submit (about 256 specs); the wide DAG: one
+    uint64_t per = shape == SHAPE_WIDE ? n : (256 / depth ? 256 / depth : 1) * depth;
+    for (uint64_t k = 0; k < copies; k++) // seqs name specs of their own Submit only
+        for (uint64_t at = 0; at < n; at += per)
+            s_raw_submit (&rp, specs + at, n - at < per ? n - at : per);
+    zl_benchbroker_wait (b, "jobs_acked", acked0 + (int64_t)(n * copies), 600000);
+    run_t r = {(double)(zl_clock_mono_us () - t0) / 1e6,
+               zl_benchproc_cpu_seconds (zl_benchbroker_pid (b)) - cpu0};
+    s_raw_close (&rp);
+    free (specs);
+    free (seqs);
+    return r;
+}
+
+static int
+s_cmp_run (const void *a, const void *b)
+{
+    double x = ((const run_t *)a)->secs, y = ((const run_t *)b)->secs;
+    return x < y ? -1 : x > y;
+}
+
+static int
+s_cmd_workflow (int argc, char **argv)
+{
+    uint64_t children = 10000, chains = 1000, depth = 10, copies = 5;
+    int rounds = 3, workers = 2;
+    const char *durability = "fsync";
+    for (int i = 0; i + 1 < argc; i += 2) {
+        if (!strcmp (argv[i], "--children"))
+            children = strtoull (argv[i + 1], NULL, 10);
+        else if (!strcmp (argv[i], "--chains"))
+            chains = strtoull (argv[i + 1], NULL, 10);
+        else if (!strcmp (argv[i], "--depth"))
+            depth = strtoull (argv[i + 1], NULL, 10);
+        else if (!strcmp (argv[i], "--copies"))
+            copies = strtoull (argv[i + 1], NULL, 10);
+        else if (!strcmp (argv[i], "--rounds"))
+            rounds = atoi (argv[i + 1]);
+        else if (!strcmp (argv[i], "--workers"))
+            workers = atoi (argv[i + 1]);
+        else if (!strcmp (argv[i], "--durability"))
+            durability = argv[i + 1];
+        else
+            zl_benchproc_die ("workflow: unknown option");
+    }
+    if (!children || !chains || depth < 2 || rounds < 1 || workers < 1)
+        zl_benchproc_die ("workflow: bad numbers");
+    s_setup ();
+    char fan_in[32];
+    snprintf (fan_in, sizeof fan_in, "%" PRIu64, children);
+    const char *args[] = {"--lane",
+                          "bench",
+                          "--durability",
+                          durability,
+                          "--max-depth",
+                          "2000000",
+                          "--producer-window",
+                          "1000000",
+                          "--max-fan-in",
+                          fan_in,
+                          NULL};
+    s_broker = zl_benchbroker_start (zl_benchproc_tmp (), args);
+    zl_benchbroker_t *b = s_broker;
+    char bin[PATH_MAX + 32], log[PATH_MAX + 32];
+    snprintf (bin, sizeof bin, "%s/zlane-bench", zl_benchproc_bindir ());
+    for (int w = 0; w < workers; w++) {
+        snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
+        char *wargv[] = {
+            bin,          "worker", "--broker", (char *)zl_benchbroker_endpoint (b, "backend"),
+            "--prefetch", "1024",   NULL};
+        zl_benchproc_spawn (wargv, log);
+    }
+    zl_benchbroker_wait (b, "workers_ready", workers, 10000);
+    // a warm-up round of independent jobs (page cache, allocator)
+    s_workflow_round (b, SHAPE_CHAINS, false, children, chains, depth, copies);
+    static const char *const names[] = {"wide", "chains"};
+    for (int shape = SHAPE_WIDE; shape <= SHAPE_CHAINS; shape++) {
+        uint64_t n = (shape == SHAPE_WIDE ? children + 2 : chains * depth) * copies;
+        uint64_t edges = (shape == SHAPE_WIDE ? 2 * children : chains * (depth - 1)) * copies;
+        run_t *ind = calloc ((size_t)rounds, sizeof *ind),
+              *dag = calloc ((size_t)rounds, sizeof *dag);
+        for (int r = 0; r < rounds; r++) { // alternating, so drift hits both
+            ind[r] = s_workflow_round (b, (shape_t)shape, false, children, chains, depth, copies);
+            dag[r] = s_workflow_round (b, (shape_t)shape, true, children, chains, depth, copies);
+        }
+        qsort (ind, (size_t)rounds, sizeof *ind, s_cmp_run);
+        qsort (dag, (size_t)rounds, sizeof *dag, s_cmp_run);
+        run_t mi = ind[rounds / 2], md = dag[rounds / 2]; // medians
+        double per_edge_us = (md.cpu - mi.cpu) / (double)edges * 1e6;
+        if (shape == SHAPE_WIDE)
+            printf ("workflow wide: %" PRIu64 " x (1 parent, %" PRIu64 " children, 1 join)", copies,
+                    children);
+        else
+            printf ("workflow chains: %" PRIu64 " x %" PRIu64 " chains of depth %" PRIu64, copies,
+                    chains, depth);
+        printf (" = %" PRIu64 " jobs, %" PRIu64 " edges, durability=%s workers=%d (median of %d):\n"
+                "  independent: %.3f s, %.0f jobs/s, broker cpu %.3f s\n"
+                "  %-11s: %.3f s, %.0f jobs/s, broker cpu %.3f s\n"
+                "  dependency edge: %.2f us of broker cpu each; throughput %.2fx of independent "
+                "(time %.2fx)\n",
+                n, edges, durability, workers, rounds, mi.secs, (double)n / mi.secs, mi.cpu,
+                names[shape], md.secs, (double)n / md.secs, md.cpu, per_edge_us, mi.secs / md.secs,
+                md.secs / mi.secs);
+        free (ind);
+        free (dag);
+    }
+    s_close_broker ();
+    return 0;
+}
+
 static int
 s_cmd_memory (const opts_t *o)
 {
@@ -269,11 +480,16 @@ main (int argc, char **argv)
     zsys_handler_set (NULL);
     if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
         printf ("usage: zlane-bench throughput|memory [--jobs N] [--producers P] [--workers W]\n"
-                "                   [--payload BYTES] [--durability fsync|none] [--prefetch N]\n");
+                "                   [--payload BYTES] [--durability fsync|none] [--prefetch N]\n"
+                "       zlane-bench workflow [--children N] [--chains N] [--depth D] "
+                "[--rounds R]\n"
+                "                   [--workers W] [--durability fsync|none]\n");
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp (argv[1], "worker"))
         return s_cmd_worker (argc - 2, argv + 2);
+    if (!strcmp (argv[1], "workflow"))
+        return s_cmd_workflow (argc - 2, argv + 2);
     opts_t o = {100000, 1, 2, 100, "fsync", 1024};
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc)

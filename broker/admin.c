@@ -142,6 +142,13 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         r->result = ZL_ADMIN_RESULT_DEAD_LETTER;
         break;
     }
+    case ZL_ADMIN_JOB_SHOW:
+        if (zl_jobs_outcome (env->jobs, req->job_id, env->arena, &r->job) != 0) {
+            refused = "the store could not read this job";
+            break;
+        }
+        r->result = ZL_ADMIN_RESULT_JOB;
+        break;
     case ZL_ADMIN_DLQ_REDRIVE:
     case ZL_ADMIN_DLQ_PURGE: {
         if (!s_filter_narrow (&req->filter)) {
@@ -152,17 +159,22 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
             break;
         bool redrive = req->op == ZL_ADMIN_DLQ_REDRIVE;
         uint64_t count = 0;
-        zl_job_t *j = zl_dlq_first (dlq);
-        while (j) {
-            zl_job_t *next = zl_dlq_next (dlq, j);
-            if (s_filter_match (&req->filter, j)) {
-                if (redrive)
-                    zl_jobs_redrive (env->jobs, j, now);
-                else
-                    zl_jobs_purge (env->jobs, j);
-                count++;
-            }
-            j = next;
+        // the ids first: a redrive in a workflow brings other dead letters
+        // back with it (its descendants), and a purge frees the job
+        size_t n = zl_dlq_depth (dlq), k = 0;
+        uint64_t *ids = zl_arena_alloc (env->arena, (n ? n : 1) * sizeof *ids);
+        for (zl_job_t *j = zl_dlq_first (dlq); j && k < n; j = zl_dlq_next (dlq, j))
+            if (s_filter_match (&req->filter, j))
+                ids[k++] = j->id;
+        for (size_t i = 0; i < k; i++) {
+            zl_job_t *j = zl_jobs_find (env->jobs, ids[i]);
+            if (!j || j->state != ZL_JOB_DEAD)
+                continue; // came back with its parent
+            if (redrive)
+                zl_jobs_redrive (env->jobs, j, now);
+            else
+                zl_jobs_purge (env->jobs, j);
+            count++;
         }
         env->counters[redrive ? ZL_CTR_REDRIVEN : ZL_CTR_PURGED] += count;
         zl_info ("broker", "admin: %s %" PRIu64 " dead letter(s)", redrive ? "redrove" : "purged",

@@ -14,6 +14,7 @@
 
 struct _zl_admission_t {
     zl_admission_env_t env;
+    uint64_t first_id; // the first id a Submit with dependencies may give (staged parents)
 };
 
 zl_admission_t *
@@ -233,6 +234,211 @@ typedef struct {
     zl_flow_t *flow;
 } staged_t;
 
+// ---------------------------------------------------------------- dependencies
+/*  A Submit whose specs name parents by seq is taken in an order where
+    every parent comes before its children (Kahn's algorithm), so a parent
+    is decided, and gets its id, first; a spec on a cycle, or below one, is
+    never reached and is refused CYCLE. */
+typedef struct {
+    uint64_t seq;
+    size_t index;
+} seq_index_t;
+
+static int
+s_cmp_seq (const void *a, const void *b)
+{
+    const seq_index_t *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int
+s_cmp_u64 (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The index of the spec with `seq`, SIZE_MAX if none, SIZE_MAX - 1 if several.
+static size_t
+s_seq_find (const seq_index_t *sorted, size_t n, uint64_t seq)
+{
+    seq_index_t key = {seq, 0};
+    size_t lo = 0, hi = n;
+    while (lo < hi) { // first >= key
+        size_t mid = (lo + hi) / 2;
+        if (s_cmp_seq (&sorted[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == n || sorted[lo].seq != seq)
+        return SIZE_MAX;
+    if (lo + 1 < n && sorted[lo + 1].seq == seq)
+        return SIZE_MAX - 1;
+    return sorted[lo].index;
+}
+
+typedef struct {
+    size_t *order;        // specs in the order to decide them
+    size_t n_order;       // how many are reachable (the rest are on or below a cycle)
+    size_t **parents;     // per spec: indexes of its parents in the Submit
+    const char **problem; // per spec: why its depends_on_seq is bad, or NULL
+} plan_t;
+
+static void
+s_plan (zl_admission_t *self, const zl_submit_t *sub, plan_t *plan)
+{
+    zl_arena_t *a = self->env.turn;
+    size_t n = sub->n;
+    seq_index_t *sorted = zl_arena_alloc (a, n * sizeof *sorted);
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = (seq_index_t){sub->jobs[i].seq, i};
+    qsort (sorted, n, sizeof *sorted, s_cmp_seq);
+    plan->parents = zl_arena_calloc (a, n, sizeof (size_t *));
+    plan->problem = zl_arena_calloc (a, n, sizeof (const char *));
+    uint32_t *indeg = zl_arena_calloc (a, n, sizeof (uint32_t));
+    size_t *n_kids = zl_arena_calloc (a, n, sizeof (size_t));
+    for (size_t i = 0; i < n; i++) {
+        const zl_job_spec_t *sp = &sub->jobs[i];
+        if (!sp->n_depends_on_seq)
+            continue;
+        plan->parents[i] = zl_arena_alloc (a, sp->n_depends_on_seq * sizeof (size_t));
+        for (size_t k = 0; k < sp->n_depends_on_seq && !plan->problem[i]; k++) {
+            size_t p = s_seq_find (sorted, n, sp->depends_on_seq[k]);
+            if (p == SIZE_MAX)
+                plan->problem[i] = zl_arena_printf (
+                    a, "depends_on_seq %" PRIu64 ": no spec of this Submit has that seq",
+                    sp->depends_on_seq[k]);
+            else if (p == SIZE_MAX - 1)
+                plan->problem[i] = zl_arena_printf (
+                    a, "depends_on_seq %" PRIu64 ": several specs of this Submit have that seq",
+                    sp->depends_on_seq[k]);
+            plan->parents[i][k] = p;
+        }
+        if (plan->problem[i])
+            continue; // decided (refused) without waiting for its parents
+        indeg[i] = (uint32_t)sp->n_depends_on_seq;
+        for (size_t k = 0; k < sp->n_depends_on_seq; k++)
+            n_kids[plan->parents[i][k]]++;
+    }
+    // children lists, then Kahn
+    size_t **kids = zl_arena_calloc (a, n, sizeof (size_t *));
+    size_t *fill = zl_arena_calloc (a, n, sizeof (size_t));
+    for (size_t i = 0; i < n; i++)
+        if (n_kids[i])
+            kids[i] = zl_arena_alloc (a, n_kids[i] * sizeof (size_t));
+    for (size_t i = 0; i < n; i++)
+        if (plan->parents[i] && !plan->problem[i])
+            for (size_t k = 0; k < sub->jobs[i].n_depends_on_seq; k++) {
+                size_t p = plan->parents[i][k];
+                kids[p][fill[p]++] = i;
+            }
+    plan->order = zl_arena_alloc (a, n * sizeof (size_t));
+    size_t head = 0, tail = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!indeg[i])
+            plan->order[tail++] = i;
+    while (head < tail) {
+        size_t i = plan->order[head++];
+        for (size_t k = 0; k < fill[i]; k++)
+            if (--indeg[kids[i][k]] == 0)
+                plan->order[tail++] = kids[i][k];
+    }
+    plan->n_order = tail;
+    // the unreached, in Submit order, go last (refused CYCLE)
+    for (size_t i = 0; i < n; i++)
+        if (indeg[i])
+            plan->order[tail++] = i;
+}
+
+/*  The parents of spec `i` as job ids (by id, then by seq via `ids`, the
+    ids the Submit's specs got, 0 for one refused), checked: every id a job
+    the broker holds (any state, a kept outcome included), no id twice, at
+    most max_fan_in, no delay. Returns NULL and sets `*v` to the refusal, or
+    the ids (turn arena) and their count in `*n_out`. */
+static const uint64_t *
+s_resolve_parents (zl_admission_t *self, const zl_submit_t *sub, const plan_t *plan, size_t i,
+                   const uint64_t *ids, size_t *n_out, zl_verdict_t *v)
+{
+    zl_arena_t *a = self->env.turn;
+    const zl_job_spec_t *sp = &sub->jobs[i];
+    size_t n = sp->n_depends_on + sp->n_depends_on_seq;
+    *n_out = n;
+    if (n > self->env.cfg->max_fan_in) {
+        *v = s_refuse (ZL_CTR_FAN_IN, ZL_REJECT_FAN_IN,
+                       zl_arena_printf (a, "%zu parents: more than max_fan_in (%" PRIu64 ")", n,
+                                        self->env.cfg->max_fan_in),
+                       0);
+        return NULL;
+    }
+    if (sp->delay_ms) {
+        *v = s_refuse (ZL_CTR_INVALID, ZL_REJECT_INVALID,
+                       "delay_ms cannot be combined with depends_on: a job with parents runs "
+                       "when they are done",
+                       0);
+        return NULL;
+    }
+    uint64_t *out = zl_arena_alloc (a, n * sizeof *out);
+    for (size_t k = 0; k < sp->n_depends_on; k++) {
+        out[k] = sp->depends_on[k];
+        zl_job_t *parent = out[k] ? zl_jobs_find (self->env.jobs, out[k]) : NULL;
+        if (parent && strcmp (parent->flow->tenant->name, sp->tenant) != 0) {
+            // a job gets its parents' results: never another tenant's
+            *v = s_refuse (
+                ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
+                zl_arena_printf (a, "parent job %" PRIu64 " belongs to another tenant", out[k]), 0);
+            return NULL;
+        }
+        if (!parent) {
+            *v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
+                           zl_arena_printf (a,
+                                            "parent job %" PRIu64
+                                            " is unknown: never issued, or finished without its "
+                                            "outcome kept (or past result_retention)",
+                                            out[k]),
+                           0);
+            return NULL;
+        }
+    }
+    for (size_t k = 0; k < sp->n_depends_on_seq; k++) {
+        size_t pi = plan->parents[i][k];
+        uint64_t id = ids[pi];
+        bool staged = id >= self->first_id; // taken by this Submit: accepted with it
+        if (strcmp (sub->jobs[pi].tenant, sp->tenant) != 0) {
+            *v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT,
+                           zl_arena_printf (a, "parent seq %" PRIu64 " is another tenant's job",
+                                            sp->depends_on_seq[k]),
+                           0);
+            return NULL;
+        }
+        if (!id || (!staged && !zl_jobs_find (self->env.jobs, id))) {
+            const char *why =
+                id ? zl_arena_printf (a,
+                                      "parent seq %" PRIu64 " is a duplicate of job %" PRIu64
+                                      ", whose outcome is not kept",
+                                      sp->depends_on_seq[k], id)
+                   : zl_arena_printf (a, "parent seq %" PRIu64 " was rejected",
+                                      sp->depends_on_seq[k]);
+            *v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT, why, 0);
+            return NULL;
+        }
+        out[sp->n_depends_on + k] = id;
+    }
+    uint64_t *sorted = zl_arena_alloc (a, n * sizeof *sorted);
+    memcpy (sorted, out, n * sizeof *sorted);
+    qsort (sorted, n, sizeof *sorted, s_cmp_u64);
+    for (size_t k = 1; k < n; k++)
+        if (sorted[k] == sorted[k - 1]) {
+            *v = s_refuse (ZL_CTR_INVALID, ZL_REJECT_INVALID,
+                           zl_arena_printf (a, "parent job %" PRIu64 " is named twice", sorted[k]),
+                           0);
+            return NULL;
+        }
+    return out;
+}
+
 static void
 s_reject (zl_admission_t *self, zl_producer_conn_t *p, const zl_job_spec_t *spec,
           const zl_verdict_t *v)
@@ -264,18 +470,56 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
     size_t n_staged = 0;
     const zl_verdict_t store_full = s_refuse (ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
                                               "the broker's store is full", STORE_FULL_RETRY_MS);
-    for (size_t i = 0; i < sub->n; i++) {
+    // a workflow: parents before children (s_plan), their ids kept for them
+    bool deps = false;
+    for (size_t i = 0; i < sub->n && !deps; i++)
+        deps = sub->jobs[i].n_depends_on || sub->jobs[i].n_depends_on_seq;
+    plan_t plan = {0};
+    uint64_t *ids = NULL;
+    if (deps) {
+        s_plan (self, sub, &plan);
+        ids = zl_arena_calloc (self->env.turn, sub->n, sizeof *ids);
+        self->first_id = zl_jobs_next_id (self->env.jobs);
+    }
+    for (size_t k = 0; k < sub->n; k++) {
+        size_t i = deps ? plan.order[k] : k;
         const zl_job_spec_t *spec = &sub->jobs[i];
         zl_verdict_t v = zl_admission_decide (self, p, spec, &batch, now);
+        if (v.admit == ZL_ADMIT_ACCEPT && deps && (spec->n_depends_on || spec->n_depends_on_seq)) {
+            size_t n_parents;
+            const uint64_t *parents = NULL;
+            if (k >= plan.n_order)
+                v = s_refuse (ZL_CTR_CYCLE, ZL_REJECT_CYCLE,
+                              "depends_on_seq makes a cycle (this spec is on it, or depends on "
+                              "one that is)",
+                              0);
+            else if (plan.problem[i])
+                v = s_refuse (ZL_CTR_UNKNOWN_PARENT, ZL_REJECT_UNKNOWN_PARENT, plan.problem[i], 0);
+            else
+                parents = s_resolve_parents (self, sub, &plan, i, ids, &n_parents, &v);
+            if (parents) { // the spec with its parents resolved to ids
+                zl_job_spec_t *copy = zl_arena_alloc (self->env.turn, sizeof *copy);
+                *copy = *spec;
+                copy->depends_on = parents;
+                copy->n_depends_on = n_parents;
+                copy->depends_on_seq = NULL;
+                copy->n_depends_on_seq = 0;
+                spec = copy;
+            }
+        }
         if (v.admit == ZL_ADMIT_REFUSE) {
             s_reject (self, p, spec, &v);
             continue;
         }
         if (v.admit == ZL_ADMIT_DUPLICATE) {
             zl_replies_accept (self->env.replies, p, spec->seq, v.original, true);
+            if (ids)
+                ids[i] = v.original;
             continue;
         }
         uint64_t id = zl_jobs_take_id (self->env.jobs);
+        if (ids)
+            ids[i] = id;
         if (zl_jobs_stage (self->env.jobs, id, spec, &v.lane->cfg, now) != ZL_STORE_OK) {
             batch.failed = true; // this one and the staged ones are refused below
             s_reject (self, p, spec, &store_full);

@@ -62,6 +62,7 @@
 #include "store.h"
 #include "text.h"
 #include "timers.h"
+#include "watches.h"
 #include "wire.h"
 #include "workers.h"
 #include "zl_alloc.h"
@@ -77,6 +78,9 @@
 #define DRAIN_BATCH 256          // messages per socket per turn
 #define MAX_EXPIRE 10000         // dead letters purged by dlq_retention per turn
 #define MAX_EXPIRE_CANCELLED 256 // cancelled jobs deleted by result_retention per turn
+#define MAX_WATCHES 100000       // Watch: job ids watched at once, by all producers
+#define MAX_WATCH_IDS 10000      // Watch: job ids in one message
+#define MAX_WATCHERS_TOLD 1024   // producers told of one job's outcome
 
 struct _zl_broker_t {
     zl_broker_config_t *cfg;
@@ -108,7 +112,8 @@ struct _zl_broker_t {
     zl_workers_t *workers;
     zl_producers_t *producers;
     zl_admission_t *admission;
-    bool loaded; // the core holds the store's state (recovered): the broker may lead
+    zl_watches_t *watches; // Watch: who waits for which job's outcome
+    bool loaded;           // the core holds the store's state (recovered): the broker may lead
     uint64_t stored_next_id;
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
@@ -194,6 +199,48 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
                   sub->n);
 }
 
+/*  Watch: each job id answered by its outcome after the commit, at once
+    when it is final (or unknown), else when it becomes final. With CURVE,
+    a job of a tenant this key is not bound to is answered as unknown. */
+static void
+s_on_watch (ctx_t *ctx, const zl_msg_t *msg)
+{
+    zl_broker_t *self = ctx->self;
+    const zl_watch_t *w = &msg->u.watch;
+    if (w->n == 0 || w->n > MAX_WATCH_IDS) {
+        s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Watch: %zu job ids (give 1 to %d)",
+                  w->n, MAX_WATCH_IDS);
+        return;
+    }
+    size_t refused = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        zl_job_t *job = w->job_ids[i] ? zl_jobs_find (self->jobs, w->job_ids[i]) : NULL;
+        if (job && !s_bound (ctx, "tenants", job->flow->tenant->name))
+            job = NULL;
+        if (job && job->state != ZL_JOB_DONE && job->state != ZL_JOB_DEAD) {
+            if (zl_watches_add (self->watches, job->id, ctx->peer) != 0) {
+                refused++;
+                continue;
+            }
+            zl_jobs_keep (self->jobs, job);
+            self->counters[ZL_CTR_WATCHES]++;
+            continue;
+        }
+        zl_job_outcome_t o;
+        if (zl_jobs_outcome (self->jobs, job ? job->id : 0, self->turn, &o) != 0) {
+            o = (zl_job_outcome_t){
+                .found = false, .state = "", .error = "", .tenant = "", .lane = ""};
+        }
+        o.job_id = w->job_ids[i];
+        zl_replies_outcome (self->replies, ctx->peer, NULL, &o);
+    }
+    if (refused)
+        s_reject (ctx, ZL_CTR_WATCH_REFUSED, ZL_ERR_INVALID, 0, 0,
+                  "Watch: %zu of %zu job id(s) not watched: the broker watches %d jobs at most; "
+                  "watch again later",
+                  refused, w->n, MAX_WATCHES);
+}
+
 // ---------------------------------------------------------------- workers
 static void
 s_worker_gone (zl_broker_t *self, zl_worker_conn_t *w, const char *why, zl_now_t now)
@@ -243,8 +290,8 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
 static zl_settle_env_t
 s_settle_env (ctx_t *ctx)
 {
-    return (zl_settle_env_t){ctx->self->jobs, ctx->self->replies, ctx->self->counters, ctx->sock,
-                             ctx->peer};
+    return (zl_settle_env_t){ctx->self->jobs, ctx->self->replies, ctx->self->counters,
+                             ctx->sock,       ctx->peer,          ctx->self->cfg->max_result};
 }
 
 static void
@@ -345,6 +392,7 @@ static const route_t s_routes[ZL_SOCK_COUNT][ZL_MSG_KIND_COUNT] = {
         {
             [ZL_MSG_HELLO] = {s_on_hello, "producer", "submit jobs", false},
             [ZL_MSG_SUBMIT] = {s_on_submit, "producer", "submit jobs", false},
+            [ZL_MSG_WATCH] = {s_on_watch, "producer", "watch jobs", false},
         },
     [ZL_SOCK_BACKEND] =
         {
@@ -503,8 +551,10 @@ s_heartbeat (zl_broker_t *self)
         zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &hb);
 }
 
-// The job state machine's news: a dead letter's event goes after the commit,
-// and so does the Cancel that tells a cancelled job's worker to stop it.
+// The job state machine's news: a dead letter's event goes after the
+// commit, and so does the Cancel that tells a cancelled job's worker to stop
+// it; a final outcome goes to its watchers and, in a lane with publish_done,
+// on the events socket.
 static void
 s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
 {
@@ -515,10 +565,27 @@ s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
             zl_replies_cancel (self->replies, job->lease->worker, job->id, job->lease->token);
         return;
     }
-    if (ev != ZL_JOBS_EV_DEAD)
+    if (ev == ZL_JOBS_EV_DEAD) {
+        self->counters[ZL_CTR_DEAD_LETTERED]++;
+        zl_replies_dead (self->replies, job->id);
+    }
+    // (not while recovering: nobody watches yet, and the turn's arena that
+    // would hold the outcome may be reset before the replies go)
+    bool publish = job->flow->lane->cfg.publish_done;
+    if (!self->loaded || (!publish && !zl_watches_any (self->watches, job->id)))
         return;
-    self->counters[ZL_CTR_DEAD_LETTERED]++;
-    zl_replies_dead (self->replies, job->id);
+    zl_job_outcome_t o;
+    if (zl_jobs_outcome (self->jobs, job->id, self->turn, &o) != 0)
+        return;
+    zl_peer_t *peers = zl_arena_alloc (self->turn, MAX_WATCHERS_TOLD * sizeof *peers);
+    size_t n = zl_watches_take (self->watches, job->id, peers, MAX_WATCHERS_TOLD);
+    for (size_t i = 0; i < n; i++)
+        zl_replies_outcome (self->replies, &peers[i], NULL, &o);
+    if (publish)
+        zl_replies_outcome (self->replies, NULL,
+                            zl_arena_printf (self->turn, "done.%s.%s", job->flow->lane->name,
+                                             job->flow->tenant->name),
+                            &o);
 }
 
 static void
@@ -547,6 +614,8 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         zl_admission_forget_idle (self->admission, now);
         self->counters[ZL_CTR_DLQ_EXPIRED] +=
             zl_jobs_expire_dead (self->jobs, now, self->cfg->dlq_retention_ms, MAX_EXPIRE);
+        self->counters[ZL_CTR_OUTCOMES_EXPIRED] +=
+            zl_jobs_expire_done (self->jobs, now, self->cfg->result_retention_ms, MAX_EXPIRE);
         self->next_prune_ms = now.mono_ms + 1000;
     }
 }
@@ -688,6 +757,7 @@ s_core_new (zl_broker_t *self, zl_now_t now)
                                .counters = self->counters,
                                .turn = self->turn};
     self->admission = zl_admission_new (&aenv);
+    self->watches = zl_watches_new (MAX_WATCHES);
     self->loaded = false;
     self->stored_next_id = 0;
     self->worker_rr = 0;
@@ -706,6 +776,7 @@ s_core_destroy (zl_broker_t *self)
     zl_workers_destroy (&self->workers);
     zl_producers_destroy (&self->producers);
     zl_admission_destroy (&self->admission);
+    zl_watches_destroy (&self->watches);
     zl_lanes_destroy (&self->lanes);
 }
 

@@ -37,6 +37,8 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     // default is 30 s): the library never resends a job after its deadline
     cfg->resend_window_ms = 10ULL * 60 * 1000;
     cfg->dedup_max_keys = 0; // auto: zl_broker_config_dedup_max_keys
+    cfg->max_result = 64 * 1024;
+    cfg->max_fan_in = 1000;
     cfg->leader_lease_ms = 2000;
     cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
                                             .lease_ms = 30000,
@@ -301,11 +303,16 @@ static const s_key_t s_broker_key_list[] = {
     {"producer_window", S_NUM (zl_broker_config_t, producer_window)},
     {"producer_idle", S_DUR (zl_broker_config_t, producer_idle_ms)},
     {"dlq_retention", S_DUR (zl_broker_config_t, dlq_retention_ms)},
-    {"result_retention", S_DUR (zl_broker_config_t, result_retention_ms)},
     {"dlq_alert_interval", S_DUR (zl_broker_config_t, dlq_alert_ms)},
     {"dedup_window", S_DUR (zl_broker_config_t, dedup_window_ms)},
     {"resend_window", S_DUR (zl_broker_config_t, resend_window_ms)},
     {"dedup_max_keys", S_NUM (zl_broker_config_t, dedup_max_keys)},
+    {"max_result", S_NUM (zl_broker_config_t, max_result), 0, 64u << 20,
+     "max_result must be at most 64MiB"},
+    {"result_retention", S_DUR (zl_broker_config_t, result_retention_ms), 1, UINT64_MAX,
+     "result_retention must be above 0"},
+    {"max_fan_in", S_NUM (zl_broker_config_t, max_fan_in), 1, 1000000,
+     "max_fan_in must be between 1 and 1000000"},
     {"curve", S_BOOL (zl_broker_config_t, curve)},
     {"insecure", S_BOOL (zl_broker_config_t, insecure)},
     {"cert", S_STR (zl_broker_config_t, cert)},
@@ -334,6 +341,8 @@ static const s_key_t s_lane_key_list[] = {
     {"tenant_max_in_flight", S_U32 (zl_lane_config_t, tenant_max_in_flight)},
     {"rate", S_REAL (zl_lane_config_t, rate)},
     {"burst", S_REAL (zl_lane_config_t, burst)},
+    {"keep_outcomes", S_BOOL (zl_lane_config_t, keep_outcomes)},
+    {"publish_done", S_BOOL (zl_lane_config_t, publish_done)},
 };
 
 static const s_key_t s_tenant_key_list[] = {

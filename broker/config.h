@@ -24,7 +24,9 @@ typedef struct {
     uint32_t tenant_max_in_flight; // per tenant in this lane, 0 = unlimited
     double rate;                   // jobs/s dispatched, 0 = unlimited
     double burst;
-    uint32_t set_mask; // keys this lane set itself (defaults do not override them)
+    bool keep_outcomes; // keep every job's outcome (result_retention), not only where needed
+    bool publish_done;  // publish done.<lane>.<tenant> (JobOutcome) on the events socket
+    uint32_t set_mask;  // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 
 typedef struct {
@@ -57,10 +59,12 @@ typedef struct {
     uint64_t producer_idle_ms; // a producer silent this long is forgotten
     uint64_t dlq_alert_ms;
     uint64_t dlq_retention_ms;    // dead letters older than this are purged, 0 = kept
-    uint64_t result_retention_ms; // finished jobs' records (cancelled) kept this long, 0 = ever
     uint64_t dedup_window_ms;     // users' idempotency keys are kept this long
     uint64_t resend_window_ms;    // keys a client library made for its own resends, this long
     uint64_t dedup_max_keys;      // most keys kept (oldest-in-window go first); 0 = from map_size
+    uint64_t max_result;          // bytes of a job's result an Ack may carry
+    uint64_t result_retention_ms; // finished jobs kept (outcomes, cancelled records) this long
+    uint64_t max_fan_in;          // most parents a job may have
     bool auto_lanes;              // undeclared lanes are created on first use
     char *default_lane;           // jobs for undeclared lanes go here (NULL = reject)
     bool curve;                   // CURVE encryption and ZAP authentication on every socket

@@ -26,6 +26,14 @@
     X (UNREACHABLE, "err_peer_unreachable")                                                        \
     X (UNAUTHORIZED, "err_unauthorized")                                                           \
     X (AUTH_FAILED, "err_auth_failed")                                                             \
+    X (RESULT_TOO_LARGE, "err_result_too_large")                                                   \
+    X (UNKNOWN_PARENT, "err_unknown_parent")                                                       \
+    X (CYCLE, "err_cycle")                                                                         \
+    X (FAN_IN, "err_fan_in")                                                                       \
+    X (WATCHES, "watches")                                                                         \
+    X (WATCH_REFUSED, "err_watch_refused")                                                         \
+    X (OUTCOMES_SENT, "outcomes_sent")                                                             \
+    X (OUTCOMES_EXPIRED, "outcomes_expired")                                                       \
     X (SUBMITTED, "jobs_submitted")                                                                \
     X (ACCEPTED, "jobs_accepted")                                                                  \
     X (DUPLICATES, "jobs_duplicate")                                                               \

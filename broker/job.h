@@ -15,11 +15,16 @@ typedef enum {
     ZL_JOB_DELAYED,   // waiting for due_ms (delay, retry backoff, throttle)
     ZL_JOB_LEASED,    // held by a worker until due_ms (lease or max run)
     ZL_JOB_DEAD,      // parked in the dead-letter queue
-    // (the values are stored: 5 and 6 are kept for the job model's other states)
+    ZL_JOB_DONE,         // acked, its outcome kept for result_retention
+    ZL_JOB_WAITING,      // waiting for its parents to be acked (deps.h)
     ZL_JOB_CANCELLED = 7 // cancelled: kept, inert, until result_retention ends
 } zl_job_state_t;
 
-/*  Return "ready", "delayed", "leased", "dead" or "cancelled". */
+// zl_job_t.flags
+#define ZL_JOBF_DEPS 1 // it has a node in the dependency graph (parents or children)
+#define ZL_JOBF_KEEP 2 // keep its outcome when it finishes (someone watches it)
+
+/*  Return "ready", "delayed", "leased", "dead", "done", "waiting" or "cancelled". */
 const char *zl_job_state_name (zl_job_state_t state);
 
 struct zl_flow;
@@ -29,14 +34,14 @@ struct zl_lease; // lease.h: what only a leased job needs
 /*  80 bytes. Fields that no state uses at the same time share storage. */
 typedef struct zl_job {
     uint64_t id;
-    struct zl_job *next;  // READY: flow FIFO link; DEAD: next in the DLQ;
+    struct zl_job *next;  // READY: flow FIFO link; DEAD: next in the DLQ; DONE: next kept;
                           // CANCELLED: next in the order they were cancelled
     struct zl_flow *flow; // lane x tenant this job belongs to
     uint64_t seq;         // order it last became ready (FIFO key), died (DLQ) or was cancelled
     union {
         int64_t due_ms;          // DELAYED, LEASED: monotonic deadline
         int64_t ready_ms;        // READY: monotonic time it became ready (oldest age)
-        int64_t dead_at_ms;      // DEAD: wall clock
+        int64_t dead_at_ms;      // DEAD: wall clock; DONE: when it was acked (wall clock)
         int64_t cancelled_at_ms; // CANCELLED: wall clock
     };
     int64_t accepted_us; // monotonic time of acceptance (latency stats)
@@ -54,6 +59,7 @@ typedef struct zl_job {
     uint8_t state;          // zl_job_state_t
     uint8_t has_history;    // the store holds attempt history for it
     uint8_t cancelled_from; // CANCELLED: the state it was cancelled in
+    uint8_t flags;          // ZL_JOBF_*
 } zl_job_t;
 
 #endif

@@ -1,6 +1,7 @@
 #include "jobs.h"
 
 #include "clock.h"
+#include "deps.h"
 #include "hist.h"
 #include "log.h"
 #include "text.h"
@@ -42,7 +43,27 @@ struct _zl_jobs_t {
     size_t n_restored, cap_restored;
     zl_job_t *cancelled_head, *cancelled_tail; // kept cancelled jobs, oldest first (next)
     size_t n_cancelled;
+    // results and workflows
+    zl_deps_t *deps;                 // the dependency graph (jobs with parents or children)
+    zl_job_t *done_head, *done_tail; // DONE jobs, in the order they were acked (mostly)
+    zl_arena_t *graph;               // parents read from the store (cascade, re-arm)
+    zl_job_t **stack;                // cascade and re-arm work list
+    size_t n_stack, cap_stack;
+    const zl_job_t *ack_job; // during an ACKED event: the job and its result
+    zl_bytes_t ack_result;
+    zl_jobs_graph_stats_t gstats;
+    struct s_restored_deps *rdeps; // recovery: jobs with parents, resolved at the end
+    size_t n_rdeps, cap_rdeps;
 };
+
+typedef struct s_restored_deps {
+    zl_job_t *job;
+    uint64_t *parents; // owned
+    uint32_t n_parents;
+    bool resolve;  // it had no state of its own (never released): decide from its parents
+    uint32_t left; // resolve: parents not acked
+    uint64_t dead; // resolve: a dead parent
+} s_restored_deps_t;
 
 const char *
 zl_job_state_name (zl_job_state_t state)
@@ -53,6 +74,8 @@ zl_job_state_name (zl_job_state_t state)
     case ZL_JOB_LEASED: return "leased";
     case ZL_JOB_DEAD: return "dead";
     case ZL_JOB_CANCELLED: return "cancelled";
+    case ZL_JOB_DONE: return "done";
+    case ZL_JOB_WAITING: return "waiting";
     }
     return "unknown";
 }
@@ -99,6 +122,8 @@ zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *
     self->dlq = zl_dlq_new ();
     self->scratch = zl_arena_new (16 * 1024);
     self->next_id = 1;
+    self->deps = zl_deps_new ();
+    self->graph = zl_arena_new (16 * 1024);
     return self;
 }
 
@@ -123,6 +148,12 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     zl_arena_destroy (&self->scratch);
     zl_lease_tokens_destroy (&self->tokens);
     free (self->restored);
+    zl_deps_destroy (&self->deps);
+    zl_arena_destroy (&self->graph);
+    free (self->stack);
+    for (size_t i = 0; i < self->n_rdeps; i++)
+        free (self->rdeps[i].parents);
+    free (self->rdeps);
     free (self);
     *self_p = NULL;
 }
@@ -228,6 +259,10 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
     }
     st.leased_to = leased_to;
     st.started_at_ms = started_at_ms;
+    if (job->state == ZL_JOB_DEAD && (job->flags & ZL_JOBF_DEPS)) {
+        zl_dep_t *dep = zl_deps_get (self->deps, job->id, false);
+        st.failed_parent = dep ? dep->failed_parent : 0;
+    }
     s_check (self, zl_store_put_state (self->store, job->id, &st), "state", job->id);
 }
 
@@ -274,11 +309,15 @@ s_delete (zl_jobs_t *self, zl_job_t *job)
 {
     s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
     zl_u64map_remove (self->by_id, job->id);
+    if (job->flags & ZL_JOBF_DEPS)
+        zl_deps_remove (self->deps, job->id);
     s_job_free (self, job);
 }
 
+// Dead-letter `job` (not leased, counted in depth): into the DLQ, its state
+// written with `last` added to its history, the listener told.
 static void
-s_bury (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
+s_entomb (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
 {
     job->state = ZL_JOB_DEAD;
     job->dead_at_ms = now.wall_ms;
@@ -292,6 +331,16 @@ s_bury (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
              (unsigned long long)job->id, job->attempt, job->flow->lane->name,
              job->flow->tenant->name, last ? last->error : "");
     s_tell (self, ZL_JOBS_EV_DEAD, job);
+}
+
+static void s_cascade (zl_jobs_t *self, zl_job_t *root, zl_now_t now);
+
+static void
+s_bury (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now)
+{
+    s_entomb (self, job, last, now);
+    if (job->flags & ZL_JOBF_DEPS)
+        s_cascade (self, job, now);
 }
 
 // A finished attempt that failed (the job is no longer leased): dead-letter
@@ -365,6 +414,349 @@ s_clip (zl_jobs_t *self, const char *error)
     return zl_arena_strndup (self->scratch, error ? error : "", len);
 }
 
+// ---------------------------------------------------------------- workflows
+static void
+s_stack_push (zl_jobs_t *self, zl_job_t *job)
+{
+    if (self->n_stack == self->cap_stack) {
+        self->cap_stack = self->cap_stack ? self->cap_stack * 2 : 64;
+        self->stack = zl_realloc (self->stack, self->cap_stack * sizeof *self->stack);
+    }
+    self->stack[self->n_stack++] = job;
+}
+
+// The attempt record of a job buried because `parent` was dead-lettered
+// (its error text in self->scratch).
+static zl_attempt_t
+s_parent_failed (zl_jobs_t *self, zl_job_t *job, uint64_t parent, zl_now_t now)
+{
+    return (zl_attempt_t){
+        .attempt = job->attempt,
+        .worker = "",
+        .started_at_ms = (uint64_t)now.wall_ms,
+        .ended_at_ms = (uint64_t)now.wall_ms,
+        .outcome = ZL_OUTCOME_PARENT_FAILED,
+        .error = zl_arena_printf (
+            self->scratch, "parent_failed: parent job %" PRIu64 " was dead-lettered", parent)};
+}
+
+static void
+s_waiting_count (zl_jobs_t *self, zl_job_t *job, int delta)
+{
+    job->flow->waiting += (uint64_t)(int64_t)delta;
+    self->gstats.waiting += (uint64_t)(int64_t)delta;
+}
+
+// A WAITING job whose parent `parent` was dead-lettered goes to the DLQ.
+static void
+s_bury_for_parent (zl_jobs_t *self, zl_job_t *job, zl_dep_t *dep, uint64_t parent, zl_now_t now)
+{
+    if (job->state == ZL_JOB_WAITING)
+        s_waiting_count (self, job, -1);
+    dep->failed_parent = parent;
+    dep->parents_left = 0;
+    zl_arena_reset (self->scratch);
+    zl_attempt_t att = s_parent_failed (self, job, parent, now);
+    self->gstats.parent_failed++;
+    s_entomb (self, job, &att, now);
+}
+
+// `root` was dead-lettered: every WAITING descendant follows it, with
+// outcome parent_failed naming the parent that failed (work list, not
+// recursion: a chain may be long).
+static void
+s_cascade (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
+{
+    size_t base = self->n_stack;
+    s_stack_push (self, root);
+    while (self->n_stack > base) {
+        zl_job_t *j = self->stack[--self->n_stack];
+        zl_dep_t *dep = zl_deps_get (self->deps, j->id, false);
+        for (uint32_t i = 0; dep && i < dep->n_children; i++) {
+            zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+            if (!c || c->state != ZL_JOB_WAITING)
+                continue;
+            zl_dep_t *cd = zl_deps_get (self->deps, c->id, true);
+            s_bury_for_parent (self, c, cd, j->id, now);
+            s_stack_push (self, c);
+            dep = zl_deps_get (self->deps, j->id, false); // (not moved: nodes are heap cells)
+        }
+    }
+}
+
+// `parent` was acked: its WAITING children with no other parent left
+// become READY.
+static void
+s_release_children (zl_jobs_t *self, const zl_dep_t *dep, zl_now_t now)
+{
+    for (uint32_t i = 0; i < dep->n_children; i++) {
+        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        if (!c || c->state != ZL_JOB_WAITING)
+            continue;
+        zl_dep_t *cd = zl_deps_get (self->deps, c->id, false);
+        if (cd && cd->parents_left > 1) {
+            cd->parents_left--;
+            continue;
+        }
+        if (cd)
+            cd->parents_left = 0;
+        s_waiting_count (self, c, -1);
+        s_make_ready (self, c, now);
+    }
+}
+
+/*  How the parents of `job` stand (its record's depends_on): how many are
+    not acked yet (`*left`) and the first that is dead-lettered (`*dead`, 0
+    none). A parent whose record is gone (purged, or its outcome expired)
+    counts as done. Returns how many parents the job has. */
+static uint32_t
+s_parents_state (zl_jobs_t *self, const zl_job_t *job, uint32_t *left, uint64_t *dead)
+{
+    *left = 0;
+    *dead = 0;
+    zl_arena_reset (self->graph);
+    zl_job_rec_t rec;
+    if (zl_store_get_job (self->store, job->id, self->graph, &rec) != ZL_STORE_OK)
+        return 0;
+    for (size_t i = 0; i < rec.n_depends_on; i++) {
+        zl_job_t *p = zl_u64map_get (self->by_id, rec.depends_on[i]);
+        if (!p || p->state == ZL_JOB_DONE)
+            continue;
+        if (p->state == ZL_JOB_DEAD) {
+            if (!*dead)
+                *dead = p->id;
+        } else
+            (*left)++;
+    }
+    return (uint32_t)rec.n_depends_on;
+}
+
+/*  A job with parents is back from the DLQ (counted in depth, attempts
+    reset): READY if its parents are all acked, WAITING while some are not,
+    or straight back to the DLQ (parent_failed) while one is dead. */
+static void
+s_rearm (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
+{
+    uint32_t left;
+    uint64_t dead;
+    zl_dep_t *dep = zl_deps_get (self->deps, job->id, true);
+    job->flags |= ZL_JOBF_DEPS;
+    s_parents_state (self, job, &left, &dead);
+    zl_arena_reset (self->scratch);
+    if (dead) {
+        job->state = ZL_JOB_WAITING; // (for s_bury_for_parent's count)
+        s_waiting_count (self, job, +1);
+        s_bury_for_parent (self, job, dep, dead, now);
+        return;
+    }
+    dep->failed_parent = 0;
+    dep->parents_left = left;
+    if (left) {
+        job->state = ZL_JOB_WAITING;
+        s_waiting_count (self, job, +1);
+    } else
+        s_make_ready (self, job, now);
+    s_put_state (self, job, NULL, NULL, 0, 0);
+}
+
+// `root` was redriven: its descendants dead-lettered because of it (and
+// theirs because of them) come back from the DLQ as s_rearm decides.
+static void
+s_rearm_children (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
+{
+    size_t base = self->n_stack;
+    s_stack_push (self, root);
+    while (self->n_stack > base) {
+        zl_job_t *j = self->stack[--self->n_stack];
+        zl_dep_t *dep = zl_deps_get (self->deps, j->id, false);
+        for (uint32_t i = 0; dep && i < dep->n_children; i++) {
+            zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+            zl_dep_t *cd = c ? zl_deps_get (self->deps, c->id, false) : NULL;
+            if (!c || c->state != ZL_JOB_DEAD || !cd || cd->failed_parent != j->id)
+                continue;
+            zl_dlq_remove (self->dlq, c);
+            c->flow->dlq--;
+            c->attempt = 0;
+            c->has_history = 0;
+            s_depth (c, +1);
+            self->gstats.rearmed++;
+            s_rearm (self, c, now);
+            if (c->state != ZL_JOB_DEAD)
+                s_stack_push (self, c);
+        }
+    }
+}
+
+// Link the job `id` (its node `dep`) under each of `parents` that still
+// exists; count the ones not acked yet and find a dead one.
+static void
+s_link_parents (zl_jobs_t *self, uint64_t id, const uint64_t *parents, size_t n, uint32_t *left,
+                uint64_t *dead)
+{
+    *left = 0;
+    *dead = 0;
+    for (size_t i = 0; i < n; i++) {
+        zl_job_t *p = zl_u64map_get (self->by_id, parents[i]);
+        if (!p)
+            continue; // gone (purged, expired): counts as done
+        p->flags |= ZL_JOBF_DEPS;
+        zl_deps_add_child (zl_deps_get (self->deps, p->id, true), id);
+        self->gstats.edges++;
+        if (p->state == ZL_JOB_DEAD) {
+            if (!*dead)
+                *dead = p->id;
+        } else if (p->state != ZL_JOB_DONE)
+            (*left)++;
+    }
+}
+
+static void
+s_done_push (zl_jobs_t *self, zl_job_t *job)
+{
+    job->next = NULL;
+    if (self->done_tail)
+        self->done_tail->next = job;
+    else
+        self->done_head = job;
+    self->done_tail = job;
+    self->gstats.kept++;
+}
+
+static zl_job_t *
+s_done_pop (zl_jobs_t *self)
+{
+    zl_job_t *job = self->done_head;
+    if (job) {
+        self->done_head = job->next;
+        if (!self->done_head)
+            self->done_tail = NULL;
+        self->gstats.kept--;
+    }
+    return job;
+}
+
+// True while a job of `dep`'s children may still run (it needs the
+// results): the outcome is kept past its retention.
+static bool
+s_children_live (zl_jobs_t *self, const zl_dep_t *dep)
+{
+    for (uint32_t i = 0; dep && i < dep->n_children; i++) {
+        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        if (c && c->state != ZL_JOB_DONE && c->state != ZL_JOB_DEAD)
+            return true;
+    }
+    return false;
+}
+
+uint64_t
+zl_jobs_expire_done (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max)
+{
+    uint64_t n = 0, looked = 0;
+    zl_job_t *j;
+    while (looked < max && (j = self->done_head) &&
+           now.wall_ms - j->dead_at_ms >= (int64_t)keep_ms) {
+        looked++;
+        s_done_pop (self);
+        zl_dep_t *dep = (j->flags & ZL_JOBF_DEPS) ? zl_deps_get (self->deps, j->id, false) : NULL;
+        if (s_children_live (self, dep)) {
+            s_done_push (self, j); // a child still needs it: later
+            continue;
+        }
+        s_delete (self, j);
+        n++;
+    }
+    self->gstats.expired += n;
+    if (n)
+        zl_debug ("jobs",
+                  "forgot %" PRIu64 " outcome(s) older than result_retention (%" PRIu64 " ms)", n,
+                  keep_ms);
+    return n;
+}
+
+void
+zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out)
+{
+    *out = self->gstats;
+    out->nodes = zl_deps_count (self->deps);
+}
+
+void
+zl_jobs_keep (zl_jobs_t *self, zl_job_t *job)
+{
+    (void)self;
+    job->flags |= ZL_JOBF_KEEP;
+}
+
+int
+zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out)
+{
+    memset (out, 0, sizeof *out);
+    out->job_id = id;
+    out->state = out->error = out->tenant = out->lane = "";
+    zl_job_t *job = id ? zl_u64map_get (self->by_id, id) : NULL;
+    if (!job)
+        return 0;
+    out->found = true;
+    out->state = zl_job_state_name (job->state);
+    out->tenant = job->flow->tenant->name;
+    out->lane = job->flow->lane->name;
+    out->attempts = job->attempt;
+    if (job->state == ZL_JOB_CANCELLED) { // final too
+        out->final = true;
+        out->outcome = ZL_OUTCOME_CANCELLED;
+        out->error = "cancelled";
+        out->finished_at_ms = (uint64_t)job->cancelled_at_ms;
+        return 0;
+    }
+    if (job->state != ZL_JOB_DONE && job->state != ZL_JOB_DEAD)
+        return 0;
+    out->final = true;
+    out->finished_at_ms = (uint64_t)job->dead_at_ms;
+    if (job == self->ack_job) { // being acked now (maybe not kept)
+        out->outcome = ZL_OUTCOME_ACKED;
+        uint8_t *copy = zl_arena_alloc (arena, self->ack_result.len ? self->ack_result.len : 1);
+        if (self->ack_result.len)
+            memcpy (copy, self->ack_result.data, self->ack_result.len);
+        out->result = (zl_bytes_t){copy, self->ack_result.len};
+        return 0;
+    }
+    zl_state_rec_t st;
+    if (zl_store_get_state (self->store, id, arena, &st) != ZL_STORE_OK)
+        return -1;
+    if (job->state == ZL_JOB_DONE) {
+        out->outcome = ZL_OUTCOME_ACKED;
+        out->result = st.result;
+        return 0;
+    }
+    const zl_attempt_t *last = st.n_history ? &st.history[st.n_history - 1] : NULL;
+    out->outcome = last ? last->outcome : ZL_OUTCOME_UNSPECIFIED;
+    out->error = last ? last->error : "";
+    out->failed_parent = st.failed_parent;
+    return 0;
+}
+
+int
+zl_jobs_parent_results (zl_jobs_t *self, const zl_job_rec_t *rec, zl_arena_t *arena, size_t *n,
+                        const zl_parent_result_t **out)
+{
+    *n = 0;
+    *out = NULL;
+    if (!rec->n_depends_on)
+        return 0;
+    zl_parent_result_t *r = zl_arena_alloc (arena, rec->n_depends_on * sizeof *r);
+    for (size_t i = 0; i < rec->n_depends_on; i++) {
+        r[i] = (zl_parent_result_t){rec->depends_on[i], {NULL, 0}};
+        zl_state_rec_t st;
+        zl_job_t *p = zl_u64map_get (self->by_id, rec->depends_on[i]);
+        if (p && p->state == ZL_JOB_DONE &&
+            zl_store_get_state (self->store, p->id, arena, &st) == ZL_STORE_OK)
+            r[i].result = st.result;
+    }
+    *n = rec->n_depends_on;
+    *out = r;
+    return 0;
+}
+
 // ---------------------------------------------------------------- transitions
 zl_store_rc_t
 zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl_lane_config_t *lc,
@@ -380,7 +772,9 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                         .lease_ms = spec->lease_ms ? spec->lease_ms : (uint32_t)lc->lease_ms,
                         .max_run_ms =
                             spec->max_run_ms ? spec->max_run_ms : (uint32_t)lc->max_run_ms,
-                        .enqueued_at_ms = now.wall_ms};
+                        .enqueued_at_ms = now.wall_ms,
+                        .n_depends_on = spec->n_depends_on,
+                        .depends_on = spec->depends_on};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
         zl_idem_rec_t idem = {id, now.wall_ms, spec->generated_key};
@@ -419,6 +813,23 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
     zl_u64map_put (self->by_id, id, job);
     flow->submitted++;
     s_depth (job, +1);
+    if (spec->n_depends_on) {
+        // its parents exist (admission checked), or were staged before it
+        job->flags |= ZL_JOBF_DEPS;
+        zl_dep_t *dep = zl_deps_get (self->deps, id, true);
+        uint32_t left;
+        uint64_t dead;
+        s_link_parents (self, id, spec->depends_on, spec->n_depends_on, &left, &dead);
+        job->seq = id;
+        if (dead || left) {
+            job->state = ZL_JOB_WAITING;
+            s_waiting_count (self, job, +1);
+            dep->parents_left = left;
+            if (dead) // a parent is in the DLQ already: so is this job
+                s_bury_for_parent (self, job, dep, dead, now);
+            return job;
+        }
+    }
     if (spec->delay_ms)
         s_make_delayed (self, job, spec->delay_ms, now);
     else {
@@ -460,8 +871,31 @@ zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack
     job->flow->acked++;
     s_depth (job, -1);
     zl_hist_add (&self->lat_ack, (uint64_t)(now.mono_us - job->accepted_us));
+    zl_dep_t *dep = (job->flags & ZL_JOBF_DEPS) ? zl_deps_get (self->deps, job->id, false) : NULL;
+    // its outcome is kept only where it is needed: a result, children that
+    // will want it, a watcher, or a lane that keeps every outcome
+    bool keep = ack->result.len || (job->flags & ZL_JOBF_KEEP) || (dep && dep->n_children) ||
+                job->flow->lane->cfg.keep_outcomes;
+    job->state = ZL_JOB_DONE;
+    job->dead_at_ms = now.wall_ms;
+    self->ack_job = job;
+    self->ack_result = ack->result;
     s_tell (self, ZL_JOBS_EV_ACKED, job);
-    s_delete (self, job);
+    self->ack_job = NULL;
+    if (dep)
+        s_release_children (self, dep, now);
+    if (!keep) {
+        s_delete (self, job);
+        return ZL_SETTLE_OK;
+    }
+    zl_state_rec_t st = {.state = ZL_JOB_DONE,
+                         .attempt = job->attempt,
+                         .result = ack->result,
+                         .done_at_ms = now.wall_ms,
+                         .dead_at_ms = now.wall_ms};
+    s_check (self, zl_store_put_state (self->store, job->id, &st), "done", job->id);
+    job->has_history = 0; // a kept outcome keeps the result, not the attempts
+    s_done_push (self, job);
     return ZL_SETTLE_OK;
 }
 
@@ -617,9 +1051,17 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     job->attempt = 0;
     job->has_history = 0; // the history starts again with the fresh attempts
     s_depth (job, +1);
-    s_make_ready (self, job, now);
-    zl_arena_reset (self->scratch);
-    s_put_state (self, job, NULL, NULL, 0, 0);
+    if (!(job->flags & ZL_JOBF_DEPS)) {
+        s_make_ready (self, job, now);
+        zl_arena_reset (self->scratch);
+        s_put_state (self, job, NULL, NULL, 0, 0);
+        return;
+    }
+    // in a workflow: READY, WAITING or back to the DLQ by its parents; then
+    // the descendants it buried come back with it
+    s_rearm (self, job, now);
+    if (job->state != ZL_JOB_DEAD)
+        s_rearm_children (self, job, now);
 }
 
 void
@@ -683,9 +1125,21 @@ s_cancelled_add (zl_jobs_t *self, zl_job_t *job)
 static void
 s_cancel_descendants (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
-    (void)self;
-    (void)job;
-    (void)now;
+    zl_dep_t *dep = zl_deps_get (self->deps, job->id, false);
+    for (uint32_t i = 0; dep && i < dep->n_children; i++) {
+        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        if (!c)
+            continue;
+        zl_dep_t *cd = zl_deps_get (self->deps, c->id, false);
+        // not run yet: waiting for its parents, or dead-lettered for a parent
+        bool unrun =
+            c->state == ZL_JOB_WAITING || (c->state == ZL_JOB_DEAD && cd && cd->failed_parent);
+        if (!unrun)
+            continue;
+        zl_cancel_item_t item;
+        (void)zl_jobs_cancel (self, c->id, now, &item);
+        dep = zl_deps_get (self->deps, job->id, false); // (nodes are heap cells: not moved)
+    }
 }
 
 zl_cancel_outcome_t
@@ -696,6 +1150,11 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
     if (!job) {
         // ids are issued in order: one below the counter was a job once
         out->outcome = id && id < self->next_id ? ZL_CANCEL_FINISHED : ZL_CANCEL_UNKNOWN;
+        return out->outcome;
+    }
+    if (job->state == ZL_JOB_DONE) { // acked, its outcome kept: nothing to cancel
+        out->outcome = ZL_CANCEL_FINISHED;
+        out->state = "done";
         return out->outcome;
     }
     if (job->state == ZL_JOB_CANCELLED) {
@@ -732,6 +1191,10 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
         zl_dlq_remove (self->dlq, job);
         job->flow->dlq--;
         break;
+    case ZL_JOB_WAITING: // for its parents: their release skips it from now on
+        s_waiting_count (self, job, -1);
+        s_depth (job, -1);
+        break;
     default: break;
     }
     job->cancelled_from = job->state;
@@ -744,6 +1207,7 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
              out->state, job->flow->lane->name, job->flow->tenant->name);
     out->outcome = ZL_CANCEL_CANCELLED;
     out->cancelled_at_ms = (uint64_t)now.wall_ms;
+    s_tell (self, ZL_JOBS_EV_CANCEL_FINAL, job); // its final outcome, for its watchers
     s_cancel_descendants (self, job, now);
     return ZL_CANCEL_CANCELLED;
 }
@@ -809,6 +1273,38 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
         job->seq = st->ready_seq;
         s_restored_push (self, job);
         return;
+    }
+    if (state == ZL_JOB_DONE) {
+        job->state = ZL_JOB_DONE;
+        job->dead_at_ms = st->done_at_ms;
+        job->has_history = 0;
+        s_done_push (self, job); // ordered by restore_done
+        return;
+    }
+    if (rec->n_depends_on) {
+        // linked to its parents once every job is in (restore_done)
+        job->flags |= ZL_JOBF_DEPS;
+        bool resolve =
+            state == ZL_JOB_READY && (!st || st->attempt == 0) ? true : state == ZL_JOB_WAITING;
+        if (self->n_rdeps == self->cap_rdeps) {
+            self->cap_rdeps = self->cap_rdeps ? self->cap_rdeps * 2 : 256;
+            self->rdeps = zl_realloc (self->rdeps, self->cap_rdeps * sizeof *self->rdeps);
+        }
+        s_restored_deps_t *r = &self->rdeps[self->n_rdeps++];
+        r->job = job;
+        r->n_parents = (uint32_t)rec->n_depends_on;
+        r->parents = zl_malloc (rec->n_depends_on * sizeof (uint64_t));
+        memcpy (r->parents, rec->depends_on, rec->n_depends_on * sizeof (uint64_t));
+        r->resolve = resolve;
+        if (state == ZL_JOB_DEAD && st->failed_parent)
+            zl_deps_get (self->deps, id, true)->failed_parent = st->failed_parent;
+        if (resolve) { // never released: its parents decide (restore_done)
+            job->state = ZL_JOB_WAITING;
+            job->seq = id;
+            s_depth (job, +1);
+            s_waiting_count (self, job, +1);
+            return;
+        }
     }
     if (state == ZL_JOB_DEAD) {
         job->state = ZL_JOB_DEAD;
@@ -881,6 +1377,67 @@ s_cmp_restored (const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+static int
+s_cmp_done (const void *a, const void *b)
+{
+    const zl_job_t *x = *(zl_job_t *const *)a, *y = *(zl_job_t *const *)b;
+    if (x->dead_at_ms != y->dead_at_ms)
+        return x->dead_at_ms < y->dead_at_ms ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+// Recovery's end for workflows: kept outcomes in the order they were acked;
+// every job with parents linked under them; the jobs never released
+// WAITING, READY (their parents are all acked) or dead-lettered (one is).
+static void
+s_restore_graph (zl_jobs_t *self, zl_now_t now)
+{
+    size_t n = (size_t)self->gstats.kept, k = 0;
+    if (n) {
+        zl_job_t **all = zl_malloc (n * sizeof *all);
+        zl_job_t *j;
+        while ((j = s_done_pop (self)))
+            all[k++] = j;
+        qsort (all, k, sizeof *all, s_cmp_done);
+        for (size_t i = 0; i < k; i++)
+            s_done_push (self, all[i]);
+        free (all);
+    }
+    for (size_t i = 0; i < self->n_rdeps; i++) {
+        s_restored_deps_t *r = &self->rdeps[i];
+        uint32_t left;
+        uint64_t dead;
+        s_link_parents (self, r->job->id, r->parents, r->n_parents, &left, &dead);
+        if (!r->resolve)
+            continue;
+        zl_dep_t *dep = zl_deps_get (self->deps, r->job->id, true);
+        dep->parents_left = left;
+        r->left = left;
+        r->dead = dead;
+    }
+    // decided once every edge is in: a burial cascades to linked children
+    for (size_t i = 0; i < self->n_rdeps; i++) {
+        s_restored_deps_t *r = &self->rdeps[i];
+        zl_job_t *job = r->job;
+        if (r->resolve && job->state == ZL_JOB_WAITING) {
+            zl_dep_t *dep = zl_deps_get (self->deps, job->id, true);
+            if (r->dead) {
+                s_bury_for_parent (self, job, dep, r->dead, now);
+                s_cascade (self, job, now);
+            } else if (!r->left) {
+                s_waiting_count (self, job, -1);
+                job->state = ZL_JOB_READY;
+                job->ready_ms = now.mono_ms;
+                zl_sched_push (self->sched, job);
+            }
+        }
+        free (r->parents);
+    }
+    free (self->rdeps);
+    self->rdeps = NULL;
+    self->n_rdeps = self->cap_rdeps = 0;
+}
+
 void
 zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
 {
@@ -904,6 +1461,7 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
     free (self->restored);
     self->restored = NULL;
     self->n_restored = self->cap_restored = 0;
+    s_restore_graph (self, now);
 }
 
 zl_dlq_t *

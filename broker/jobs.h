@@ -3,11 +3,22 @@
     record into the turn's store batch; the broker commits the batch).
 
         accept --> READY <-----------------+---------------+
-          |          | lease               | retry due     | redrive
-          v          v                     |               |
-       DELAYED --> LEASED --ack--> (deleted)               |
-                     | nack / lease lapse / worker dead    |
-                     +--> DELAYED (backoff) or DEAD -------+
+          |  ^       | lease               | retry due     | redrive
+          |  |       v                     |               |
+          | WAITING LEASED --ack--> (deleted) or DONE      |
+          v  (parents) | nack / lease lapse / worker dead  |  (kept outcome,
+       DELAYED --------+--> DELAYED (backoff) or DEAD -----+   result_retention)
+
+    Workflows (deps.h holds the graph): a job accepted with parents that
+    are not all acked is WAITING; the last parent's ack makes it READY. A
+    parent dead-lettered sends its WAITING descendants to the DLQ too
+    (outcome parent_failed, the parent's id in the error and the state's
+    failed_parent). Redriving a job in a workflow puts it WAITING, READY or
+    straight back in the DLQ by its parents' states, and brings back the
+    descendants it buried the same way. An acked job is deleted, unless its
+    outcome is needed: a result, children, a watcher (zl_jobs_keep), or a
+    lane with keep_outcomes: then it is DONE, its result in the store, until
+    zl_jobs_expire_done (never while a child of it may still run).
 
        READY, DELAYED, LEASED, DEAD --cancel--> CANCELLED --result_retention--> (deleted)
 
@@ -49,12 +60,24 @@ typedef enum {
 } zl_settle_rc_t;
 
 typedef enum {
-    ZL_JOBS_EV_DEAD = 1, // job was dead-lettered
-    ZL_JOBS_EV_ACKED,    // job completed (called before it is freed)
-    ZL_JOBS_EV_CANCELLED // job is being cancelled, told before it leaves its state: a
-                         // LEASED job still holds its lease (job->lease), so that the
-                         // listener can tell its worker
+    ZL_JOBS_EV_DEAD = 1,    // job was dead-lettered
+    ZL_JOBS_EV_ACKED,       // job completed (called before it is freed; zl_jobs_outcome works)
+    ZL_JOBS_EV_CANCELLED,   // job is being cancelled, told before it leaves its state: a
+                            // LEASED job still holds its lease (job->lease), so that the
+                            // listener can tell its worker
+    ZL_JOBS_EV_CANCEL_FINAL // ... and once it is CANCELLED (its outcome is final)
 } zl_jobs_event_t;
+
+/*  The workflow and result side of the table. */
+typedef struct {
+    uint64_t waiting;       // WAITING jobs (gauge)
+    uint64_t kept;          // DONE jobs: outcomes kept (gauge)
+    uint64_t nodes;         // jobs in the dependency graph (gauge)
+    uint64_t edges;         // dependency edges linked (counter)
+    uint64_t parent_failed; // jobs dead-lettered because a parent was (counter)
+    uint64_t rearmed;       // of those, brought back by a parent's redrive (counter)
+    uint64_t expired;       // kept outcomes forgotten at result_retention (counter)
+} zl_jobs_graph_stats_t;
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
 
@@ -80,7 +103,10 @@ uint64_t zl_jobs_next_id (zl_jobs_t *self);
 zl_store_rc_t zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec,
                              const zl_lane_config_t *lane, zl_now_t now);
 /*  Phase 2, once the stage is in the batch: the job exists in memory, READY,
-    or DELAYED if the spec asks for a delay. */
+    or DELAYED if the spec asks for a delay; with parents (spec->depends_on,
+    ids only: each a job of this table, or gone, which counts as acked),
+    WAITING while one is not acked, or dead-lettered (parent_failed) if one
+    is dead. */
 zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow_t *flow,
                           zl_now_t now);
 /*  Lease a READY job (already popped from the scheduler) to `worker` under
@@ -89,7 +115,9 @@ zl_job_t *zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spe
 void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, zl_now_t now);
 /*  Settlements and extensions quote (job_id, lease) and must come from the
     worker holding the lease (ZL_SETTLE_NOT_HOLDER otherwise). */
-/*  Ack (job_id, lease) from `worker`; on success the job is deleted. */
+/*  Ack (job_id, lease) from `worker`; on success the job is deleted, or
+    kept DONE with ack->result (see above); its WAITING children whose
+    parents are all acked now become READY. */
 zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack,
                             zl_now_t now);
 /*  Nack (job_id, lease) from `worker`: retry with backoff, honour THROTTLED's
@@ -122,7 +150,9 @@ zl_store_rc_t zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *ar
     if the store cannot read the job. */
 int zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *arena,
                          zl_dead_letter_t *d);
-/*  Put a DEAD job back as READY with a fresh attempt count and history. */
+/*  Put a DEAD job back as READY with a fresh attempt count and history (a
+    job with parents: READY, WAITING, or dead again, by their states), and
+    bring back the descendants that its death buried. */
 void zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now);
 /*  Delete a DEAD job. */
 void zl_jobs_purge (zl_jobs_t *self, zl_job_t *job);
@@ -144,6 +174,24 @@ size_t zl_jobs_cancelled_kept (zl_jobs_t *self);
 /*  Purge the dead letters older than `keep_ms` (0 = keep them all), oldest
     first, at most `max`; logs how many. Returns how many. */
 uint64_t zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
+
+/*  Forget the kept outcomes older than `keep_ms`, oldest first, looking at
+    at most `max`; one a child may still need is kept longer. Returns how
+    many were forgotten. */
+uint64_t zl_jobs_expire_done (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t max);
+/*  Keep `job`'s outcome when it finishes (someone watches it). */
+void zl_jobs_keep (zl_jobs_t *self, zl_job_t *job);
+/*  Fill `out` with job `id`'s outcome as the protocol shows it: not found,
+    not final (its state), or final (acked with its result, read from the
+    store; dead-lettered with its last error). Data lives in `arena`.
+    Returns 0, or -1 if the store cannot read it. */
+int zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out);
+/*  The results of the parents `rec` names, in its order (empty for one
+    not DONE), read from the store into `arena`. Returns 0. */
+int zl_jobs_parent_results (zl_jobs_t *self, const zl_job_rec_t *rec, zl_arena_t *arena, size_t *n,
+                            const zl_parent_result_t **out);
+/*  The workflow and result counters and gauges. */
+void zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out);
 
 /*  How recovery ends the attempts that were running when the last leader
     stopped: the outcome their history records, and its error text (static). */

@@ -94,10 +94,12 @@ static const s_flag_t s_flags[] = {
     KEY ("dlq-alert", "DUR", "dlq_alert_interval", "alert.dlq event interval [10s]"),
     KEY ("dlq-retention", "DUR", "dlq_retention",
          "purge dead letters older than this, 0 = keep [0]"),
-    KEY ("result-retention", "DUR", "result_retention",
-         "how long a cancelled job's record is kept\n"
-         "(zlane-ctl cancel tells it), 0 = ever [24h]"),
     KEY ("dedup-window", "DUR", "dedup_window", "idempotency key window   [24h]"),
+    KEY ("max-result", "SIZE", "max_result", "largest job result an Ack may carry [64KiB]"),
+    KEY ("result-retention", "DUR", "result_retention",
+         "kept outcomes (results, cancelled jobs) are\n"
+         "forgotten after this [24h]"),
+    KEY ("max-fan-in", "N", "max_fan_in", "most parents one job may depend on [1000]"),
     KEY ("resend-window", "DUR", "resend_window",
          "window of keys a client library made for its\n"
          "own resends (longer than job deadlines) [10m]"),

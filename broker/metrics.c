@@ -10,11 +10,23 @@
 #include <string.h>
 
 // The store's figures that are levels, not counts of events.
-static const char *const s_gauges[] = {
-    "store_map_bytes",     "store_used_bytes",    "store_file_bytes",    "store_free_bytes",
-    "store_jobs",          "store_states",        "store_idem_keys",     "store_idem_resend_log",
-    "store_idem_user_log", "store_commit_avg_us", "store_commit_max_us", "store_room_walk_max_us",
-    "store_log_rows",      "store_log_segments"};
+static const char *const s_gauges[] = {"store_map_bytes",
+                                       "store_used_bytes",
+                                       "store_file_bytes",
+                                       "store_free_bytes",
+                                       "store_jobs",
+                                       "store_states",
+                                       "store_idem_keys",
+                                       "store_idem_resend_log",
+                                       "store_idem_user_log",
+                                       "store_commit_avg_us",
+                                       "store_commit_max_us",
+                                       "store_room_walk_max_us",
+                                       "store_log_rows",
+                                       "store_log_segments",
+                                       "jobs_waiting",
+                                       "outcomes_kept",
+                                       "dep_nodes"};
 
 static bool
 s_is_gauge (const char *name)

@@ -30,6 +30,15 @@ typedef struct {
     zl_msg_t msg;
 } admin_later_t;
 
+// A job's outcome held until the turn's commit: for a watcher (`topic`
+// NULL), or for the events socket under `topic`. Its data is in the turn
+// arena.
+typedef struct {
+    zl_peer_t peer;
+    const char *topic;
+    zl_job_outcome_t outcome;
+} outcome_later_t;
+
 // A frame made after a commit that is still under way: sent when it ends.
 typedef struct {
     int sock;        // ZL_SOCK_*, or -1: the events socket (`peer` holds the topic)
@@ -50,6 +59,8 @@ struct _zl_replies_t {
     size_t n_dead, cap_dead;
     admin_later_t *later; // admin replies that report a change
     size_t n_later, cap_later;
+    outcome_later_t *outcomes; // Watch answers and done events
+    size_t n_outcomes, cap_outcomes;
     int dump; // wire_dump's file, or -1
 };
 
@@ -76,6 +87,7 @@ zl_replies_rebind (zl_replies_t *self, zl_jobs_t *jobs)
     self->env.jobs = jobs;
     self->n_dead = 0;
     self->n_later = 0;
+    self->n_outcomes = 0;
 }
 
 static void
@@ -116,6 +128,7 @@ zl_replies_destroy (zl_replies_t **self_p)
     free (self->held_buf);
     free (self->dead_ids);
     free (self->later);
+    free (self->outcomes);
     free (self);
     *self_p = NULL;
 }
@@ -398,6 +411,19 @@ zl_replies_dead (zl_replies_t *self, uint64_t job_id)
 }
 
 void
+zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *topic,
+                    const zl_job_outcome_t *outcome)
+{
+    self->queued = true;
+    S_PUSH (self->outcomes, self->n_outcomes, self->cap_outcomes, 16);
+    outcome_later_t *o = &self->outcomes[self->n_outcomes++];
+    o->topic = topic;
+    if (peer)
+        o->peer = *peer;
+    o->outcome = *outcome;
+}
+
+void
 zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply)
 {
     self->queued = true;
@@ -540,8 +566,24 @@ s_publish_dead (zl_replies_t *self)
     self->n_dead = 0;
 }
 
+static void
+s_flush_outcomes (zl_replies_t *self)
+{
+    for (size_t i = 0; i < self->n_outcomes; i++) {
+        outcome_later_t *o = &self->outcomes[i];
+        zl_msg_t m = {.kind = o->topic ? ZL_MSG_JOB_DONE : ZL_MSG_OUTCOME};
+        m.u.outcome = o->outcome;
+        if (o->topic)
+            s_publish_later (self, o->topic, &m);
+        else
+            s_later (self, ZL_SOCK_FRONTEND, &o->peer, &m);
+        self->env.counters[ZL_CTR_OUTCOMES_SENT]++;
+    }
+    self->n_outcomes = 0;
+}
+
 // The Job message for a leased job, its payload read from the store into
-// the frame arena.
+// the frame arena (and, in a workflow, its parents' results).
 static int
 s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
 {
@@ -567,6 +609,9 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
                           .max_run_ms = job->max_run_ms,
                           .max_attempts = job->max_attempts,
                           .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms};
+    if (rec.n_depends_on)
+        zl_jobs_parent_results (self->env.jobs, &rec, self->frame, &out->n_parent_results,
+                                &out->parent_results);
     return 0;
 }
 
@@ -607,6 +652,8 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
         zl_job_t *job = o->jobs[i];
         if (job->state == ZL_JOB_LEASED && s_job_msg (self, job, &msgs[k]) == 0) {
             bytes += msgs[k].payload.len;
+            for (size_t r = 0; r < msgs[k].n_parent_results; r++)
+                bytes += msgs[k].parent_results[r].result.len;
             k++;
         }
         if (k &&
@@ -638,6 +685,7 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
     s_flush_producers (self, producers);
     s_flush_admin (self);
     s_publish_dead (self);
+    s_flush_outcomes (self);
     size_t n;
     zl_worker_conn_t **all = zl_workers_all (workers, &n);
     zl_worker_conn_t **gone = zl_arena_alloc (self->env.turn, (n ? n : 1) * sizeof *gone);

@@ -9,8 +9,8 @@
       change.
     - after the turn's commit (zl_replies_flush), in this order: Accepted,
       Rejected and Credit to producers; admin replies that report a change
-      ("redrove 3", "cancelled 2"); DeadLetter events; Settled, Cancel and
-      Dispatch to workers. The
+      ("redrove 3", "cancelled 2"); DeadLetter events; job outcomes (Watch
+      answers, done events); Settled, Cancel and Dispatch to workers. The
       handlers only queue them: into the outbox of each producer and worker
       (embedded in its record, written only by this module) and into the
       lists kept here.
@@ -185,6 +185,11 @@ void zl_replies_move_settled (zl_replies_t *self, struct zl_worker_conn *to,
                               struct zl_worker_conn *from);
 /*  Queue the DeadLetter event of job `job_id`. */
 void zl_replies_dead (zl_replies_t *self, uint64_t job_id);
+/*  Queue a job's outcome (its data in the turn arena): a JobOutcome for
+    the watcher `peer` on the frontend, or with `topic` (turn arena) a
+    job_done event on the events socket. */
+void zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *topic,
+                         const zl_job_outcome_t *outcome);
 /*  Queue an admin reply that reports a change (its strings in the turn
     arena). */
 void zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply);

@@ -45,6 +45,7 @@ typedef struct zl_flow {
     uint64_t est_us;           // running estimate of one job's cost
     // gauges
     uint64_t ready, delayed, in_flight, dlq;
+    uint64_t waiting; // WAITING jobs (for their parents)
     // counters
     uint64_t submitted, acked, nacked_transient, nacked_throttled, nacked_permanent;
     uint64_t lease_expired, dead_lettered, run_us, throttled, capped;

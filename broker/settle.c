@@ -43,6 +43,14 @@ zl_settle_ack (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_ack_t *
     zl_refusals_init (&ref, env->replies, env->sock, env->peer, "ack", ack->n, true);
     for (size_t i = 0; i < ack->n; i++) {
         const zl_ack_item_t *it = &ack->items[i];
+        if (it->result.len > env->max_result) {
+            zl_refusals_add (&ref, ZL_CTR_RESULT_TOO_LARGE, ZL_ERR_RESULT_TOO_LARGE, it->job_id,
+                             it->lease,
+                             "ack for job %" PRIu64 ": a result of %zu bytes is over max_result "
+                             "(%" PRIu64 " bytes); the job was not settled",
+                             it->job_id, it->result.len, env->max_result);
+            continue;
+        }
         zl_settle_rc_t rc = zl_jobs_ack (env->jobs, w, it, now);
         if (rc == ZL_SETTLE_OK) {
             env->counters[ZL_CTR_ACKED]++;

@@ -21,9 +21,12 @@ typedef struct {
     uint64_t *counters; // jobs_acked, jobs_nacked, leases_extended, the err_* of refusals
     zl_sock_t sock;     // where the message came from
     const zl_peer_t *peer;
+    uint64_t max_result; // the largest result an Ack item may carry
 } zl_settle_env_t;
 
-/*  Ack each item for `w`: the job is done and deleted. */
+/*  Ack each item for `w`: the job is done (deleted, or kept with its
+    result). An item whose result is over max_result is refused
+    RESULT_TOO_LARGE and not settled. */
 void zl_settle_ack (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_ack_t *ack,
                     zl_now_t now);
 /*  Nack each item for `w`: retried, throttled or dead-lettered. A class

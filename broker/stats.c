@@ -54,7 +54,15 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     st->uptime_ms = (uint64_t)(now.mono_ms - src->started_ms);
     zl_store_stats_t ss;
     zl_store_stats (src->store, &ss);
-    zl_counter_t store[] = {{"store_map_bytes", ss.map_size},
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (src->jobs, &gs);
+    zl_counter_t store[] = {{"jobs_waiting", gs.waiting},
+                            {"outcomes_kept", gs.kept},
+                            {"dep_nodes", gs.nodes},
+                            {"dep_edges", gs.edges},
+                            {"jobs_parent_failed", gs.parent_failed},
+                            {"jobs_rearmed", gs.rearmed},
+                            {"store_map_bytes", ss.map_size},
                             {"store_used_bytes", ss.used_bytes},
                             {"store_file_bytes", ss.file_bytes},
                             {"store_jobs", ss.jobs},

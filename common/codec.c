@@ -86,7 +86,8 @@ zl_msg_kind_name (zl_msg_kind_t kind)
     static const char *names[ZL_MSG_KIND_COUNT] = {
         "none",        "hello",     "submit",        "accepted",    "rejected", "credit",  "ready",
         "heartbeat",   "extend",    "ack",           "nack",        "dispatch", "settled", "error",
-        "dead_letter", "dlq_alert", "admin_request", "admin_reply", "cancel"};
+        "dead_letter", "dlq_alert", "admin_request", "admin_reply", "cancel",   "watch",   "outcome",
+        "job_done"};
     return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
@@ -95,7 +96,8 @@ zl_reject_code_name (zl_reject_code_t code)
 {
     static const char *names[ZL_REJECT_CODE_COUNT] = {
         "unspecified", "invalid",      "payload_too_large", "unknown_lane", "queue_full",
-        "store_full",  "unauthorized", "shutting_down",     "unavailable"};
+        "store_full",  "unauthorized", "shutting_down",     "unavailable",  "unknown_parent",
+        "cycle",       "fan_in"};
     return (unsigned)code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -118,7 +120,8 @@ zl_error_code_name (zl_error_code_t code)
                                                    "not_holder",
                                                    "not_leader",
                                                    "unavailable",
-                                                   [ZL_ERR_CANCELLED] = "cancelled"};
+                                                   "result_too_large",
+                                                   "cancelled"};
     return (unsigned)code < ZL_ERR_CODE_COUNT && names[code] ? names[code] : "unknown";
 }
 
@@ -135,18 +138,10 @@ zl_fail_class_name (zl_fail_class_t cls)
 const char *
 zl_outcome_name (zl_outcome_t outcome)
 {
-    static const char *names[ZL_OUTCOME_COUNT] = {"unspecified",
-                                                  "acked",
-                                                  "transient",
-                                                  "throttled",
-                                                  "permanent",
-                                                  "lease_expired",
-                                                  "worker_dead",
-                                                  "max_run",
-                                                  "broker_restart",
-                                                  "leader_change",
-                                                  [ZL_OUTCOME_CANCELLED] = "cancelled"};
-    return (unsigned)outcome < ZL_OUTCOME_COUNT && names[outcome] ? names[outcome] : "unknown";
+    static const char *names[ZL_OUTCOME_COUNT] = {
+        "unspecified", "acked",   "transient",      "throttled",     "permanent", "lease_expired",
+        "worker_dead", "max_run", "broker_restart", "leader_change", "cancelled", "parent_failed"};
+    return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 
 const char *
@@ -280,6 +275,23 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->leader = s->leader;
 }
 
+static void
+s_dec_outcome (zl_job_outcome_t *o, const Zlane__V1__JobOutcome *in)
+{
+    *o = (zl_job_outcome_t){.job_id = in->job_id,
+                            .found = in->found,
+                            .final = in->final,
+                            .state = in->state,
+                            .outcome = (zl_outcome_t)in->outcome,
+                            .result = s_bytes (in->result),
+                            .error = in->error,
+                            .failed_parent = in->failed_parent,
+                            .tenant = in->tenant,
+                            .lane = in->lane,
+                            .finished_at_ms = in->finished_at_ms,
+                            .attempts = in->attempts};
+}
+
 static zl_decode_rc_t
 s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
 {
@@ -307,7 +319,11 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                          .max_run_ms = j->max_run_ms,
                                          .n_headers = j->n_headers,
                                          .headers = s_dec_headers (a, j->n_headers, j->headers),
-                                         .generated_key = j->generated_key};
+                                         .generated_key = j->generated_key,
+                                         .n_depends_on = j->n_depends_on,
+                                         .depends_on = j->depends_on,
+                                         .n_depends_on_seq = j->n_depends_on_seq,
+                                         .depends_on_seq = j->depends_on_seq};
         }
         break;
     }
@@ -362,7 +378,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.ack.items = ARR (a, s->n_items, zl_ack_item_t);
         for (size_t i = 0; i < s->n_items; i++)
             out->u.ack.items[i] =
-                (zl_ack_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->run_us};
+                (zl_ack_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->run_us,
+                                s_bytes (s->items[i]->result)};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_NACK: {
@@ -398,7 +415,13 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                .lease_ms = j->lease_ms,
                                .max_run_ms = j->max_run_ms,
                                .max_attempts = j->max_attempts,
-                               .enqueued_at_ms = j->enqueued_at_ms};
+                               .enqueued_at_ms = j->enqueued_at_ms,
+                               .n_parent_results = j->n_parent_results};
+            zl_parent_result_t *pr = ARR (a, j->n_parent_results, zl_parent_result_t);
+            for (size_t k = 0; k < j->n_parent_results; k++)
+                pr[k] = (zl_parent_result_t){j->parent_results[k]->job_id,
+                                             s_bytes (j->parent_results[k]->result)};
+            out->u.dispatch.jobs[i].parent_results = pr;
         }
         break;
     }
@@ -445,6 +468,19 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.dlq_alert.depth = e->dlq_alert->depth;
         out->u.dlq_alert.oldest_age_ms = e->dlq_alert->oldest_age_ms;
         break;
+    case ZLANE__V1__ENVELOPE__BODY_WATCH:
+        out->kind = ZL_MSG_WATCH;
+        out->u.watch.n = e->watch->n_job_ids;
+        out->u.watch.job_ids = e->watch->job_ids;
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_OUTCOME:
+        out->kind = ZL_MSG_OUTCOME;
+        s_dec_outcome (&out->u.outcome, e->outcome);
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_JOB_DONE:
+        out->kind = ZL_MSG_JOB_DONE;
+        s_dec_outcome (&out->u.outcome, e->job_done);
+        break;
     case ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST: {
         out->kind = ZL_MSG_ADMIN_REQUEST;
         const Zlane__V1__AdminRequest *r = e->admin_request;
@@ -484,6 +520,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             o->op = ZL_ADMIN_CANCEL;
             o->n_ids = r->cancel->n_ids;
             o->ids = r->cancel->ids;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_JOB_SHOW:
+            o->op = ZL_ADMIN_JOB_SHOW;
+            o->job_id = r->job_show->job_id;
             break;
         default: o->op = ZL_ADMIN_NONE; break;
         }
@@ -529,6 +569,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             }
             break;
         }
+        case ZLANE__V1__ADMIN_REPLY__RESULT_JOB:
+            o->result = ZL_ADMIN_RESULT_JOB;
+            s_dec_outcome (&o->job, r->job);
+            break;
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
         }
         break;
@@ -832,6 +876,25 @@ s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
     return s;
 }
 
+static Zlane__V1__JobOutcome *
+s_enc_outcome (zl_arena_t *a, const zl_job_outcome_t *in)
+{
+    Zlane__V1__JobOutcome *o = NEW (a, Zlane__V1__JobOutcome, zlane__v1__job_outcome__init);
+    o->job_id = in->job_id;
+    o->found = in->found;
+    o->final = in->final;
+    o->state = S (in->state);
+    o->outcome = (Zlane__V1__Outcome)in->outcome;
+    o->result = s_bin (in->result);
+    o->error = S (in->error);
+    o->failed_parent = in->failed_parent;
+    o->tenant = S (in->tenant);
+    o->lane = S (in->lane);
+    o->finished_at_ms = in->finished_at_ms;
+    o->attempts = in->attempts;
+    return o;
+}
+
 static int
 s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
 {
@@ -862,6 +925,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->n_headers = j->n_headers;
             o->headers = s_enc_headers (a, j->n_headers, j->headers);
             o->generated_key = j->generated_key;
+            o->n_depends_on = j->n_depends_on;
+            o->depends_on = (uint64_t *)j->depends_on;
+            o->n_depends_on_seq = j->n_depends_on_seq;
+            o->depends_on_seq = (uint64_t *)j->depends_on_seq;
             e->submit->jobs[i] = o;
         }
         break;
@@ -943,6 +1010,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             items[i].job_id = in->items[i].job_id;
             items[i].lease = in->items[i].lease;
             items[i].run_us = in->items[i].run_us;
+            items[i].result = s_bin (in->items[i].result);
             e->ack->items[i] = &items[i];
         }
         break;
@@ -990,6 +1058,15 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->max_run_ms = j->max_run_ms;
             o->max_attempts = j->max_attempts;
             o->enqueued_at_ms = j->enqueued_at_ms;
+            o->n_parent_results = j->n_parent_results;
+            o->parent_results = PTRS (a, j->n_parent_results, Zlane__V1__ParentResult);
+            for (size_t k = 0; k < j->n_parent_results; k++) {
+                Zlane__V1__ParentResult *pr =
+                    NEW (a, Zlane__V1__ParentResult, zlane__v1__parent_result__init);
+                pr->job_id = j->parent_results[k].job_id;
+                pr->result = s_bin (j->parent_results[k].result);
+                o->parent_results[k] = pr;
+            }
             e->dispatch->jobs[i] = o;
         }
         break;
@@ -1053,6 +1130,20 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->dlq_alert->depth = m->u.dlq_alert.depth;
         e->dlq_alert->oldest_age_ms = m->u.dlq_alert.oldest_age_ms;
         break;
+    case ZL_MSG_WATCH:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_WATCH;
+        e->watch = NEW (a, Zlane__V1__Watch, zlane__v1__watch__init);
+        e->watch->n_job_ids = m->u.watch.n;
+        e->watch->job_ids = (uint64_t *)m->u.watch.job_ids;
+        break;
+    case ZL_MSG_OUTCOME:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_OUTCOME;
+        e->outcome = s_enc_outcome (a, &m->u.outcome);
+        break;
+    case ZL_MSG_JOB_DONE:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_JOB_DONE;
+        e->job_done = s_enc_outcome (a, &m->u.outcome);
+        break;
     case ZL_MSG_ADMIN_REQUEST: {
         const zl_admin_request_t *in = &m->u.admin_request;
         e->body_case = ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST;
@@ -1104,6 +1195,11 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->cancel = NEW (a, Zlane__V1__CancelRequest, zlane__v1__cancel_request__init);
             r->cancel->n_ids = in->n_ids;
             r->cancel->ids = (uint64_t *)in->ids;
+            break;
+        case ZL_ADMIN_JOB_SHOW:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_JOB_SHOW;
+            r->job_show = NEW (a, Zlane__V1__JobQuery, zlane__v1__job_query__init);
+            r->job_show->job_id = in->job_id;
             break;
         default: break; // no op: the broker answers with an error
         }
@@ -1158,6 +1254,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->cancel = c;
             break;
         }
+        case ZL_ADMIN_RESULT_JOB:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_JOB;
+            r->job = s_enc_outcome (a, &in->job);
+            break;
         default: break;
         }
         break;

@@ -48,6 +48,9 @@ typedef enum {
     ZL_MSG_ADMIN_REQUEST,
     ZL_MSG_ADMIN_REPLY,
     ZL_MSG_CANCEL, // broker -> worker
+    ZL_MSG_WATCH,
+    ZL_MSG_OUTCOME,  // the Envelope's `outcome` (a Watch's answer)
+    ZL_MSG_JOB_DONE, // the Envelope's `job_done` (the done.<lane>.<tenant> event)
     ZL_MSG_KIND_COUNT
 } zl_msg_kind_t;
 
@@ -72,6 +75,10 @@ typedef struct {
     size_t n_headers;
     zl_header_t *headers;
     bool generated_key;  // the client made the key only for its own resends
+    size_t n_depends_on; // parents by job id
+    const uint64_t *depends_on;
+    size_t n_depends_on_seq; // parents by the seq of another spec of the same Submit
+    const uint64_t *depends_on_seq;
     const char *invalid; // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
 
@@ -100,7 +107,10 @@ typedef enum {
     ZL_REJECT_STORE_FULL = 5,
     ZL_REJECT_UNAUTHORIZED = 6,
     ZL_REJECT_SHUTTING_DOWN = 7,
-    ZL_REJECT_UNAVAILABLE = 8, // no writable database answers: retry after retry_after_ms
+    ZL_REJECT_UNAVAILABLE = 8,    // no writable database answers: retry after retry_after_ms
+    ZL_REJECT_UNKNOWN_PARENT = 9, // a parent is unknown, not kept, or was rejected
+    ZL_REJECT_CYCLE = 10,         // depends_on_seq makes a cycle
+    ZL_REJECT_FAN_IN = 11,        // more parents than max_fan_in
     ZL_REJECT_CODE_COUNT
 } zl_reject_code_t;
 
@@ -147,6 +157,7 @@ typedef struct {
     uint64_t job_id;
     uint64_t lease;
     uint64_t run_us;
+    zl_bytes_t result; // the job's result (may be empty)
 } zl_ack_item_t;
 
 typedef struct {
@@ -178,6 +189,11 @@ typedef struct {
     zl_nack_item_t *items;
 } zl_nack_t;
 
+typedef struct zl_parent_result {
+    uint64_t job_id;
+    zl_bytes_t result;
+} zl_parent_result_t;
+
 typedef struct {
     uint64_t job_id;
     uint64_t lease;
@@ -192,6 +208,8 @@ typedef struct {
     uint32_t max_run_ms;
     uint32_t max_attempts;
     uint64_t enqueued_at_ms;
+    size_t n_parent_results; // one per parent, in depends_on order
+    const struct zl_parent_result *parent_results;
 } zl_job_msg_t;
 
 typedef struct {
@@ -230,9 +248,10 @@ typedef enum {
     ZL_ERR_INTERNAL = 11,
     ZL_ERR_MAX_RUN = 12,
     ZL_ERR_NOT_HOLDER = 13,
-    ZL_ERR_NOT_LEADER = 14,  // a standby: go to leader_endpoints, or the next broker
-    ZL_ERR_UNAVAILABLE = 15, // no writable database answers: retry later, here or elsewhere
-    ZL_ERR_CANCELLED = 17,   // the job was cancelled: the Ack/Nack/Extend changed nothing
+    ZL_ERR_NOT_LEADER = 14,       // a standby: go to leader_endpoints, or the next broker
+    ZL_ERR_UNAVAILABLE = 15,      // no writable database answers: retry later, here or elsewhere
+    ZL_ERR_RESULT_TOO_LARGE = 16, // an Ack's result is over max_result: not settled
+    ZL_ERR_CANCELLED = 17,        // the job was cancelled: the Ack/Nack/Extend changed nothing
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -267,8 +286,9 @@ typedef enum {
     ZL_OUTCOME_WORKER_DEAD = 6,
     ZL_OUTCOME_MAX_RUN = 7,
     ZL_OUTCOME_BROKER_RESTART = 8,
-    ZL_OUTCOME_LEADER_CHANGE = 9, // another broker took the lead while it ran
-    ZL_OUTCOME_CANCELLED = 10,    // an operator cancelled the job while it ran
+    ZL_OUTCOME_LEADER_CHANGE = 9,  // another broker took the lead while it ran
+    ZL_OUTCOME_CANCELLED = 10,     // an operator cancelled the job while it ran
+    ZL_OUTCOME_PARENT_FAILED = 11, // a parent was dead-lettered: the job never ran
     ZL_OUTCOME_COUNT
 } zl_outcome_t;
 
@@ -304,6 +324,28 @@ typedef struct {
     uint64_t oldest_age_ms;
 } zl_dlq_alert_t;
 
+// ------------------------------------------------------------------ outcomes
+typedef struct {
+    size_t n;
+    const uint64_t *job_ids;
+} zl_watch_t;
+
+/*  A job's outcome (Watch answer, job show, done event). */
+typedef struct {
+    uint64_t job_id;
+    bool found;        // false: unknown, or its outcome is no longer kept
+    bool final;        // acked or dead-lettered
+    const char *state; // "done", "dead", "ready", "waiting", ... ("" when not found)
+    zl_outcome_t outcome;
+    zl_bytes_t result;
+    const char *error;
+    uint64_t failed_parent;
+    const char *tenant;
+    const char *lane;
+    uint64_t finished_at_ms;
+    uint32_t attempts;
+} zl_job_outcome_t;
+
 // ------------------------------------------------------------------ admin
 typedef enum {
     ZL_ADMIN_NONE = 0,
@@ -315,6 +357,7 @@ typedef enum {
     ZL_ADMIN_PAUSE,
     ZL_ADMIN_RESUME,
     ZL_ADMIN_CANCEL,
+    ZL_ADMIN_JOB_SHOW,
     ZL_ADMIN_OP_COUNT
 } zl_admin_op_t;
 
@@ -332,7 +375,7 @@ typedef struct {
     zl_dlq_filter_t filter; // list, redrive, purge
     uint32_t limit;         // list
     uint64_t after_id;      // list
-    uint64_t job_id;        // show
+    uint64_t job_id;        // dlq show, job show
     const char *lane;       // pause, resume
     size_t n_ids;           // cancel: the job ids
     const uint64_t *ids;
@@ -410,7 +453,8 @@ typedef enum {
     ZL_ADMIN_RESULT_DLQ_LIST,
     ZL_ADMIN_RESULT_DEAD_LETTER,
     ZL_ADMIN_RESULT_COUNT,
-    ZL_ADMIN_RESULT_CANCEL
+    ZL_ADMIN_RESULT_CANCEL,
+    ZL_ADMIN_RESULT_JOB
 } zl_admin_result_t;
 
 typedef struct {
@@ -425,6 +469,7 @@ typedef struct {
     uint64_t count;               // redrive, purge; cancel: jobs cancelled by it
     size_t n_cancel_items;        // cancel: one per requested id, in order
     zl_cancel_item_t *cancel_items;
+    zl_job_outcome_t job;         // job show
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope
@@ -448,6 +493,8 @@ typedef struct {
         zl_dlq_alert_t dlq_alert;
         zl_admin_request_t admin_request;
         zl_admin_reply_t admin_reply;
+        zl_watch_t watch;
+        zl_job_outcome_t outcome; // ZL_MSG_OUTCOME, ZL_MSG_JOB_DONE
     } u;
 } zl_msg_t;
 

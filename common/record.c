@@ -46,6 +46,8 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     m->lease_ms = r->lease_ms;
     m->max_run_ms = r->max_run_ms;
     m->enqueued_at_ms = r->enqueued_at_ms;
+    m->n_depends_on = r->n_depends_on;
+    m->depends_on = (uint64_t *)r->depends_on;
     *handle = m;
     return zlane__store__v1__job_rec__get_packed_size (m);
 }
@@ -80,6 +82,10 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     m->started_at_ms = r->started_at_ms;
     m->cancelled_at_ms = r->cancelled_at_ms;
     m->cancelled_from = r->cancelled_from;
+    m->result.data = (uint8_t *)r->result.data;
+    m->result.len = r->result.len;
+    m->done_at_ms = r->done_at_ms;
+    m->failed_parent = r->failed_parent;
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -120,6 +126,8 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
     out->lease_ms = m->lease_ms;
     out->max_run_ms = m->max_run_ms;
     out->enqueued_at_ms = m->enqueued_at_ms;
+    out->n_depends_on = m->n_depends_on;
+    out->depends_on = m->depends_on;
     return 0;
 }
 
@@ -152,6 +160,9 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->started_at_ms = m->started_at_ms;
     out->cancelled_at_ms = m->cancelled_at_ms;
     out->cancelled_from = m->cancelled_from;
+    out->result = (zl_bytes_t){m->result.data, m->result.len};
+    out->done_at_ms = m->done_at_ms;
+    out->failed_parent = m->failed_parent;
     return 0;
 }
 

@@ -25,6 +25,8 @@ typedef struct {
     uint32_t lease_ms;
     uint32_t max_run_ms;
     int64_t enqueued_at_ms;
+    size_t n_depends_on; // parents, by id (dependencies)
+    const uint64_t *depends_on;
 } zl_job_rec_t;
 
 typedef struct {
@@ -39,6 +41,9 @@ typedef struct {
     int64_t started_at_ms;
     int64_t cancelled_at_ms; // state cancelled: wall clock
     uint32_t cancelled_from; // state cancelled: the state it was cancelled in
+    zl_bytes_t result;      // done: the ack's result
+    int64_t done_at_ms;     // done: wall clock of the ack
+    uint64_t failed_parent; // dead for a parent: that parent
 } zl_state_rec_t;
 
 typedef struct {

@@ -58,10 +58,15 @@ s_usage (FILE *out)
         "  dlq show ID                 one dead letter with its attempt history\n"
         "  dlq redrive (--all | --lane L | --tenant T | ID...)   attempts reset\n"
         "  dlq purge   (--all | --lane L | --tenant T | ID...)\n"
+        "  job show ID                 a job's state, or its outcome once final (acked\n"
+        "                              with its result, or dead-lettered with its error)\n"
+        "  job result ID               only the result's bytes (exit 4: dead-lettered,\n"
+        "                              5: unknown or not kept, 6: not final yet)\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
         "  cancel ID...                cancel jobs: ready, delayed, dead-lettered or\n"
         "                              running (its worker is told to stop it)\n"
-        "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq)\n"
+        "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq,\n"
+        "                              done.<lane>.<tenant> for lanes with publish_done)\n"
         "  store copy --from DIR --to LOCATION [--batch N]\n"
         "        move a stopped broker's LMDB store into an empty PostgreSQL store,\n"
         "        then verify the counts (offline: no broker may run on either)\n"
@@ -863,6 +868,86 @@ s_cmd_cancel (const opts_t *o, int argc, char **argv)
     return rc;
 }
 
+// ---------------------------------------------------------------- job
+static int
+s_cmd_job (const opts_t *o, int argc, char **argv)
+{
+    const char *sub = argc ? argv[0] : "";
+    zl_admin_request_t req = {.op = ZL_ADMIN_JOB_SHOW};
+    req.filter.lane = req.filter.tenant = "";
+    if ((strcmp (sub, "show") && strcmp (sub, "result")) || argc != 2 ||
+        zl_parse_u64 (argv[1], &req.job_id) != 0) {
+        if (!strcmp (sub, "--help") || !strcmp (sub, "-h")) {
+            printf ("Usage: zlane-ctl job show ID | zlane-ctl job result ID\n");
+            return 0;
+        }
+        return s_fail_usage ("job wants 'show ID' or 'result ID'%s", "");
+    }
+    zl_codec_t *codec = zl_codec_new ();
+    zl_msg_t reply;
+    int rc = s_admin (o, codec, &req, &reply);
+    if (rc != 0) {
+        zl_codec_destroy (&codec);
+        return rc;
+    }
+    const zl_job_outcome_t *j = &reply.u.admin_reply.job;
+    bool raw = !strcmp (sub, "result");
+    if (raw) {
+        if (!j->found)
+            rc = 5;
+        else if (!j->final)
+            rc = 6;
+        else if (j->outcome != ZL_OUTCOME_ACKED)
+            rc = 4;
+        if (rc == 0)
+            fwrite (j->result.data, 1, j->result.len, stdout);
+        else
+            fprintf (stderr, "zlane-ctl: job %" PRIu64 ": %s%s%s\n", req.job_id,
+                     !j->found   ? "unknown (or its outcome is no longer kept)"
+                     : !j->final ? "not finished: "
+                                 : "dead-lettered: ",
+                     j->found && !j->final ? j->state : "", j->found && j->final ? j->error : "");
+    } else if (o->json) {
+        printf ("{\"job_id\":%" PRIu64 ",\"found\":%s,\"final\":%s,\"state\":", j->job_id,
+                j->found ? "true" : "false", j->final ? "true" : "false");
+        zl_json_str (stdout, j->state);
+        printf (",\"lane\":");
+        zl_json_str (stdout, j->lane);
+        printf (",\"tenant\":");
+        zl_json_str (stdout, j->tenant);
+        printf (",\"outcome\":\"%s\",\"attempts\":%u,\"finished_at_ms\":%" PRIu64 ",\"result\":",
+                zl_outcome_name (j->outcome), j->attempts, j->finished_at_ms);
+        zl_json_bytes (stdout, j->result.data, j->result.len);
+        printf (",\"error\":");
+        zl_json_str (stdout, j->error);
+        printf (",\"failed_parent\":%" PRIu64 "}\n", j->failed_parent);
+    } else if (!j->found) {
+        printf ("job %" PRIu64 ": unknown (never issued, or finished and its outcome not kept, "
+                "or past result_retention)\n",
+                req.job_id);
+    } else {
+        printf ("job %" PRIu64 "\n  lane %s, tenant %s\n  state    %s%s\n  attempts %u\n",
+                j->job_id, j->lane, j->tenant, j->state, j->final ? " (final)" : "", j->attempts);
+        if (j->final) {
+            char fin[40];
+            s_time (fin, sizeof fin, j->finished_at_ms);
+            printf ("  outcome  %s at %s\n", zl_outcome_name (j->outcome), fin);
+            if (j->outcome == ZL_OUTCOME_ACKED)
+                printf ("  result   %zu bytes: %.*s%s\n", j->result.len,
+                        (int)(j->result.len > 200 ? 200 : j->result.len),
+                        (const char *)j->result.data, j->result.len > 200 ? "..." : "");
+            else
+                printf ("  error    %s\n", j->error);
+            if (j->failed_parent)
+                printf ("  parent   %" PRIu64 " (dead-lettered)\n", j->failed_parent);
+        }
+    }
+    if (!raw && !j->found)
+        rc = 1;
+    zl_codec_destroy (&codec);
+    return rc;
+}
+
 // ---------------------------------------------------------------- tail
 static int
 s_cmd_tail (const opts_t *o, int argc, char **argv)
@@ -954,6 +1039,21 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
             } else
                 printf ("%s %s job=%" PRIu64 " lane=%s tenant=%s attempts=%zu error=%.200s\n", now,
                         t, d->job_id, d->lane, d->tenant, d->n_attempts, d->error);
+        } else if (m.kind == ZL_MSG_JOB_DONE) {
+            const zl_job_outcome_t *d = &m.u.outcome;
+            if (o->json) {
+                printf ("{\"topic\":");
+                zl_json_str (stdout, t);
+                printf (",\"event\":\"job_done\",\"job_id\":%" PRIu64
+                        ",\"outcome\":\"%s\",\"result\":",
+                        d->job_id, zl_outcome_name (d->outcome));
+                zl_json_bytes (stdout, d->result.data, d->result.len);
+                printf (",\"error\":");
+                zl_json_str (stdout, d->error);
+                printf ("}\n");
+            } else
+                printf ("%s %s job=%" PRIu64 " outcome=%s result=%zu bytes error=%.200s\n", now, t,
+                        d->job_id, zl_outcome_name (d->outcome), d->result.len, d->error);
         } else if (m.kind == ZL_MSG_DLQ_ALERT) {
             if (o->json)
                 printf ("{\"topic\":\"%s\",\"event\":\"dlq_alert\",\"depth\":%" PRIu64
@@ -1231,6 +1331,8 @@ main (int argc, char **argv)
         rc = s_cmd_cancel (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "tail"))
         rc = s_cmd_tail (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "job"))
+        rc = s_cmd_job (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "store"))
         rc = zl_ctl_store_copy (argc - i - 1, argv + i + 1);
     else

@@ -40,21 +40,32 @@ s_len (const char *s)
 }
 
 zl_pending_job_t *
-zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key)
+zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key, uint64_t batch_seq)
 {
     bool auto_key = !job->idempotency_key || !*job->idempotency_key;
     const char *use_key = auto_key ? key : job->idempotency_key;
 
     //  One block: the record, the header array, then every string and the
     //  payload, each followed by a NUL.
-    size_t bytes = sizeof (zl_pending_job_t) + job->n_headers * sizeof (zl_header_t);
+    size_t bytes = sizeof (zl_pending_job_t) + job->n_headers * sizeof (zl_header_t) +
+                   (job->n_depends_on + job->n_parents_in_batch) * sizeof (uint64_t);
     bytes += s_len (job->tenant) + 1 + s_len (job->lane) + 1 + s_len (use_key) + 1;
     bytes += job->payload_len + 1;
     for (size_t i = 0; i < job->n_headers; i++)
         bytes += s_len (job->headers[i].key) + 1 + s_len (job->headers[i].value) + 1;
 
     zl_pending_job_t *self = zl_calloc (1, bytes);
-    char *cursor = (char *)(self->headers + job->n_headers);
+    uint64_t *parents = (uint64_t *)(self->headers + job->n_headers);
+    if (job->n_depends_on)
+        memcpy (parents, job->depends_on, job->n_depends_on * sizeof (uint64_t));
+    self->spec.n_depends_on = job->n_depends_on;
+    self->spec.depends_on = job->n_depends_on ? parents : NULL;
+    uint64_t *seqs = parents + job->n_depends_on;
+    for (size_t i = 0; i < job->n_parents_in_batch; i++)
+        seqs[i] = batch_seq + job->parents_in_batch[i];
+    self->spec.n_depends_on_seq = job->n_parents_in_batch;
+    self->spec.depends_on_seq = job->n_parents_in_batch ? seqs : NULL;
+    char *cursor = (char *)(seqs + job->n_parents_in_batch);
     self->spec.seq = seq;
     self->spec.tenant = s_put (&cursor, job->tenant, s_len (job->tenant));
     self->spec.lane = s_put (&cursor, job->lane, s_len (job->lane));

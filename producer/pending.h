@@ -42,15 +42,18 @@ struct _zl_pending_job_t {
     zl_reject_code_t code;
     char *reason;                // owned; NULL = ""
     zl_pending_job_t *next_done; // link in the producer's delivery list
+    uint32_t group;              // the first job of a workflow batch: jobs in it (sent together)
     zl_header_t headers[];       // spec.headers; then the copied bytes
 };
 
 typedef struct _zl_pending_t zl_pending_t;
 
 /*  Return a new job record with deep copies of `job`'s fields and sequence
-    number `seq`. `key` replaces an empty job->idempotency_key (auto_key is
-    then set). Caller owns. */
-zl_pending_job_t *zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key);
+    number `seq`; its parents_in_batch become depends_on_seq, seqs counted
+    from `batch_seq` (the seq of the batch's first job). `key` replaces an empty
+   job->idempotency_key (auto_key is then set). Caller owns. */
+zl_pending_job_t *zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
+                                      uint64_t batch_seq);
 
 /*  Destroy the record; nulls the caller's pointer; NULL-safe. */
 void zl_pending_job_destroy (zl_pending_job_t **self_p);

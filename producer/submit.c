@@ -1,9 +1,11 @@
 /*  zlane-submit: submit jobs to a zlane broker from the command line.
     One job from an argument, a file or stdin, or with --lines one job per
-    input line. Prints one job id per line in input order. Exit status: 0 all
-    accepted, 1 some rejected, 2 usage error, 3 broker unreachable or timed
-    out. Uses the producer library in nonblock mode so that it can show
-    progress while it waits for credit. */
+    input line. Prints one job id per line in input order; with --wait (one
+    job) waits for the job's outcome and prints its result instead. Exit
+    status: 0 all accepted (--wait: acked), 1 some rejected, 2 usage error,
+    3 broker unreachable or timed out, 4 (--wait) dead-lettered, 5 (--wait)
+    the broker does not know the job any more. Uses the producer library in
+    nonblock mode so that it can show progress while it waits for credit. */
 #include "zlane_producer.h"
 
 #include "clock.h"
@@ -27,6 +29,8 @@
 #define S_EXIT_REJECTED 1
 #define S_EXIT_USAGE 2
 #define S_EXIT_UNREACHABLE 3
+#define S_EXIT_DEAD 4         // --wait: the job was dead-lettered
+#define S_EXIT_UNKNOWN 5      // --wait: the broker does not know the job (outcome not kept)
 #define S_PROGRESS_AFTER 1000 // lines before a progress line appears
 #define S_PROGRESS_EVERY_MS 200
 #define S_ERRORS_SHOWN 20 // per-job error lines before we only count
@@ -57,6 +61,12 @@ static const char s_usage[] =
     "  --lease D             lease per attempt (default: lane's)\n"
     "  --max-run D           total run time allowed (default: lane's)\n"
     "  --header K=V          a header passed to the handler; repeatable\n"
+    "  --after ID            run only once job ID was acked (its result is handed\n"
+    "                        to this job's handler); repeatable\n"
+    "  --wait                wait for the job's outcome: print its result (the\n"
+    "                        bytes the handler returned) instead of its id, or its\n"
+    "                        final error and exit 4 if it was dead-lettered\n"
+    "  --wait-timeout D      with --wait: give up after D (exit 3) [no limit]\n"
     "\n"
     "Connection and output:\n"
     "  --broker EP[,EP...]   broker frontend (default $ZLANE_BROKER or\n"
@@ -81,7 +91,8 @@ static const char s_usage[] =
     "\n"
     "Exit status: 0 all accepted, 1 some rejected (UNAUTHORIZED: this key may not\n"
     "submit for the tenant), 2 usage error, 3 broker unreachable (or it refused the\n"
-    "CURVE key) or a job timed out.\n";
+    "CURVE key) or a job timed out; with --wait: 0 acked, 4 dead-lettered, 5 the\n"
+    "broker does not know the job (any more), 3 no outcome within --wait-timeout.\n";
 
 typedef struct {
     const char *broker;
@@ -106,6 +117,10 @@ typedef struct {
     uint32_t timeout_ms;
     zl_header_t *headers;
     size_t n_headers;
+    uint64_t *after; // --after: parents
+    size_t n_after;
+    bool wait;
+    uint32_t wait_timeout_ms; // 0 = no limit
 } s_args_t;
 
 //  One job's result, kept until every earlier job's line is printed.
@@ -211,7 +226,7 @@ s_json_string (FILE *out, const char *s)
 static void
 s_print_slot (s_run_t *run, uint64_t seq, const s_slot_t *slot)
 {
-    if (run->args->quiet)
+    if (run->args->quiet || run->args->wait) // --wait prints the outcome instead
         return;
     bool ok = slot->status == ZL_PRODUCER_ACCEPTED;
     if (!run->args->json) {
@@ -362,7 +377,9 @@ s_fill_job (const s_args_t *args, zl_producer_job_t *job)
                                .lease_ms = args->lease_ms,
                                .max_run_ms = args->max_run_ms,
                                .headers = args->headers,
-                               .n_headers = args->n_headers};
+                               .n_headers = args->n_headers,
+                               .depends_on = args->after,
+                               .n_depends_on = args->n_after};
 }
 
 //  Read all of `fd` into a new buffer. Returns 0 or -1 (errno).
@@ -590,7 +607,10 @@ enum {
     OPT_LINES,
     OPT_TSV,
     OPT_CURVE_SERVER,
-    OPT_CERT
+    OPT_CERT,
+    OPT_AFTER,
+    OPT_WAIT,
+    OPT_WAIT_TIMEOUT
 };
 
 static const struct option s_options[] = {
@@ -611,6 +631,9 @@ static const struct option s_options[] = {
     {"tsv", no_argument, NULL, OPT_TSV},
     {"curve-server", required_argument, NULL, OPT_CURVE_SERVER},
     {"cert", required_argument, NULL, OPT_CERT},
+    {"after", required_argument, NULL, OPT_AFTER},
+    {"wait", no_argument, NULL, OPT_WAIT},
+    {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -682,6 +705,21 @@ s_parse_args (int argc, char **argv, s_args_t *args)
                 (zl_header_t){zl_strndup (optarg, (size_t)(eq - optarg)), eq + 1};
             break;
         }
+        case OPT_AFTER: {
+            char *end;
+            errno = 0;
+            unsigned long long id = strtoull (optarg, &end, 10);
+            if (errno || end == optarg || *end || id == 0)
+                return s_usage_error ("--after wants a job id, not '%s'", optarg);
+            args->after = zl_realloc (args->after, (args->n_after + 1) * sizeof *args->after);
+            args->after[args->n_after++] = id;
+            break;
+        }
+        case OPT_WAIT: args->wait = true; break;
+        case OPT_WAIT_TIMEOUT:
+            if (s_duration_arg ("--wait-timeout", optarg, &args->wait_timeout_ms) < 0)
+                return -1;
+            break;
         case ':': return s_usage_error ("%s needs a value", argv[optind - 1]);
         default:
             if (optopt > 0 && optopt < OPT_BROKER)
@@ -699,6 +737,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     if (optind < argc)
         return s_usage_error ("unexpected argument '%s' (one payload per call; see --lines)",
                               argv[optind]);
+    if (args->wait && args->lines)
+        return s_usage_error ("--wait waits for one job: not with --lines or --tsv");
     if (args->tsv && (args->tenant || args->lane))
         return s_usage_error ("--tsv takes the tenant and lane from each line");
     if (!args->tsv && (!args->tenant || !*args->tenant))
@@ -728,6 +768,72 @@ s_free_args (s_args_t *args)
     for (size_t i = 0; i < args->n_headers; i++)
         free ((char *)args->headers[i].key);
     free (args->headers);
+    free (args->after);
+}
+
+// ---------------------------------------------------------------- --wait
+typedef struct {
+    bool got;
+    int status;
+    bool json;
+} s_wait_t;
+
+static void
+s_on_outcome (const zl_producer_outcome_t *o, void *arg)
+{
+    s_wait_t *w = arg;
+    w->got = true;
+    if (w->json) {
+        printf ("{\"job_id\":%llu,\"found\":%s,\"state\":", (unsigned long long)o->job_id,
+                o->found ? "true" : "false");
+        s_json_string (stdout, o->state);
+        printf (",\"outcome\":\"%s\",\"result\":", zl_outcome_name (o->outcome));
+        char *text = zl_strndup ((const char *)o->result.data, o->result.len);
+        s_json_string (stdout, text);
+        free (text);
+        fputs (",\"error\":", stdout);
+        s_json_string (stdout, o->error);
+        printf (",\"failed_parent\":%llu}\n", (unsigned long long)o->failed_parent);
+    }
+    if (!o->found) {
+        s_say (NULL, "job %llu: the broker does not know it (its outcome is not kept)",
+               (unsigned long long)o->job_id);
+        w->status = S_EXIT_UNKNOWN;
+        return;
+    }
+    if (o->outcome == ZL_OUTCOME_ACKED) {
+        if (!w->json && o->result.len)
+            fwrite (o->result.data, 1, o->result.len, stdout);
+        w->status = S_EXIT_OK;
+        return;
+    }
+    s_say (NULL, "job %llu dead-lettered after %u attempt(s) (%s): %s",
+           (unsigned long long)o->job_id, o->attempts, zl_outcome_name (o->outcome), o->error);
+    w->status = S_EXIT_DEAD;
+}
+
+//  --wait: watch the job just accepted until its outcome comes; print it.
+static int
+s_wait_outcome (s_run_t *run)
+{
+    s_slot_t *slot = s_slot (run, run->base);
+    if (!slot->known || slot->status != ZL_PRODUCER_ACCEPTED)
+        return S_EXIT_REJECTED;
+    s_wait_t w = {.json = run->args->json};
+    zl_producer_set_outcome_fn (run->producer, s_on_outcome, &w);
+    zl_producer_watch (run->producer, &slot->job_id, 1);
+    int timeout = run->args->wait_timeout_ms ? (int)run->args->wait_timeout_ms : -1;
+    while (!w.got && zl_producer_wait_outcomes (run->producer, timeout) < 0) {
+        if (errno == ETIMEDOUT) {
+            s_say (NULL, "job %llu: no outcome within --wait-timeout",
+                   (unsigned long long)slot->job_id);
+            return S_EXIT_UNREACHABLE;
+        }
+        if (errno != EINTR)
+            return S_EXIT_UNREACHABLE;
+    }
+    fflush (stdout);
+    return w.status;
 }
 
 // ---------------------------------------------------------------- main
@@ -808,6 +914,9 @@ main (int argc, char **argv)
                    (unsigned long long)run.submitted);
         status = S_EXIT_REJECTED;
     }
+
+    if (status == S_EXIT_OK && args.wait)
+        status = s_wait_outcome (&run);
 
     zl_producer_destroy (&run.producer);
     for (size_t i = 0; i < run.cap; i++)

@@ -144,9 +144,48 @@ struct _zl_producer_t {
     bool delivering;
     zl_job_spec_t *batch; // scratch for one Submit frame, max_batch specs
 
+    // watched jobs whose outcome has not come
+    zl_producer_outcome_fn *on_outcome;
+    void *on_outcome_arg;
+    uint64_t *watched;
+    size_t n_watched, cap_watched;
+    bool watch_due; // (re)send the Watch on this connection
+
     zl_producer_stats_t stats;
     char last_error[512];
 };
+
+#define S_WATCH_MAX 10000 // job ids per Watch frame (the broker's limit)
+
+//  Send the Watch for every job whose outcome has not come, in frames of
+//  S_WATCH_MAX ids.
+static void
+s_send_watch (zl_producer_t *self)
+{
+    if (!self->watch_due || !self->connected || !self->handle || self->out_blocked)
+        return;
+    for (size_t at = 0; at < self->n_watched; at += S_WATCH_MAX) {
+        size_t n = self->n_watched - at < S_WATCH_MAX ? self->n_watched - at : S_WATCH_MAX;
+        zl_msg_t msg = {.kind = ZL_MSG_WATCH, .u.watch = {n, self->watched + at}};
+        if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+            self->out_blocked = errno == EAGAIN;
+            return;
+        }
+    }
+    self->watch_due = false;
+}
+
+static void
+s_on_outcome (zl_producer_t *self, const zl_job_outcome_t *o)
+{
+    for (size_t i = 0; i < self->n_watched; i++)
+        if (self->watched[i] == o->job_id) {
+            self->watched[i] = self->watched[--self->n_watched];
+            if (self->on_outcome)
+                self->on_outcome (o, self->on_outcome_arg);
+            return;
+        }
+}
 
 // ---------------------------------------------------------------- helpers
 
@@ -485,16 +524,27 @@ s_send_queued (zl_producer_t *self)
         if (room == 0)
             return;
         size_t limit = room < self->max_batch ? (size_t)room : self->max_batch;
-        size_t n = 0, scanned = 0, bytes = 0;
+        size_t n = 0, scanned = 0, bytes = 0, group_left = 0;
         while (scanned < self->q_len && n < limit) {
             zl_pending_job_t *job = zl_pending_get (self->pending, s_queue_at (self, scanned));
             if (!job || job->state != ZL_PENDING_QUEUED) {
                 scanned++; // finished or already sent since it was queued
                 continue;
             }
+            if (job->group > 1 && !group_left) {
+                // a workflow batch goes in one frame: after what came before,
+                // and once the credit covers all of it
+                if (n > 0 && n + job->group > limit)
+                    break;
+                if (job->group > limit)
+                    return;
+                group_left = job->group;
+            }
             size_t size = job->spec.payload.len + S_SPEC_OVERHEAD;
-            if (n > 0 && bytes + size > S_BATCH_MAX_BYTES)
+            if (n > 0 && !group_left && bytes + size > S_BATCH_MAX_BYTES)
                 break;
+            if (group_left)
+                group_left--;
             bytes += size;
             self->batch[n++] = job->spec;
             scanned++;
@@ -549,6 +599,43 @@ s_on_accepted (zl_producer_t *self, const zl_accepted_t *accepted)
     }
 }
 
+/*  A job of a workflow batch goes back for a retry alone: its parents
+    that were accepted are named by their job ids from now on (the spec's
+    depends_on and depends_on_seq share one array in its record: the ids
+    first, then the seqs). A parent not accepted stays a seq: the broker
+    then refuses the job UNKNOWN_PARENT. */
+static void
+s_parents_to_ids (zl_producer_t *self, zl_pending_job_t *job)
+{
+    size_t n_ids = job->spec.n_depends_on, n_seqs = job->spec.n_depends_on_seq;
+    if (!n_seqs)
+        return;
+    uint64_t *all = job->spec.depends_on ? (uint64_t *)job->spec.depends_on
+                                         : (uint64_t *)job->spec.depends_on_seq;
+    uint64_t *out = zl_malloc ((n_ids + n_seqs) * sizeof *out);
+    size_t k = 0;
+    memcpy (out, all, n_ids * sizeof *out);
+    k = n_ids;
+    for (size_t i = 0; i < n_seqs; i++) { // accepted parents: their ids
+        zl_pending_job_t *p = zl_pending_get (self->pending, all[n_ids + i]);
+        if (p && p->state == ZL_PENDING_DONE && p->status == ZL_PRODUCER_ACCEPTED)
+            out[k++] = p->job_id;
+    }
+    size_t ids = k;
+    for (size_t i = 0; i < n_seqs; i++) { // the others stay seqs
+        zl_pending_job_t *p = zl_pending_get (self->pending, all[n_ids + i]);
+        if (!(p && p->state == ZL_PENDING_DONE && p->status == ZL_PRODUCER_ACCEPTED))
+            out[k++] = all[n_ids + i];
+    }
+    memcpy (all, out, k * sizeof *out);
+    free (out);
+    job->spec.depends_on = ids ? all : NULL;
+    job->spec.n_depends_on = ids;
+    job->spec.depends_on_seq = k > ids ? all + ids : NULL;
+    job->spec.n_depends_on_seq = k - ids;
+    job->group = 0; // alone from now on
+}
+
 static void
 s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
 {
@@ -573,6 +660,7 @@ s_on_rejected (zl_producer_t *self, const zl_rejected_t *rejected, int64_t now)
         }
         job->code = code;
         zl_pending_job_set_reason (job, r->reason);
+        s_parents_to_ids (self, job);
         //  Only a job on the wire waits for a retry; a queued one (sent again
         //  after a reconnect) or a waiting one is already on its way back.
         if (job->state == ZL_PENDING_INFLIGHT) {
@@ -647,6 +735,7 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
         }
         break;
     case ZL_MSG_ACCEPTED: s_on_accepted (self, &msg->u.accepted); break;
+    case ZL_MSG_OUTCOME: s_on_outcome (self, &msg->u.outcome); break;
     case ZL_MSG_REJECTED: s_on_rejected (self, &msg->u.rejected, zl_clock_mono_ms ()); break;
     case ZL_MSG_CREDIT:
         //  Credit counts on the connection it came from; while we are between
@@ -762,6 +851,7 @@ s_new_session (zl_producer_t *self)
     self->sent_since_hello = 0;
     self->q_head = 0;
     self->q_len = 0;
+    self->watch_due = self->n_watched > 0;
     size_t resend = 0;
     for (uint64_t seq = self->live_cursor; seq < self->next_seq; seq++) {
         zl_pending_job_t *job = zl_pending_get (self->pending, seq);
@@ -1042,6 +1132,7 @@ s_pump (zl_producer_t *self, int timeout_ms)
 {
     s_run_timers (self, zl_clock_mono_ms ());
     s_send_queued (self);
+    s_send_watch (self);
 
     long wait = timeout_ms;
     int64_t next = s_next_timer (self);
@@ -1069,6 +1160,7 @@ s_pump (zl_producer_t *self, int timeout_ms)
         s_leave (self, zl_clock_mono_ms ());
     s_run_timers (self, zl_clock_mono_ms ());
     s_send_queued (self);
+    s_send_watch (self);
     return 0;
 }
 
@@ -1112,6 +1204,8 @@ zl_producer_new (const zl_producer_opts_t *opts)
     self->nonblock = opts->nonblock;
     self->on_result = opts->on_result;
     self->on_result_arg = opts->on_result_arg;
+    self->on_outcome = opts->on_outcome;
+    self->on_outcome_arg = opts->on_outcome_arg;
     self->curve = opts->curve;
     zl_rng_seed (&self->rng, 0);
     zl_rng_hex (&self->rng, self->instance, 16);
@@ -1148,6 +1242,7 @@ zl_producer_destroy (zl_producer_t **self_p)
     free (self->queue);
     free (self->retries);
     free (self->batch);
+    free (self->watched);
     zl_eplist_destroy (&self->brokers);
     free (self->endpoint);
     free (self->gone_ep);
@@ -1200,12 +1295,73 @@ s_set_wait_error (zl_producer_t *self, int64_t start, int64_t now)
                      s_duration (now - start, took, sizeof took));
 }
 
+//  A workflow batch: checked, then taken whole once the credit covers it.
+static int
+s_submit_workflow (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n, uint64_t *seqs_out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s_check_job (self, &jobs[i]) < 0)
+            return -1;
+        const char *problem = NULL;
+        if (jobs[i].n_parents_in_batch && !jobs[i].parents_in_batch)
+            problem = "parents_in_batch is NULL but n_parents_in_batch is not 0";
+        for (size_t k = 0; !problem && k < jobs[i].n_parents_in_batch; k++)
+            if (jobs[i].parents_in_batch[k] >= i)
+                problem = "parents_in_batch names a job that is not earlier in the batch";
+        if (!problem && n > self->max_batch)
+            problem = "a workflow batch goes in one Submit: at most max_batch jobs";
+        if (problem) {
+            s_set_error (self, "%s", problem);
+            errno = EINVAL;
+            return -1;
+        }
+    }
+    int64_t start = zl_clock_mono_ms ();
+    int64_t deadline = start + self->deadline_ms;
+    while (zl_producer_credit_available (self) < n) {
+        int64_t now = zl_clock_mono_ms ();
+        if (self->nonblock || now >= deadline) {
+            s_set_wait_error (self, self->nonblock ? -1 : start, now);
+            errno = self->nonblock ? EAGAIN : ETIMEDOUT;
+            if (self->nonblock)
+                (void)s_pump (self, 0); // (credit may come in)
+            if (zl_producer_credit_available (self) >= n)
+                break;
+            return -1;
+        }
+        if (s_pump (self, (int)(deadline - now)) < 0)
+            return -1;
+    }
+    uint64_t first = self->next_seq;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t seq = self->next_seq;
+        char key[40];
+        snprintf (key, sizeof key, "%s-%llu", self->instance, (unsigned long long)seq);
+        zl_pending_job_t *job = zl_pending_job_new (&jobs[i], seq, key, first);
+        job->submitted_ms = start;
+        job->deadline_ms = deadline;
+        job->group = i == 0 ? (uint32_t)n : 0;
+        zl_pending_insert (self->pending, job);
+        self->next_seq++;
+        self->n_queued++;
+        s_queue_push (self, seq);
+        self->stats.submitted++;
+        if (seqs_out)
+            seqs_out[i] = seq;
+    }
+    s_send_queued (self);
+    return (int)n;
+}
+
 int
 zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n,
                           uint64_t *seqs_out)
 {
     if (n > INT_MAX)
         n = INT_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].n_parents_in_batch)
+            return s_submit_workflow (self, jobs, n, seqs_out);
     int64_t start = zl_clock_mono_ms ();
     int64_t deadline = start + self->deadline_ms;
     size_t taken = 0;
@@ -1235,7 +1391,7 @@ zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, si
         uint64_t seq = self->next_seq;
         char key[40];
         snprintf (key, sizeof key, "%s-%llu", self->instance, (unsigned long long)seq);
-        zl_pending_job_t *job = zl_pending_job_new (&jobs[taken], seq, key);
+        zl_pending_job_t *job = zl_pending_job_new (&jobs[taken], seq, key, seq);
         job->submitted_ms = start;
         job->deadline_ms = deadline;
         zl_pending_insert (self->pending, job);
@@ -1296,6 +1452,63 @@ zl_producer_wait (zl_producer_t *self, int timeout_ms)
         if (s_pump (self, wait) < 0)
             return -1;
     }
+}
+
+int
+zl_producer_watch (zl_producer_t *self, const uint64_t *ids, size_t n)
+{
+    if (!n) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!ids[i]) {
+            errno = EINVAL;
+            return -1;
+        }
+    if (self->n_watched + n > self->cap_watched) {
+        self->cap_watched = (self->n_watched + n) * 2;
+        self->watched = zl_realloc (self->watched, self->cap_watched * sizeof *self->watched);
+    }
+    memcpy (self->watched + self->n_watched, ids, n * sizeof *ids);
+    self->n_watched += n;
+    self->watch_due = true; // (all of them again: the broker keeps one watch per job)
+    s_send_watch (self);
+    return 0;
+}
+
+void
+zl_producer_set_outcome_fn (zl_producer_t *self, zl_producer_outcome_fn *fn, void *arg)
+{
+    self->on_outcome = fn;
+    self->on_outcome_arg = arg;
+}
+
+size_t
+zl_producer_watching (zl_producer_t *self)
+{
+    return self->n_watched;
+}
+
+int
+zl_producer_wait_outcomes (zl_producer_t *self, int timeout_ms)
+{
+    int64_t end = timeout_ms < 0 ? -1 : zl_clock_mono_ms () + timeout_ms;
+    while (self->n_watched) {
+        s_deliver (self);
+        int wait = -1;
+        if (end >= 0) {
+            int64_t now = zl_clock_mono_ms ();
+            if (now >= end) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            wait = (int)(end - now);
+        }
+        if (s_pump (self, wait) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 size_t

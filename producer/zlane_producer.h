@@ -45,6 +45,14 @@ typedef struct {
     submit more jobs; it must not poll, wait or destroy the producer. */
 typedef void (zl_producer_result_fn) (const zl_producer_result_t *result, void *arg);
 
+/*  A watched job's outcome (zl_producer_watch), passed to the outcome
+    callback. Borrowed for the duration of the callback. found false: the
+    broker does not know the job (or no longer keeps its outcome). */
+typedef zl_job_outcome_t zl_producer_outcome_t;
+
+/*  Called once per watched job from zl_producer_poll or zl_producer_wait_outcomes. */
+typedef void (zl_producer_outcome_fn) (const zl_producer_outcome_t *outcome, void *arg);
+
 typedef struct {
     const char *endpoint;             // broker frontend, or several: "tcp://a:5570,tcp://b:5570"
                                       // (one at a time); default "tcp://127.0.0.1:5570"
@@ -56,6 +64,8 @@ typedef struct {
     void *on_result_arg;
     zl_curve_t curve; // CURVE keys (zl_curve_load); all zero = plaintext. One server key
                       // for every broker of the list: brokers of one deployment share it
+    zl_producer_outcome_fn *on_outcome; // watched jobs' outcomes; may be NULL
+    void *on_outcome_arg;
 } zl_producer_opts_t;
 
 /*  A job to submit. Everything is copied by zl_producer_submit. */
@@ -71,6 +81,12 @@ typedef struct {
     uint32_t max_run_ms;         // 0 = lane default
     const zl_header_t *headers;
     size_t n_headers;
+    const uint64_t *depends_on; // parents (job ids): it runs once they are all acked
+    size_t n_depends_on;
+    // parents in the same zl_producer_submit_batch call: indexes of earlier
+    // jobs of its array (a workflow batch, sent in one Submit: see there)
+    const size_t *parents_in_batch;
+    size_t n_parents_in_batch;
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */
@@ -107,7 +123,14 @@ int zl_producer_submit (zl_producer_t *self, const zl_producer_job_t *job, uint6
 
 /*  Submit `n` jobs in order, storing their sequence numbers in `seqs_out`
     (may be NULL). Like write(2): returns how many were taken from the front
-    (n on success), or -1 with errno as for zl_producer_submit if none was. */
+    (n on success), or -1 with errno as for zl_producer_submit if none was.
+    A workflow batch -- one whose jobs name parents_in_batch (indexes of
+    earlier jobs of `jobs`) -- is taken whole or not at all (EINVAL if it
+    holds more than max_batch jobs or an index that is not earlier; it waits
+    for credit for all of it), and goes in one Submit frame, the parents
+    named by seq (JobSpec.depends_on_seq), so that the broker takes the
+    whole DAG at once. A job resent alone later (a retryable rejection)
+    names its parents that were accepted by their job ids. */
 int zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs, size_t n,
                               uint64_t *seqs_out);
 
@@ -124,6 +147,20 @@ int zl_producer_poll (zl_producer_t *self, int timeout_ms);
     or -1 with errno ETIMEDOUT after `timeout_ms` (-1 = no limit; job
     deadlines still apply) or EINTR. */
 int zl_producer_wait (zl_producer_t *self, int timeout_ms);
+
+/*  Watch `n` jobs (ids from accepted results): each one's outcome is
+    delivered once through on_outcome, when the job is final (acked with its
+    result, or dead-lettered with its error; at once if it already is), or
+    as not found. The Watch is sent again on every new connection until
+    the outcome came. Returns 0, or -1 with EINVAL (n is 0, or an id is 0). */
+int zl_producer_watch (zl_producer_t *self, const uint64_t *ids, size_t n);
+/*  Set (replace) the outcome callback of the options. */
+void zl_producer_set_outcome_fn (zl_producer_t *self, zl_producer_outcome_fn *fn, void *arg);
+/*  Return how many watched jobs have not had their outcome delivered. */
+size_t zl_producer_watching (zl_producer_t *self);
+/*  Pump until every watched job's outcome was delivered. Returns 0, or -1
+    with errno ETIMEDOUT after `timeout_ms` (-1 = no limit) or EINTR. */
+int zl_producer_wait_outcomes (zl_producer_t *self, int timeout_ms);
 
 /*  Return the number of jobs taken whose result was not yet delivered. */
 size_t zl_producer_outstanding (zl_producer_t *self);

@@ -63,7 +63,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -255,9 +257,16 @@ s_env_setf (s_env_t *env, const char *fmt, ...)
 /*  Build the child's environment: the job's ZLANE_* variables, then the
     worker's own environment minus stale job variables. */
 static void
-s_env_build (s_env_t *env, const zl_exec_t *self, const zl_worker_job_t *job)
+s_env_build (s_env_t *env, const zl_exec_t *self, const zl_worker_job_t *job, const char *result,
+             const char *parents)
 {
     s_env_setf (env, "ZLANE_JOB_ID=%" PRIu64, job->job_id);
+    if (result)
+        s_env_setf (env, "ZLANE_RESULT_FILE=%s", result);
+    if (parents) {
+        s_env_setf (env, "ZLANE_PARENT_RESULTS=%s", parents);
+        s_env_setf (env, "ZLANE_PARENT_COUNT=%zu", job->n_parent_results);
+    }
     s_env_setf (env, "ZLANE_ATTEMPT=%u", job->attempt);
     s_env_setf (env, "ZLANE_TENANT=%s", job->tenant);
     s_env_setf (env, "ZLANE_LANE=%s", job->lane);
@@ -438,6 +447,89 @@ s_payload_file (const zl_worker_job_t *job)
     return fd;
 }
 
+// ------------------------------------------------------------------ results
+
+/*  Make an empty file from `templ` (mkstemp), its name left in `templ`.
+    Returns 0, or -1 with errno set. */
+static int
+s_temp_file (char *templ, const void *data, size_t len)
+{
+    int fd = mkostemp (templ, O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write (fd, (const char *)data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : ENOSPC;
+            close (fd);
+            unlink (templ);
+            errno = e;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    close (fd);
+    return 0;
+}
+
+/*  The file ZLANE_PARENT_RESULTS names: per parent, in the order the job
+    named them, a line "<job id> <length>\n", then <length> bytes of its
+    result and a "\n". Returns 0, or -1 with errno set. */
+static int
+s_parents_file (const zl_worker_job_t *job, char *path)
+{
+    size_t size = 0;
+    for (size_t i = 0; i < job->n_parent_results; i++)
+        size += 48 + job->parent_results[i].result.len;
+    char *buf = zl_malloc (size + 1), *at = buf;
+    for (size_t i = 0; i < job->n_parent_results; i++) {
+        const zl_parent_result_t *p = &job->parent_results[i];
+        at += sprintf (at, "%" PRIu64 " %zu\n", p->job_id, p->result.len);
+        if (p->result.len)
+            memcpy (at, p->result.data, p->result.len);
+        at += p->result.len;
+        *at++ = '\n';
+    }
+    int rc = s_temp_file (path, buf, (size_t)(at - buf));
+    free (buf);
+    return rc;
+}
+
+/*  Read the result file the command wrote (at most ZL_EXEC_RESULT_MAX
+    bytes) into `result`. Returns 0, or -1 with the reason in `why`. */
+static int
+s_read_result (const char *path, zl_worker_result_t *result, char *why, size_t whylen)
+{
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf (why, whylen, "cannot open $ZLANE_RESULT_FILE: %s", strerror (errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat (fd, &sb) != 0 || sb.st_size > ZL_EXEC_RESULT_MAX) {
+        snprintf (why, whylen, "$ZLANE_RESULT_FILE holds more than %d bytes", ZL_EXEC_RESULT_MAX);
+        close (fd);
+        return -1;
+    }
+    size_t len = (size_t)sb.st_size, done = 0;
+    uint8_t *buf = zl_malloc (len ? len : 1);
+    while (done < len) {
+        ssize_t n = read (fd, buf + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        done += (size_t)n;
+    }
+    close (fd);
+    zl_worker_result_data (result, buf, done);
+    free (buf);
+    return 0;
+}
+
 // ------------------------------------------------------------------ the worker's side
 
 typedef struct {
@@ -468,7 +560,8 @@ static const int s_reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
     (taken: closed here) as the command's stdin. Returns 0, or an errno
     value. */
 static int
-s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, s_child_t *c)
+s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, const char *result,
+         const char *parents, s_child_t *c)
 {
     // Every end is close-on-exec, so that no other child of the worker
     // keeps one; the spawn gives the guard its own.
@@ -482,7 +575,7 @@ s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, s_child
         e = s_above_stdio (theirs[i]);
     if (!e) {
         s_env_t env = {0};
-        s_env_build (&env, self, job);
+        s_env_build (&env, self, job, result, parents);
         char life_text[16], report_text[16];
         snprintf (life_text, sizeof life_text, "%d", life[0]);
         snprintf (report_text, sizeof report_text, "%d", report[1]);
@@ -672,6 +765,8 @@ void
 zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
 {
     const zl_exec_t *self = arg;
+    result->data = NULL; // the result file's bytes, once the command exited 0
+    result->data_len = 0;
     if (zl_worker_job_cancelled (job)) {
         zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "%s (not started)",
                               zl_worker_cancel_text (zl_worker_job_cancel_reason (job)));
@@ -687,13 +782,33 @@ zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *a
                               strerror (e));
         return;
     }
+    // the result file the command may write, and its parents' results
+    const char *tmp = getenv ("TMPDIR");
+    char result_path[PATH_MAX], parents_path[PATH_MAX];
+    snprintf (result_path, sizeof result_path, "%s/zlane-result-XXXXXX",
+              tmp && *tmp ? tmp : "/tmp");
+    snprintf (parents_path, sizeof parents_path, "%s/zlane-parents-XXXXXX",
+              tmp && *tmp ? tmp : "/tmp");
+    bool has_parents = job->n_parent_results > 0;
+    if (s_temp_file (result_path, NULL, 0) != 0 ||
+        (has_parents && s_parents_file (job, parents_path) != 0)) {
+        int e = errno;
+        unlink (result_path);
+        close (payload);
+        zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "cannot make a result file: %s",
+                              strerror (e));
+        return;
+    }
     s_child_t child = {.guard = -1, .life_fd = -1, .report_fd = -1, .err_fd = -1};
-    int err = s_spawn (self, job, payload, &child);
+    int err = s_spawn (self, job, payload, result_path, has_parents ? parents_path : NULL, &child);
     if (err) {
         zl_error (S_COMPONENT, "job %" PRIu64 " attempt %u: cannot start /bin/sh: %s", job->job_id,
                   job->attempt, strerror (err));
         zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "cannot start /bin/sh: %s",
                               strerror (err));
+        unlink (result_path);
+        if (has_parents)
+            unlink (parents_path);
         return;
     }
     zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: started, group %d", job->job_id,
@@ -726,6 +841,13 @@ zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *a
     } else
         s_report (result, child.exited, child.status, why, cap);
     free (cap);
+    char why_result[160];
+    if (result->outcome == ZL_WORKER_ACK &&
+        s_read_result (result_path, result, why_result, sizeof why_result) != 0)
+        zl_worker_result_set (result, ZL_WORKER_PERMANENT, 0, "%s", why_result);
+    unlink (result_path);
+    if (has_parents)
+        unlink (parents_path);
     zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: group %d done in %" PRId64 " ms: %s%s%s",
               job->job_id, job->attempt, (int)child.guard, zl_clock_mono_ms () - start,
               zl_worker_outcome_name (result->outcome), result->error[0] ? ": " : "",

@@ -32,6 +32,7 @@
 #define ZL_EXEC_EX_DATAERR 65
 #define ZL_EXEC_EX_TEMPFAIL 75
 #define ZL_EXEC_RETRY_AFTER_DEFAULT_MS 1000
+#define ZL_EXEC_RESULT_MAX (64 << 20) // bytes read from $ZLANE_RESULT_FILE at most
 
 typedef struct _zl_exec_t zl_exec_t;
 

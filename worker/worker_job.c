@@ -39,21 +39,37 @@ s_str_size (const char *s)
 zl_held_job_t *
 zl_held_job_new (const zl_worker_job_t *fields)
 {
-    // Layout: record | headers array | payload | strings.
+    // Layout: record | headers array | parent results array | payload |
+    // parents' result bytes | strings.
     size_t head = sizeof (zl_held_job_t);
     size_t headers_size = fields->n_headers * sizeof (zl_header_t);
+    size_t parents_size = fields->n_parent_results * sizeof (zl_parent_result_t);
+    size_t results_size = 0;
+    for (size_t i = 0; i < fields->n_parent_results; i++)
+        results_size += fields->parent_results[i].result.len;
     size_t strings_size = s_str_size (fields->tenant) + s_str_size (fields->lane) +
                           s_str_size (fields->idempotency_key);
     for (size_t i = 0; i < fields->n_headers; i++)
         strings_size += s_str_size (fields->headers[i].key) + s_str_size (fields->headers[i].value);
-    zl_held_job_t *self = zl_calloc (1, head + headers_size + fields->len + strings_size);
+    zl_held_job_t *self = zl_calloc (1, head + headers_size + parents_size + fields->len +
+                                            results_size + strings_size);
 
     self->pub = *fields;
     zl_header_t *headers = (zl_header_t *)((char *)self + head);
-    uint8_t *payload = (uint8_t *)headers + headers_size;
+    zl_parent_result_t *parents = (zl_parent_result_t *)((char *)headers + headers_size);
+    uint8_t *payload = (uint8_t *)parents + parents_size;
     if (fields->len)
         memcpy (payload, fields->payload, fields->len);
-    s_bump_t b = {(char *)payload + fields->len};
+    uint8_t *bytes = payload + fields->len;
+    for (size_t i = 0; i < fields->n_parent_results; i++) {
+        const zl_parent_result_t *in = &fields->parent_results[i];
+        if (in->result.len)
+            memcpy (bytes, in->result.data, in->result.len);
+        parents[i] = (zl_parent_result_t){in->job_id, {bytes, in->result.len}};
+        bytes += in->result.len;
+    }
+    self->pub.parent_results = parents;
+    s_bump_t b = {(char *)bytes};
     self->pub.payload = payload;
     self->pub.tenant = s_copy_str (&b, fields->tenant);
     self->pub.lane = s_copy_str (&b, fields->lane);
@@ -77,6 +93,7 @@ zl_held_job_destroy (zl_held_job_t **self_p)
     int fd = atomic_load (&self->cancel_fd);
     if (fd >= 0)
         close (fd);
+    free (self->result.data);
     free (self);
     *self_p = NULL;
 }

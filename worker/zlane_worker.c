@@ -80,6 +80,8 @@ typedef struct _s_link_t {
     struct _s_link_t *prev, *next;
 } s_link_t;
 
+#define S_ACK_FRAME_BYTES (4u << 20) // results per Ack frame, at most (one result may be more)
+
 /*  An Ack or Nack sent (or to be sent) and not yet confirmed by Settled. */
 typedef struct _s_settle_t {
     s_link_t link; // first: in the worker's `unsent` or `sent` list
@@ -88,7 +90,9 @@ typedef struct _s_settle_t {
     uint32_t attempt; // for logs
     bool ack;
     zl_fail_class_t cls;
-    char *error; // owned; NULL for acks
+    char *error;     // owned; NULL for acks
+    uint8_t *result; // acks: the result, owned (or NULL)
+    size_t result_len;
     uint32_t retry_after_ms;
     uint64_t run_us;
     bool counted;                // counted in the stats (first send)
@@ -287,6 +291,7 @@ static void
 s_settle_free (s_settle_t **p)
 {
     free ((*p)->error);
+    free ((*p)->result);
     ZL_FREE (*p);
 }
 
@@ -380,6 +385,19 @@ zl_worker_result_set (zl_worker_result_t *result, zl_worker_outcome_t outcome,
     va_end (ap);
     if (n < 0)
         result->error[0] = '\0';
+}
+
+void
+zl_worker_result_data (zl_worker_result_t *result, const void *data, size_t len)
+{
+    free (result->data);
+    result->data = NULL;
+    result->data_len = 0;
+    if (!len)
+        return;
+    result->data = zl_malloc (len);
+    memcpy (result->data, data, len);
+    result->data_len = len;
 }
 
 const char *
@@ -567,8 +585,9 @@ s_pending_mark_unsent (zl_worker_t *self)
     sent->prev = sent->next = sent;
 }
 
-/*  Queue an Ack (ack) or a Nack of class `cls` for the next flush. */
-static void
+/*  Queue an Ack (ack) or a Nack of class `cls` for the next flush; returns
+    the pending settlement. */
+static s_settle_t *
 s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t cls,
           const char *error, uint32_t retry_after_ms, uint64_t run_us)
 {
@@ -599,6 +618,7 @@ s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t c
         first->id_next = p;
     }
     self->n_pending++;
+    return p;
 }
 
 /*  Hand back a job that never ran: Nack it and forget it. The caller has
@@ -739,7 +759,9 @@ s_on_dispatch (zl_worker_t *self, const zl_dispatch_t *d, int64_t now_ms)
                                   .lease_ms = j->lease_ms,
                                   .max_run_ms = j->max_run_ms,
                                   .max_attempts = j->max_attempts,
-                                  .enqueued_at_ms = j->enqueued_at_ms};
+                                  .enqueued_at_ms = j->enqueued_at_ms,
+                                  .n_parent_results = j->n_parent_results,
+                                  .parent_results = j->parent_results};
         zl_held_job_t *h = zl_held_job_new (&fields);
         h->received_ms = now_ms;
         bool extend = self->opts.extend && !self->opts.ack_early && j->lease_ms >= 2;
@@ -816,6 +838,27 @@ static void
 s_on_item_error (zl_worker_t *self, zl_error_code_t code, uint64_t job_id, uint64_t lease)
 {
     const char *name = zl_error_code_name (code);
+    if (code == ZL_ERR_RESULT_TOO_LARGE) {
+        // the broker would never take this ack: dead-letter the job instead
+        s_settle_t *p = s_pending_find (self, job_id, lease);
+        if (!p || !p->ack)
+            return;
+        char why[160];
+        snprintf (why, sizeof why,
+                  "result too large: %zu bytes refused by the broker (over its max_result)",
+                  p->result_len);
+        zl_warn (S_COMPONENT, "job %" PRIu64 " attempt %u: %s; nacking it PERMANENT", job_id,
+                 p->attempt, why);
+        p->ack = false;
+        p->cls = ZL_FAIL_PERMANENT;
+        p->error = zl_strdup (why);
+        free (p->result);
+        p->result = NULL;
+        p->result_len = 0;
+        s_list_unlink (&p->link);
+        s_list_push (&self->unsent, &p->link);
+        return;
+    }
     bool fenced = code == ZL_ERR_STALE_LEASE || code == ZL_ERR_UNKNOWN_JOB ||
                   code == ZL_ERR_NOT_HOLDER || code == ZL_ERR_CANCELLED;
     if (!fenced && code != ZL_ERR_MAX_RUN) {
@@ -906,7 +949,8 @@ s_on_error (zl_worker_t *self, const zl_error_t *e)
     case ZL_ERR_UNKNOWN_JOB:
     case ZL_ERR_NOT_HOLDER:
     case ZL_ERR_CANCELLED:
-    case ZL_ERR_MAX_RUN: s_on_item_error (self, e->code, e->job_id, e->lease); return;
+    case ZL_ERR_MAX_RUN:
+    case ZL_ERR_RESULT_TOO_LARGE: s_on_item_error (self, e->code, e->job_id, e->lease); return;
     default:
         zl_warn (S_COMPONENT, "broker error %s: %s", zl_error_code_name (e->code),
                  e->message ? e->message : "");
@@ -1119,7 +1163,10 @@ s_on_result (zl_worker_t *self, zl_held_job_t *h)
     } else if (r->outcome == ZL_WORKER_ACK) {
         zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: ack (%" PRIu64 " us)", h->pub.job_id,
                   h->pub.attempt, h->run_us);
-        s_settle (self, h, true, ZL_FAIL_UNSPECIFIED, NULL, 0, h->run_us);
+        s_settle_t *p = s_settle (self, h, true, ZL_FAIL_UNSPECIFIED, NULL, 0, h->run_us);
+        p->result = h->result.data; // the settlement owns the result now
+        p->result_len = h->result.data ? h->result.data_len : 0;
+        h->result.data = NULL;
     } else {
         zl_fail_class_t cls = r->outcome == ZL_WORKER_PERMANENT   ? ZL_FAIL_PERMANENT
                               : r->outcome == ZL_WORKER_THROTTLED ? ZL_FAIL_THROTTLED
@@ -1325,20 +1372,31 @@ s_send_settlements (zl_worker_t *self, int64_t now_ms)
         self->cap_nacks = self->n_pending;
         self->nacks = zl_realloc (self->nacks, self->cap_nacks * sizeof *self->nacks);
     }
-    size_t n_acks = 0, n_nacks = 0;
+    size_t n_acks = 0, n_nacks = 0, result_bytes = 0;
+    bool acks_out = true, nacks_out = false, any_ack = false;
     for (s_link_t *l = self->unsent.next; l != &self->unsent; l = l->next) {
         s_settle_t *p = (s_settle_t *)l;
-        if (p->ack)
-            self->acks[n_acks++] = (zl_ack_item_t){p->job_id, p->lease, p->run_us};
-        else
+        if (p->ack) {
+            // results make Ack frames big: one frame per S_ACK_FRAME_BYTES of them
+            if (n_acks && result_bytes + p->result_len > S_ACK_FRAME_BYTES) {
+                zl_msg_t m = {.kind = ZL_MSG_ACK, .u.ack = {n_acks, self->acks}};
+                acks_out = acks_out && s_send (self, &m, now_ms) == 0;
+                n_acks = 0;
+                result_bytes = 0;
+            }
+            any_ack = true;
+            result_bytes += p->result_len;
+            self->acks[n_acks++] =
+                (zl_ack_item_t){p->job_id, p->lease, p->run_us, {p->result, p->result_len}};
+        } else
             self->nacks[n_nacks++] = (zl_nack_item_t){p->job_id, p->lease,          p->cls,
                                                       p->error,  p->retry_after_ms, p->run_us};
     }
-    bool acks_out = false, nacks_out = false;
     if (n_acks) {
         zl_msg_t m = {.kind = ZL_MSG_ACK, .u.ack = {n_acks, self->acks}};
-        acks_out = s_send (self, &m, now_ms) == 0;
+        acks_out = acks_out && s_send (self, &m, now_ms) == 0;
     }
+    acks_out = acks_out && any_ack;
     if (n_nacks) {
         zl_msg_t m = {.kind = ZL_MSG_NACK, .u.nack = {n_nacks, self->nacks}};
         nacks_out = s_send (self, &m, now_ms) == 0;

@@ -44,6 +44,10 @@ typedef struct {
     uint32_t max_run_ms; // 0 = unlimited
     uint32_t max_attempts;
     uint64_t enqueued_at_ms; // broker wall clock
+    // workflows: one per parent, in the order the job named them (empty
+    // result for a parent that returned none)
+    size_t n_parent_results;
+    const zl_parent_result_t *parent_results;
 } zl_worker_job_t;
 
 /*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */
@@ -104,7 +108,16 @@ typedef struct {
     zl_worker_outcome_t outcome;
     uint32_t retry_after_ms; // THROTTLED: when to retry
     char error[ZL_WORKER_ERROR_MAX];
+    uint8_t *data; // ACK: the job's result (zl_worker_result_data), owned by the worker
+    size_t data_len;
 } zl_worker_result_t;
+
+/*  Give the job a result, copied (replacing an earlier one): sent with
+    its Ack, kept by the broker for result_retention and handed to the
+    job's children. Ignored unless the outcome is ACK. The broker refuses
+    a result over its max_result (64 KiB by default): the worker then
+    dead-letters the job (PERMANENT Nack, "result too large"). */
+void zl_worker_result_data (zl_worker_result_t *result, const void *data, size_t len);
 
 /*  Set `result` to `outcome` with a printf-formatted error text (truncated to
     ZL_WORKER_ERROR_MAX - 1 bytes). */

@@ -1730,9 +1730,11 @@ test_cancel_ready_and_delayed (void **state)
     assert_int_equal (s_cancel (fx, b->id, at (10), &item), ZL_CANCEL_CANCELLED); // middle
     assert_string_equal (item.state, "ready");
     assert_int_equal (item.cancelled_at_ms, at (10).wall_ms);
-    assert_int_equal (fx->n_events, 1);
+    assert_int_equal (fx->n_events, 2);
     assert_int_equal (fx->events[0].ev, ZL_JOBS_EV_CANCELLED);
     assert_int_equal (fx->events[0].state, ZL_JOB_READY); // told before it changed
+    assert_int_equal (fx->events[1].ev, ZL_JOBS_EV_CANCEL_FINAL);
+    assert_int_equal (fx->events[1].state, ZL_JOB_CANCELLED); // and once it did
     assert_int_equal (s_cancel (fx, a->id, at (11), &item), ZL_CANCEL_CANCELLED); // head
     assert_int_equal (s_cancel (fx, d->id, at (12), &item), ZL_CANCEL_CANCELLED); // tail
     assert_int_equal (s_cancel (fx, late->id, at (13), &item), ZL_CANCEL_CANCELLED);
@@ -1778,8 +1780,9 @@ test_cancel_leased_refuses_late_settlements (void **state)
     fx->n_events = 0;
     assert_int_equal (s_cancel (fx, job->id, at (40), &item), ZL_CANCEL_CANCELLED);
     assert_string_equal (item.state, "leased");
-    assert_int_equal (fx->n_events, 1);
+    assert_int_equal (fx->n_events, 2);
     assert_int_equal (fx->events[0].state, ZL_JOB_LEASED); // the listener saw the lease
+    assert_int_equal (fx->events[1].ev, ZL_JOBS_EV_CANCEL_FINAL);
     s_assert_cancelled (fx, job, ZL_JOB_LEASED, 1);
     const zl_state_rec_t *st = s_state (fx, job);
     assert_int_equal (st->history[0].outcome, ZL_OUTCOME_CANCELLED);

@@ -751,7 +751,7 @@ test_cancel (void **state)
     }
     assert_string_equal (zl_msg_kind_name (ZL_MSG_CANCEL), "cancel");
     assert_string_equal (zl_error_code_name (ZL_ERR_CANCELLED), "cancelled");
-    assert_string_equal (zl_error_code_name ((zl_error_code_t)16), "unknown"); // not ours
+    assert_string_equal (zl_error_code_name (ZL_ERR_RESULT_TOO_LARGE), "result_too_large");
     assert_string_equal (zl_outcome_name (ZL_OUTCOME_CANCELLED), "cancelled");
     assert_string_equal (zl_cancel_outcome_name (ZL_CANCEL_ALREADY_CANCELLED), "already_cancelled");
 
@@ -1160,10 +1160,24 @@ s_touch (const zl_msg_t *m)
             for (size_t i = 0; i < r->n_cancel_items; i++)
                 sum += s_touch_str (r->cancel_items[i].state) + r->cancel_items[i].job_id;
             break;
+        case ZL_ADMIN_RESULT_JOB:
+            sum += s_touch_str (r->job.state) + s_touch_str (r->job.error) + r->job.result.len;
+            break;
         default: assert_int_equal (r->result, ZL_ADMIN_RESULT_NONE); break;
         }
         return sum;
     }
+    case ZL_MSG_WATCH: {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < m->u.watch.n; i++)
+            sum += m->u.watch.job_ids[i];
+        return sum;
+    }
+    case ZL_MSG_OUTCOME:
+    case ZL_MSG_JOB_DONE:
+        return s_touch_str (m->u.outcome.state) + s_touch_str (m->u.outcome.error) +
+               s_touch_str (m->u.outcome.tenant) + s_touch_str (m->u.outcome.lane) +
+               m->u.outcome.result.len;
     case ZL_MSG_CREDIT:
     case ZL_MSG_HEARTBEAT:
     case ZL_MSG_DLQ_ALERT: return 0;
@@ -1496,42 +1510,30 @@ test_names (void **state)
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)-1), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)1000), "unknown");
 
-    static const char *reject[] = {"unspecified",  "invalid",       "payload_too_large",
-                                   "unknown_lane", "queue_full",    "store_full",
-                                   "unauthorized", "shutting_down", "unavailable"};
+    static const char *reject[] = {"unspecified",    "invalid",       "payload_too_large",
+                                   "unknown_lane",   "queue_full",    "store_full",
+                                   "unauthorized",   "shutting_down", "unavailable",
+                                   "unknown_parent", "cycle",         "fan_in"};
     assert_int_equal (sizeof reject / sizeof *reject, ZL_REJECT_CODE_COUNT);
     for (int c = 0; c < ZL_REJECT_CODE_COUNT; c++)
         assert_string_equal (zl_reject_code_name ((zl_reject_code_t)c), reject[c]);
     assert_string_equal (zl_reject_code_name (ZL_REJECT_CODE_COUNT), "unknown");
     assert_string_equal (zl_reject_code_name ((zl_reject_code_t)-1), "unknown");
 
-    static const char *error[] = {"unspecified",
-                                  "bad_frame",
-                                  "bad_version",
-                                  "unknown_kind",
-                                  "invalid",
-                                  "unknown_job",
-                                  "stale_lease",
-                                  "not_ready",
-                                  "unknown_lane",
-                                  "unauthorized",
-                                  "not_found",
-                                  "internal",
-                                  "max_run",
-                                  "not_holder",
-                                  "not_leader",
-                                  "unavailable",
-                                  [16] = "unknown", // ERROR_CODE 16: not this branch's
-                                  [ZL_ERR_CANCELLED] = "cancelled"};
+    static const char *error[] = {"unspecified",  "bad_frame",    "bad_version", "unknown_kind",
+                                  "invalid",      "unknown_job",  "stale_lease", "not_ready",
+                                  "unknown_lane", "unauthorized", "not_found",   "internal",
+                                  "max_run",      "not_holder",   "not_leader",  "unavailable",
+                                  "result_too_large", "cancelled"};
     assert_int_equal (sizeof error / sizeof *error, ZL_ERR_CODE_COUNT);
     for (int c = 0; c < ZL_ERR_CODE_COUNT; c++)
         assert_string_equal (zl_error_code_name ((zl_error_code_t)c), error[c]);
     assert_string_equal (zl_error_code_name (ZL_ERR_CODE_COUNT), "unknown");
     assert_string_equal (zl_error_code_name ((zl_error_code_t)-1), "unknown");
 
-    static const char *outcome[] = {"unspecified",    "acked",         "transient",   "throttled",
-                                    "permanent",      "lease_expired", "worker_dead", "max_run",
-                                    "broker_restart", "leader_change", "cancelled"};
+    static const char *outcome[] = {
+        "unspecified", "acked",   "transient",      "throttled",     "permanent", "lease_expired",
+        "worker_dead", "max_run", "broker_restart", "leader_change", "cancelled", "parent_failed"};
     assert_int_equal (sizeof outcome / sizeof *outcome, ZL_OUTCOME_COUNT);
     for (int c = 0; c < ZL_OUTCOME_COUNT; c++)
         assert_string_equal (zl_outcome_name ((zl_outcome_t)c), outcome[c]);

@@ -146,6 +146,23 @@ s_stats (const zl_stats_t *a, const zl_stats_t *b)
 
 // Compare two decoded messages field by field.
 static void
+s_outcome (const zl_job_outcome_t *x, const zl_job_outcome_t *y)
+{
+    EQ (x->job_id, y->job_id);
+    EQ (x->found, y->found);
+    EQ (x->final, y->final);
+    STR (x->state, y->state);
+    EQ (x->outcome, y->outcome);
+    s_bytes (x->result, y->result);
+    STR (x->error, y->error);
+    EQ (x->failed_parent, y->failed_parent);
+    STR (x->tenant, y->tenant);
+    STR (x->lane, y->lane);
+    EQ (x->finished_at_ms, y->finished_at_ms);
+    EQ (x->attempts, y->attempts);
+}
+
+static void
 s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
 {
     EQ (a->kind, b->kind);
@@ -166,6 +183,12 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (x->max_run_ms, y->max_run_ms);
             s_headers (x->n_headers, x->headers, y->n_headers, y->headers);
             EQ (x->generated_key, y->generated_key);
+            EQ (x->n_depends_on, y->n_depends_on);
+            for (size_t k = 0; k < x->n_depends_on; k++)
+                EQ (x->depends_on[k], y->depends_on[k]);
+            EQ (x->n_depends_on_seq, y->n_depends_on_seq);
+            for (size_t k = 0; k < x->n_depends_on_seq; k++)
+                EQ (x->depends_on_seq[k], y->depends_on_seq[k]);
         }
         break;
     case ZL_MSG_ACCEPTED:
@@ -210,6 +233,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (a->u.ack.items[i].job_id, b->u.ack.items[i].job_id);
             EQ (a->u.ack.items[i].lease, b->u.ack.items[i].lease);
             EQ (a->u.ack.items[i].run_us, b->u.ack.items[i].run_us);
+            s_bytes (a->u.ack.items[i].result, b->u.ack.items[i].result);
         }
         break;
     case ZL_MSG_NACK:
@@ -240,6 +264,11 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (x->max_run_ms, y->max_run_ms);
             EQ (x->max_attempts, y->max_attempts);
             EQ (x->enqueued_at_ms, y->enqueued_at_ms);
+            EQ (x->n_parent_results, y->n_parent_results);
+            for (size_t k = 0; k < x->n_parent_results; k++) {
+                EQ (x->parent_results[k].job_id, y->parent_results[k].job_id);
+                s_bytes (x->parent_results[k].result, y->parent_results[k].result);
+            }
         }
         break;
     case ZL_MSG_SETTLED:
@@ -308,8 +337,17 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             STR (x->cancel_items[i].state, y->cancel_items[i].state);
             EQ (x->cancel_items[i].cancelled_at_ms, y->cancel_items[i].cancelled_at_ms);
         }
+        if (x->result == ZL_ADMIN_RESULT_JOB)
+            s_outcome (&x->job, &y->job);
         break;
     }
+    case ZL_MSG_WATCH:
+        EQ (a->u.watch.n, b->u.watch.n);
+        for (size_t i = 0; i < a->u.watch.n; i++)
+            EQ (a->u.watch.job_ids[i], b->u.watch.job_ids[i]);
+        break;
+    case ZL_MSG_OUTCOME:
+    case ZL_MSG_JOB_DONE: s_outcome (&a->u.outcome, &b->u.outcome); break;
     default: s_fail ("decoded an unknown kind");
     }
     s_field = NULL;

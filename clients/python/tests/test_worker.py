@@ -218,3 +218,48 @@ def test_silent_broker_is_left_and_settlements_resent(broker):
         assert broker.counter("jobs_acked") == 1
     finally:
         stop_worker(w, t)
+
+
+def test_results_and_parent_results(broker):
+    """A handler's return value (bytes or str) is the job's result; a child's
+    handler gets its parents' results (the child submitted by zlane-submit
+    --after, the C CLI); zlane-ctl job result reads a result back."""
+    import subprocess
+    from conftest import BIN_DIR
+    seen = {}
+
+    def handler(job):
+        seen[job.payload] = job.parent_results
+        if job.payload == b"bytes":
+            return b"\x00\x01raw"
+        if job.payload == b"none":
+            return 42  # not bytes or str: no result
+        return "res-" + job.text()
+    w, t = run_worker(broker.backend, {"a": handler})
+    try:
+        with zlane.Producer(broker.frontend) as p:
+            parent = p.submit("acme", "a", b"parent")
+            raw = p.submit("acme", "a", b"bytes")
+            p.submit("acme", "a", b"none")
+        broker.wait_counter("jobs_acked", 3)
+        ctl = [os.path.join(BIN_DIR, "zlane-ctl"), "--admin", broker.admin_ep, "job",
+               "result"]
+        out = subprocess.run(ctl + [str(parent)], capture_output=True, timeout=20)
+        assert out.returncode == 0 and out.stdout == b"res-parent", out
+        out = subprocess.run(ctl + [str(raw)], capture_output=True, timeout=20)
+        assert out.returncode == 0 and out.stdout == b"\x00\x01raw", out
+        sub = subprocess.run([os.path.join(BIN_DIR, "zlane-submit"), "--broker", broker.frontend,
+                              "--tenant", "acme", "--lane", "a", "--after", str(parent), "--wait",
+                              "child"], capture_output=True, timeout=30)
+        assert sub.returncode == 0 and sub.stdout == b"res-child", sub
+        assert seen[b"child"] == [(parent, b"res-parent")]
+        assert seen[b"parent"] == []
+        with zlane.Producer(broker.frontend) as p:  # the Python producer's depends_on
+            p.submit("acme", "a", b"grandchild", depends_on=[parent, raw])
+        wait_for(lambda: b"grandchild" in seen, 20, "the grandchild ran")
+        assert seen[b"grandchild"] == [(parent, b"res-parent"), (raw, b"\x00\x01raw")]
+        with pytest.raises(zlane.Rejected, match="unknown"):
+            with zlane.Producer(broker.frontend) as p:
+                p.submit("acme", "a", b"orphan", depends_on=[987654])
+    finally:
+        stop_worker(w, t)

@@ -215,14 +215,15 @@ class Producer:
     def submit(self, tenant: str, lane: str, payload=b"", *, key: str | None = None,
                delay: float | None = None, max_attempts: int | None = None,
                headers=None, lease: float | None = None, max_run: float | None = None,
-               block: bool = True, timeout: float | None = None) -> int:
+               depends_on=None, block: bool = True, timeout: float | None = None) -> int:
         """Submit one job and return its job id once the broker Accepted it (durably).
 
         `payload`: bytes (str is UTF-8 encoded). `key`: an idempotency key (a key seen
         within the broker's dedup window returns the original job id); without one a
         key is generated for the library's own resends. `delay`, `lease`, `max_run`
         in seconds; `max_attempts` 0/None = the lane's default; `headers` a dict or
-        pairs of str.
+        pairs of str; `depends_on` job ids of parents: the job runs once they are all
+        acked, with their results (Job.parent_results).
 
         `block`: wait for credit (True), or raise QueueFull at once when there is
         none or the broker answers QUEUE_FULL / STORE_FULL (False). `timeout`: how
@@ -231,7 +232,8 @@ class Producer:
         StoreFull, Unauthorized, ...) or Timeout."""
         fut = self.submit_future(tenant, lane, payload, key=key, delay=delay,
                                  max_attempts=max_attempts, headers=headers, lease=lease,
-                                 max_run=max_run, block=block, timeout=timeout)
+                                 max_run=max_run, depends_on=depends_on, block=block,
+                                 timeout=timeout)
         return fut.result()
 
     def submit_future(self, tenant: str, lane: str, payload=b"", *, block: bool = True,
@@ -449,6 +451,12 @@ class Producer:
         headers = _headers(spec.pop("headers", None))
         if headers:
             kw["headers"] = [pb.Header(key=k, value=v) for k, v in headers]
+        parents = spec.pop("depends_on", None)
+        if parents:
+            for parent in parents:
+                if not isinstance(parent, int) or not 0 < parent < 1 << 64:
+                    raise ValueError("depends_on holds job ids (ints above 0)")
+            kw["depends_on"] = list(parents)
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
         return kw, key or None

@@ -70,12 +70,17 @@ class Job:
     """A job as a handler sees it: id, lease, attempt (1 for the first delivery),
     tenant, lane, payload (bytes), headers (dict), idempotency_key (the producer's,
     or "job-<id>"), lease_ms, max_run_ms (0 = none), max_attempts, enqueued_at_ms
-    (broker wall clock). `cancelled` turns true once the lease is lost (or presumed
-    lost) or the job ran out of time: a long handler may check it and return early."""
+    (broker wall clock), parent_results (a list of (job_id, result bytes), one per
+    parent of a job in a workflow, in the order it named them). `cancelled` turns
+    true once the lease is lost (or presumed lost) or the job ran out of time: a
+    long handler may check it and return early. A handler that returns bytes or
+    str gives the job that result (str as UTF-8): sent with the ack, kept by the
+    broker and handed to the job's children; any other return value gives none."""
 
     __slots__ = ("id", "lease", "attempt", "tenant", "lane", "payload", "headers",
                  "idempotency_key", "lease_ms", "max_run_ms", "max_attempts", "enqueued_at_ms",
-                 "_event", "_reason", "_next_extend", "_max_run_at", "_received", "_held")
+                 "parent_results", "_event", "_reason", "_next_extend", "_max_run_at",
+                 "_received", "_held")
 
     def __init__(self, msg=None, **fields):
         self._event = None          # made by the first wait_cancelled
@@ -97,6 +102,8 @@ class Job:
             self.max_run_ms = msg.max_run_ms
             self.max_attempts = msg.max_attempts
             self.enqueued_at_ms = msg.enqueued_at_ms
+            self.parent_results = ([(int(r.job_id), bytes(r.result)) for r in msg.parent_results]
+                                   if len(msg.parent_results) else [])
             return
         for name in ("id", "lease", "attempt", "lease_ms", "max_run_ms", "max_attempts",
                      "enqueued_at_ms"):
@@ -106,6 +113,7 @@ class Job:
         self.payload = bytes(fields.get("payload", b""))
         self.headers = dict(fields.get("headers") or {})
         self.idempotency_key = fields.get("idempotency_key", "")
+        self.parent_results = list(fields.get("parent_results") or [])
 
     @property
     def cancelled(self) -> bool:
@@ -148,9 +156,10 @@ class Job:
 
 class _Settle:
     __slots__ = ("job_id", "lease", "attempt", "ack", "cls", "error", "retry_after_ms", "run_us",
-                 "counted")
+                 "counted", "result")
 
-    def __init__(self, job, ack, cls=0, error="", retry_after_ms=0, run_us=0):
+    def __init__(self, job, ack, cls=0, error="", retry_after_ms=0, run_us=0, result=b""):
+        self.result = result
         self.job_id, self.lease, self.attempt = job.id, job.lease, job.attempt
         self.ack, self.cls = ack, cls
         self.error = clean_text(error) if not ack else ""
@@ -168,7 +177,10 @@ def _ack_frame(acks) -> bytes:
     env = pb.Envelope(version=1)
     add = env.ack.items.add
     for p in acks:
-        add(job_id=p.job_id, lease=p.lease, run_us=p.run_us)
+        if p.result:
+            add(job_id=p.job_id, lease=p.lease, run_us=p.run_us, result=p.result)
+        else:
+            add(job_id=p.job_id, lease=p.lease, run_us=p.run_us)
     return env.SerializePartialToString()
 
 
@@ -681,10 +693,13 @@ class Worker:
             self._wake_owed = True
             self._waker.wake()
 
-    def _result(self, job: Job, start_ns: int, exc: BaseException | None) -> None:
+    def _result(self, job: Job, start_ns: int, exc: BaseException | None, value=None) -> None:
         run_us = max(1, (time.perf_counter_ns() - start_ns) // 1000)
         if exc is None:
-            p = _Settle(job, True, run_us=run_us)
+            if isinstance(value, str):
+                value = value.encode("utf-8")
+            result = bytes(value) if isinstance(value, (bytes, bytearray, memoryview)) else b""
+            p = _Settle(job, True, run_us=run_us, result=result)
         elif isinstance(exc, Permanent):
             p = _Settle(job, False, _PERMANENT, str(exc) or type(exc).__name__, run_us=run_us)
         elif isinstance(exc, Throttled):
@@ -699,26 +714,26 @@ class Worker:
         start = time.perf_counter_ns()
         try:
             r = fn(job)
-            if r is not None and inspect.isawaitable(r):
-                asyncio.run(_awaited(r))
+            if inspect.isawaitable(r):
+                r = asyncio.run(_awaited(r))
         except BaseException as exc:  # noqa: BLE001 - every failure is the job's
             self._result(job, start, exc)
             return
-        self._result(job, start, None)
+        self._result(job, start, None, r)
 
     async def _run_async(self, fn, job: Job) -> None:
         start = time.perf_counter_ns()
         try:
             if inspect.iscoroutinefunction(fn):
-                await fn(job)
+                r = await fn(job)
             else:
                 r = await asyncio.get_running_loop().run_in_executor(None, fn, job)
                 if inspect.isawaitable(r):
-                    await r
+                    r = await r
         except BaseException as exc:  # noqa: BLE001
             self._result(job, start, exc)
             return
-        self._result(job, start, None)
+        self._result(job, start, None, r)
 
     def _take_results(self) -> None:
         self._wake_owed = False  # before taking: a result added after this wakes us again

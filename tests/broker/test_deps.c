@@ -1,0 +1,700 @@
+/*  test_deps: the dependency graph and kept outcomes in broker/jobs.c
+    (issue 15), driven without sockets and without the real clock, against
+    a real LMDB store in a fresh temp directory (durability none), one
+    commit per step. Readiness (a job waits for every parent, then runs
+    with their results), the parent_failed cascade, the redrive of a failed
+    parent that brings its descendants back, outcomes kept only where they
+    are needed and forgotten at their retention, and the recovery of a
+    partly done DAG from the store. Every step checks the gauges (waiting,
+    ready, DLQ, depth) against a recount. The cases run on the LMDB store,
+    then (with the PostgreSQL harness) on a PostgreSQL store, a fresh
+    database per case: the store.h seam hides which. */
+#define _GNU_SOURCE // nftw, mkdtemp
+#include "arena.h"
+#include "config.h"
+#include "dlq.h"
+#include "job.h"
+#include "jobs.h"
+#include "lane.h"
+#include "log.h"
+#include "record.h"
+#include "rng.h"
+#include "scheduler.h"
+#include "store.h"
+#include "timers.h"
+#include "workers.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef ZLT_PG_DEPS
+#include "pg_harness.h"
+
+#include <libpq-fe.h>
+#endif
+
+#define S_NO_LIMITS_NOW (INT64_MAX / 4)
+#define MAP_SIZE (64ull << 20)
+#define MONO_BASE_MS 5000000LL
+#define WALL_BASE_MS 1700000000000LL
+
+static const char *s_backend = "lmdb"; // of the run going on
+
+typedef struct {
+    char dir[PATH_MAX];
+    char loc[PATH_MAX + 256]; // the store's location: the directory, or a database
+    zl_broker_config_t cfg;
+    zl_store_t *store;
+    zl_lanes_t *lanes;
+    zl_sched_t *sched;
+    zl_timers_t *timers;
+    zl_rng_t rng;
+    zl_jobs_t *jobs;
+    zl_workers_t *workers;
+    zl_lane_t *lane;
+    zl_tenant_t *tenant;
+    zl_flow_t *flow;
+    zl_worker_conn_t *w;
+    zl_arena_t *arena;
+    uint64_t dead_events;
+    int64_t t; // the test's clock, ms from the bases
+} fx_t;
+
+static zl_now_t
+at (int64_t ms)
+{
+    return (zl_now_t){.mono_ms = MONO_BASE_MS + ms,
+                      .mono_us = (MONO_BASE_MS + ms) * 1000,
+                      .wall_ms = WALL_BASE_MS + ms};
+}
+
+static zl_now_t
+s_now (fx_t *fx)
+{
+    return at (fx->t);
+}
+
+static void
+s_listener (void *ctx, zl_jobs_event_t ev, zl_job_t *job)
+{
+    fx_t *fx = ctx;
+    assert_ptr_equal (zl_jobs_find (fx->jobs, job->id), job);
+    if (ev == ZL_JOBS_EV_DEAD)
+        fx->dead_events++;
+}
+
+static int
+s_rm_entry (const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove (path);
+}
+
+// The in-memory side, over the store already open.
+static void
+s_core_new (fx_t *fx)
+{
+    fx->lanes = zl_lanes_new (&fx->cfg);
+    fx->lane = zl_lanes_lookup (fx->lanes, "work");
+    assert_non_null (fx->lane);
+    fx->tenant = zl_lanes_tenant (fx->lanes, "acme");
+    fx->sched = zl_sched_new (ZL_SCHED_WFQ);
+    fx->timers = zl_timers_new ();
+    fx->jobs = zl_jobs_new (fx->sched, fx->timers, &fx->rng, fx->store);
+    zl_jobs_set_listener (fx->jobs, s_listener, fx);
+    fx->workers = zl_workers_new ();
+    fx->flow = zl_sched_flow (fx->sched, fx->lane, fx->tenant);
+    zl_peer_t peer = {.len = 2, .data = "w1"};
+    fx->w =
+        zl_workers_add (fx->workers, &peer, "w1", 0, NULL, &fx->lane, 1, 64, s_now (fx).mono_ms);
+}
+
+static void
+s_core_destroy (fx_t *fx)
+{
+    zl_jobs_destroy (&fx->jobs);
+    zl_workers_destroy (&fx->workers);
+    zl_timers_destroy (&fx->timers);
+    zl_sched_destroy (&fx->sched);
+    zl_lanes_destroy (&fx->lanes);
+}
+
+#ifdef ZLT_PG_DEPS
+static zlh_pg_t *s_pg; // one cluster for the run, a database per case
+static int s_pg_dbs;
+
+static void
+s_pg_location (char *loc, size_t size)
+{
+    if (!s_pg && !(s_pg = zlh_pg_start ()))
+        fail_msg ("the PostgreSQL harness could not start a cluster");
+    PGconn *conn = PQconnectdb (zlh_pg_conninfo (s_pg));
+    char sql[64];
+    snprintf (sql, sizeof sql, "CREATE DATABASE deps_%d", ++s_pg_dbs);
+    PGresult *r = PQexec (conn, sql);
+    if (PQresultStatus (r) != PGRES_COMMAND_OK)
+        fail_msg ("%s: %s", sql, PQerrorMessage (conn));
+    PQclear (r);
+    PQfinish (conn);
+    snprintf (loc, size, "%s dbname=deps_%d", zlh_pg_conninfo (s_pg), s_pg_dbs);
+}
+#endif
+
+// Open the store at fx->loc, leading it (a shared store is led by one).
+static void
+s_open (fx_t *fx)
+{
+    char err[512] = "";
+    fx->store = zl_store_open (fx->loc, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
+    if (!fx->store)
+        fail_msg ("zl_store_open: %s", err);
+    assert_string_equal (zl_store_backend_name (fx->store), s_backend);
+    zl_store_lead_t lead;
+    assert_int_equal (zl_store_elect (fx->store, 0, &lead), ZL_ROLE_LEADER);
+}
+
+static int
+s_setup (void **state)
+{
+    zl_log_set_level (ZL_LOG_ERROR);
+    fx_t *fx = calloc (1, sizeof *fx);
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (fx->dir, sizeof fx->dir, "%s/zlane-test-deps-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null (mkdtemp (fx->dir));
+    snprintf (fx->loc, sizeof fx->loc, "%s", fx->dir);
+#ifdef ZLT_PG_DEPS
+    if (!strcmp (s_backend, "postgresql"))
+        s_pg_location (fx->loc, sizeof fx->loc);
+#endif
+    s_open (fx);
+    assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
+    zl_broker_config_defaults (&fx->cfg);
+    zl_lane_config_t *lc = zl_broker_config_lane (&fx->cfg, "work");
+    lc->max_attempts = 2;
+    lc->backoff_base_ms = 0; // retries ready at once
+    lc->backoff_cap_ms = 0;
+    zl_rng_seed (&fx->rng, 7);
+    fx->arena = zl_arena_new (16 * 1024);
+    s_core_new (fx);
+    *state = fx;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    fx_t *fx = *state;
+    s_core_destroy (fx); // jobs in every state, the graph included (ASan checks)
+    zl_broker_config_free (&fx->cfg);
+    zl_store_close (&fx->store);
+    zl_arena_destroy (&fx->arena);
+    nftw (fx->dir, s_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    free (fx);
+    return 0;
+}
+
+// ---------------------------------------------------------------- steps
+// End the turn: the batch commits (nothing failed), the next begins; then
+// recount the gauges.
+static void
+s_turn (fx_t *fx)
+{
+    assert_int_equal (zl_jobs_store_error (fx->jobs), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (fx->store), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
+    uint64_t waiting = 0, ready = 0, dlq = 0, depth = 0;
+    for (uint64_t id = 1; id < zl_jobs_next_id (fx->jobs); id++) {
+        zl_job_t *j = zl_jobs_find (fx->jobs, id);
+        if (!j)
+            continue;
+        waiting += j->state == ZL_JOB_WAITING;
+        ready += j->state == ZL_JOB_READY;
+        dlq += j->state == ZL_JOB_DEAD;
+        depth += j->state != ZL_JOB_DEAD && j->state != ZL_JOB_DONE && j->state != ZL_JOB_CANCELLED;
+    }
+    assert_int_equal (fx->flow->waiting, waiting);
+    assert_int_equal (fx->flow->ready, ready);
+    assert_int_equal (fx->flow->dlq, dlq);
+    assert_int_equal (zl_dlq_depth (zl_jobs_dlq (fx->jobs)), dlq);
+    assert_int_equal (fx->lane->depth, depth);
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    assert_int_equal (gs.waiting, waiting);
+}
+
+// Submit a job with `n` parents (ids); returns its id.
+static uint64_t
+s_submit (fx_t *fx, const uint64_t *parents, size_t n)
+{
+    zl_job_spec_t spec = {.tenant = "acme",
+                          .lane = "work",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "",
+                          .n_depends_on = n,
+                          .depends_on = parents};
+    uint64_t id = zl_jobs_take_id (fx->jobs);
+    assert_int_equal (zl_jobs_stage (fx->jobs, id, &spec, &fx->lane->cfg, s_now (fx)), ZL_STORE_OK);
+    assert_non_null (zl_jobs_accept (fx->jobs, id, &spec, fx->flow, s_now (fx)));
+    s_turn (fx);
+    return id;
+}
+
+static zl_job_state_t
+s_state (fx_t *fx, uint64_t id)
+{
+    zl_job_t *j = zl_jobs_find (fx->jobs, id);
+    return j ? (zl_job_state_t)j->state : 0;
+}
+
+// Lease the next ready job (it must be `id`) to the worker.
+static zl_job_t *
+s_lease (fx_t *fx, uint64_t id)
+{
+    zl_job_t *j = zl_sched_pop (fx->sched, fx->lane, S_NO_LIMITS_NOW);
+    assert_non_null (j);
+    if (j->id != id)
+        fail_msg ("leased job %llu, expected %llu", (unsigned long long)j->id,
+                  (unsigned long long)id);
+    zl_jobs_lease (fx->jobs, j, fx->w, s_now (fx));
+    s_turn (fx);
+    return j;
+}
+
+static void
+s_ack (fx_t *fx, uint64_t id, const char *result)
+{
+    zl_job_t *j = zl_jobs_find (fx->jobs, id);
+    assert_non_null (j);
+    assert_int_equal (j->state, ZL_JOB_LEASED);
+    zl_ack_item_t ack = {.job_id = id,
+                         .lease = j->lease->token,
+                         .result = {(const uint8_t *)result, result ? strlen (result) : 0}};
+    assert_int_equal (zl_jobs_ack (fx->jobs, fx->w, &ack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+}
+
+static void
+s_run (fx_t *fx, uint64_t id, const char *result)
+{
+    s_lease (fx, id);
+    fx->t += 10;
+    s_ack (fx, id, result);
+}
+
+static void
+s_fail (fx_t *fx, uint64_t id)
+{
+    zl_job_t *j = s_lease (fx, id);
+    zl_nack_item_t nack = {
+        .job_id = id, .lease = j->lease->token, .cls = ZL_FAIL_PERMANENT, .error = "bad input"};
+    assert_int_equal (zl_jobs_nack (fx->jobs, fx->w, &nack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+}
+
+static void
+s_no_ready (fx_t *fx)
+{
+    assert_null (zl_sched_pop (fx->sched, fx->lane, S_NO_LIMITS_NOW));
+}
+
+// The outcome of `id` as a Watch or job show sees it.
+static zl_job_outcome_t
+s_outcome (fx_t *fx, uint64_t id)
+{
+    zl_arena_reset (fx->arena);
+    zl_job_outcome_t o;
+    assert_int_equal (zl_jobs_outcome (fx->jobs, id, fx->arena, &o), 0);
+    return o;
+}
+
+// The parent results job `id` would be dispatched with, as "id=result;...".
+static const char *
+s_parent_results (fx_t *fx, uint64_t id)
+{
+    static char out[512];
+    zl_arena_reset (fx->arena);
+    zl_job_rec_t rec;
+    zl_job_t *j = zl_jobs_find (fx->jobs, id);
+    assert_non_null (j);
+    assert_int_equal (zl_jobs_load (fx->jobs, j, fx->arena, &rec, NULL), ZL_STORE_OK);
+    size_t n;
+    const zl_parent_result_t *r;
+    assert_int_equal (zl_jobs_parent_results (fx->jobs, &rec, fx->arena, &n, &r), 0);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf (out + len, sizeof out - len, "%llu=%.*s;",
+                                 (unsigned long long)r[i].job_id, (int)r[i].result.len,
+                                 (const char *)r[i].result.data);
+    return out;
+}
+
+// ---------------------------------------------------------------- readiness
+// A job waits for every parent; the last one's ack makes it ready, and it
+// gets each parent's result in the order it named them. A parent without a
+// result is kept (its child needs it) and shows as done.
+static void
+test_readiness (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    uint64_t b = s_submit (fx, NULL, 0);
+    uint64_t parents[] = {b, a};
+    uint64_t c = s_submit (fx, parents, 2);
+    assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
+    s_run (fx, a, NULL);
+    assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, a), ZL_JOB_DONE); // kept: a child needs it
+    s_run (fx, b, "B-out");
+    assert_int_equal (s_state (fx, c), ZL_JOB_READY);
+    char want[128];
+    snprintf (want, sizeof want, "%llu=B-out;%llu=;", (unsigned long long)b, (unsigned long long)a);
+    assert_string_equal (s_parent_results (fx, c), want);
+    s_run (fx, c, NULL);
+    // c: no result, no child, nobody watched: not kept
+    assert_null (zl_jobs_find (fx->jobs, c));
+    assert_false (s_outcome (fx, c).found);
+    zl_job_outcome_t o = s_outcome (fx, b);
+    assert_true (o.found && o.final);
+    assert_int_equal (o.outcome, ZL_OUTCOME_ACKED);
+    assert_int_equal (o.result.len, 5);
+    assert_memory_equal (o.result.data, "B-out", 5);
+    // a plain job acked without a result is deleted as before
+    uint64_t d = s_submit (fx, NULL, 0);
+    s_run (fx, d, NULL);
+    assert_null (zl_jobs_find (fx->jobs, d));
+    // ... and with one it is kept
+    uint64_t e = s_submit (fx, NULL, 0);
+    s_run (fx, e, "E");
+    assert_int_equal (s_state (fx, e), ZL_JOB_DONE);
+    // a child submitted later on a kept parent is ready at once
+    uint64_t pe[] = {e};
+    uint64_t f = s_submit (fx, pe, 1);
+    assert_int_equal (s_state (fx, f), ZL_JOB_READY);
+    // a watched job without a result is kept too
+    uint64_t g = s_submit (fx, NULL, 0);
+    zl_jobs_keep (fx->jobs, zl_jobs_find (fx->jobs, f));
+    s_run (fx, f, NULL);
+    assert_int_equal (s_state (fx, f), ZL_JOB_DONE);
+    s_run (fx, g, NULL);
+    assert_null (zl_jobs_find (fx->jobs, g));
+}
+
+// ---------------------------------------------------------------- cascade
+// A dead parent buries its waiting descendants, each with outcome
+// parent_failed and the parent that buried it; a job submitted under a
+// dead parent goes straight to the DLQ.
+static void
+test_parent_failed_cascade (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    uint64_t pa[] = {a};
+    uint64_t b = s_submit (fx, pa, 1);
+    uint64_t pb[] = {b};
+    uint64_t c = s_submit (fx, pb, 1);
+    uint64_t d = s_submit (fx, pa, 1);
+    uint64_t other = s_submit (fx, NULL, 0);
+    s_fail (fx, a);
+    assert_int_equal (s_state (fx, a), ZL_JOB_DEAD);
+    assert_int_equal (s_state (fx, b), ZL_JOB_DEAD);
+    assert_int_equal (s_state (fx, c), ZL_JOB_DEAD);
+    assert_int_equal (s_state (fx, d), ZL_JOB_DEAD);
+    assert_int_equal (fx->dead_events, 4);
+    zl_job_outcome_t o = s_outcome (fx, c);
+    assert_true (o.final);
+    assert_int_equal (o.outcome, ZL_OUTCOME_PARENT_FAILED);
+    assert_int_equal (o.failed_parent, b);
+    char want[64];
+    snprintf (want, sizeof want, "parent job %llu", (unsigned long long)b);
+    assert_non_null (strstr (o.error, want));
+    assert_int_equal (s_outcome (fx, d).failed_parent, a);
+    o = s_outcome (fx, a);
+    assert_int_equal (o.outcome, ZL_OUTCOME_PERMANENT);
+    assert_string_equal (o.error, "bad input");
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    assert_int_equal (gs.parent_failed, 3);
+    // the unrelated job runs on
+    assert_int_equal (s_state (fx, other), ZL_JOB_READY);
+    s_run (fx, other, NULL);
+    // a new child of the dead parent is dead at once
+    uint64_t e = s_submit (fx, pa, 1);
+    assert_int_equal (s_state (fx, e), ZL_JOB_DEAD);
+    assert_int_equal (s_outcome (fx, e).failed_parent, a);
+    s_no_ready (fx);
+}
+
+// ---------------------------------------------------------------- cancel
+// Cancelling a job cancels its not-yet-run descendants (waiting for it);
+// a waiting job cancelled alone is skipped when its parent is acked; a job
+// already done is finished (nothing to cancel); a cancelled job's outcome
+// is final, outcome cancelled.
+static void
+test_cancel_cascades (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    uint64_t pa[] = {a};
+    uint64_t b = s_submit (fx, pa, 1);
+    uint64_t pb[] = {b};
+    uint64_t c = s_submit (fx, pb, 1);
+    uint64_t other = s_submit (fx, NULL, 0);
+    zl_cancel_item_t item;
+    assert_int_equal (zl_jobs_cancel (fx->jobs, a, s_now (fx), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "ready");
+    s_turn (fx);
+    assert_int_equal (s_state (fx, a), ZL_JOB_CANCELLED);
+    assert_int_equal (s_state (fx, b), ZL_JOB_CANCELLED);
+    assert_int_equal (s_state (fx, c), ZL_JOB_CANCELLED);
+    zl_job_outcome_t o = s_outcome (fx, c);
+    assert_true (o.found && o.final);
+    assert_int_equal (o.outcome, ZL_OUTCOME_CANCELLED);
+    assert_int_equal (zl_jobs_cancel (fx->jobs, b, s_now (fx), &item), ZL_CANCEL_ALREADY_CANCELLED);
+    assert_string_equal (item.state, "waiting");
+    s_run (fx, other, NULL); // the rest runs on
+
+    uint64_t p = s_submit (fx, NULL, 0);
+    uint64_t pp[] = {p};
+    uint64_t w = s_submit (fx, pp, 1);
+    uint64_t w2 = s_submit (fx, pp, 1);
+    assert_int_equal (zl_jobs_cancel (fx->jobs, w, s_now (fx), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "waiting");
+    s_turn (fx);
+    s_run (fx, p, "P");
+    assert_int_equal (s_state (fx, w), ZL_JOB_CANCELLED); // skipped
+    assert_int_equal (s_state (fx, w2), ZL_JOB_READY);
+    assert_int_equal (zl_jobs_cancel (fx->jobs, p, s_now (fx), &item), ZL_CANCEL_FINISHED);
+    assert_int_equal (s_state (fx, p), ZL_JOB_DONE);
+    s_run (fx, w2, NULL);
+    s_no_ready (fx);
+}
+
+// ---------------------------------------------------------------- redrive
+// Redriving the failed parent brings back what its death buried: waiting
+// again, then ready as their parents are acked. A buried child redriven
+// while its parent is still dead goes straight back to the DLQ.
+static void
+test_redrive_failed_parent (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    uint64_t x = s_submit (fx, NULL, 0);
+    uint64_t pa[] = {a};
+    uint64_t b = s_submit (fx, pa, 1);
+    uint64_t pbx[] = {b, x};
+    uint64_t c = s_submit (fx, pbx, 2);
+    s_fail (fx, a);
+    assert_int_equal (s_state (fx, c), ZL_JOB_DEAD);
+    // c alone: its grandparent is still dead
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, c), s_now (fx));
+    s_turn (fx);
+    assert_int_equal (s_state (fx, c), ZL_JOB_DEAD);
+    assert_int_equal (s_outcome (fx, c).failed_parent, b);
+    // the root: back with its descendants
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, a), s_now (fx));
+    s_turn (fx);
+    assert_int_equal (s_state (fx, a), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, b), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
+    assert_int_equal (zl_dlq_depth (zl_jobs_dlq (fx->jobs)), 0);
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    assert_int_equal (gs.rearmed, 2);
+    s_run (fx, x, "X"); // (x was ready before a: FIFO)
+    s_run (fx, a, "A2");
+    assert_int_equal (s_state (fx, b), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
+    s_run (fx, b, "B");
+    assert_int_equal (s_state (fx, c), ZL_JOB_READY);
+    char want[128];
+    snprintf (want, sizeof want, "%llu=B;%llu=X;", (unsigned long long)b, (unsigned long long)x);
+    assert_string_equal (s_parent_results (fx, c), want);
+    s_run (fx, c, "C");
+    assert_int_equal (s_outcome (fx, c).outcome, ZL_OUTCOME_ACKED);
+    s_no_ready (fx);
+}
+
+// ---------------------------------------------------------------- retention
+// Kept outcomes go at their retention, oldest first, except a parent whose
+// child may still run.
+static void
+test_retention (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    s_run (fx, a, "A");
+    uint64_t b = s_submit (fx, NULL, 0);
+    uint64_t pb[] = {b};
+    uint64_t c = s_submit (fx, pb, 1);
+    s_run (fx, b, "B"); // c ready, not run
+    fx->t += 1000;
+    assert_int_equal (zl_jobs_expire_done (fx->jobs, s_now (fx), 500, 100), 1);
+    s_turn (fx);
+    assert_null (zl_jobs_find (fx->jobs, a));
+    assert_false (s_outcome (fx, a).found);
+    zl_arena_reset (fx->arena);
+    zl_state_rec_t st;
+    assert_int_equal (zl_store_get_state (fx->store, a, fx->arena, &st), ZL_STORE_NOT_FOUND);
+    assert_int_equal (s_state (fx, b), ZL_JOB_DONE); // c needs it
+    s_run (fx, c, NULL);
+    assert_int_equal (zl_jobs_expire_done (fx->jobs, s_now (fx), 500, 100), 1);
+    s_turn (fx);
+    assert_null (zl_jobs_find (fx->jobs, b));
+}
+
+// ---------------------------------------------------------------- recovery
+static void
+s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *st)
+{
+    fx_t *fx = ctx;
+    zl_flow_t *flow = zl_sched_flow (fx->sched, zl_lanes_lookup (fx->lanes, rec->lane),
+                                     zl_lanes_tenant (fx->lanes, rec->tenant));
+    static const zl_jobs_cut_t cut = {ZL_OUTCOME_BROKER_RESTART, "restarted"};
+    zl_jobs_restore (fx->jobs, id, flow, rec, st, &cut, s_now (fx));
+}
+
+// Stop (what was committed stays) and start again on the same store.
+static void
+s_restart (fx_t *fx)
+{
+    assert_int_equal (zl_store_set_next_id (fx->store, zl_jobs_next_id (fx->jobs)), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (fx->store), ZL_STORE_OK);
+    s_core_destroy (fx);
+    zl_store_close (&fx->store);
+    char err[512] = "";
+    s_open (fx);
+    s_core_new (fx);
+    uint64_t next_id = 0;
+    assert_int_equal (zl_store_begin (fx->store), ZL_STORE_OK);
+    if (zl_store_recover (fx->store, s_restore_cb, fx, &next_id, err, sizeof err) != 0)
+        fail_msg ("recover: %s", err);
+    zl_jobs_restore_done (fx->jobs, next_id, s_now (fx));
+    s_turn (fx);
+}
+
+// A diamond A -> B, C -> D and a failed chain P -> Q, stopped halfway: the
+// kept outcomes, the waiting join, the ready branch and the buried child
+// come back, and the DAG finishes as if nothing happened; the failed
+// parent's redrive still brings its child back.
+static void
+test_recover_partly_done_dag (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a = s_submit (fx, NULL, 0);
+    uint64_t pa[] = {a};
+    uint64_t b = s_submit (fx, pa, 1);
+    uint64_t cc = s_submit (fx, pa, 1);
+    uint64_t pbc[] = {b, cc};
+    uint64_t d = s_submit (fx, pbc, 2);
+    uint64_t p = s_submit (fx, NULL, 0);
+    uint64_t pp[] = {p};
+    uint64_t q = s_submit (fx, pp, 1);
+    s_run (fx, a, "A");
+    s_fail (fx, p); // (p was ahead of b and c)
+    s_run (fx, b, "B");
+    s_lease (fx, cc); // c runs when the broker stops
+    assert_int_equal (s_state (fx, q), ZL_JOB_DEAD);
+
+    s_restart (fx);
+    assert_int_equal (s_state (fx, a), ZL_JOB_DONE);
+    assert_int_equal (s_state (fx, b), ZL_JOB_DONE);
+    assert_int_equal (s_state (fx, cc), ZL_JOB_READY); // its attempt counted
+    assert_int_equal (zl_jobs_find (fx->jobs, cc)->attempt, 1);
+    assert_int_equal (s_state (fx, d), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, q), ZL_JOB_DEAD);
+    assert_int_equal (s_outcome (fx, q).failed_parent, p);
+    assert_int_equal (s_outcome (fx, b).result.len, 1);
+    s_run (fx, cc, "C");
+    assert_int_equal (s_state (fx, d), ZL_JOB_READY);
+    char want[128];
+    snprintf (want, sizeof want, "%llu=B;%llu=C;", (unsigned long long)b, (unsigned long long)cc);
+    assert_string_equal (s_parent_results (fx, d), want);
+    s_run (fx, d, "D");
+    s_no_ready (fx);
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, p), s_now (fx));
+    s_turn (fx);
+    assert_int_equal (s_state (fx, q), ZL_JOB_WAITING);
+
+    // a waiting job stopped before its parent's ack, the parent acked
+    // after the restart; and one whose only parent was acked in the last
+    // turn before the stop (never released in the store: its parents say)
+    uint64_t r = s_submit (fx, NULL, 0);
+    uint64_t pr[] = {r};
+    uint64_t s = s_submit (fx, pr, 1);
+    s_restart (fx);
+    assert_int_equal (s_state (fx, p), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, q), ZL_JOB_WAITING); // re-armed: state 6 stored
+    assert_int_equal (s_state (fx, s), ZL_JOB_WAITING);
+    s_run (fx, p, NULL);
+    assert_int_equal (s_state (fx, q), ZL_JOB_READY);
+    s_run (fx, r, NULL);
+    s_restart (fx);
+    assert_int_equal (s_state (fx, s), ZL_JOB_READY);
+    s_run (fx, q, NULL);
+    s_run (fx, s, NULL);
+    s_no_ready (fx);
+
+    // a parent that died in the last turn: its never-released child is
+    // buried at recovery if the cascade's write was lost (here: made so, by
+    // writing a deleted id's records again, which only LMDB's keyed records
+    // allow: PostgreSQL's log never brings back a deleted id, and the broker
+    // never reuses one)
+    if (strcmp (s_backend, "lmdb") != 0)
+        return;
+    uint64_t u = s_submit (fx, NULL, 0);
+    uint64_t pu[] = {u};
+    uint64_t v = s_submit (fx, pu, 1);
+    s_fail (fx, u);
+    assert_int_equal (s_state (fx, v), ZL_JOB_DEAD);
+    // v as if only staged: its records rewritten in a turn of their own
+    assert_int_equal (zl_store_del_job (fx->store, v), ZL_STORE_OK);
+    s_turn (fx);
+    zl_job_rec_t vrec = {.tenant = "acme",
+                         .lane = "work",
+                         .payload = {(const uint8_t *)"p", 1},
+                         .idempotency_key = "",
+                         .max_attempts = 2,
+                         .lease_ms = 30000,
+                         .enqueued_at_ms = WALL_BASE_MS,
+                         .n_depends_on = 1,
+                         .depends_on = pu};
+    assert_int_equal (zl_store_put_job (fx->store, v, &vrec), ZL_STORE_OK);
+    s_turn (fx);
+    s_restart (fx);
+    assert_int_equal (s_state (fx, v), ZL_JOB_DEAD);
+    assert_int_equal (s_outcome (fx, v).failed_parent, u);
+    assert_int_equal (s_outcome (fx, v).outcome, ZL_OUTCOME_PARENT_FAILED);
+}
+
+int
+main (void)
+{
+    int failed = 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_readiness, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_parent_failed_cascade, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_redrive_failed_parent, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_cancel_cascades, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_retention, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_recover_partly_done_dag, s_setup, s_teardown),
+    };
+    failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
+#ifdef ZLT_PG_DEPS
+    s_backend = "postgresql";
+    failed += cmocka_run_group_tests_name ("deps: postgresql", tests, NULL, NULL);
+#endif
+    return failed;
+}
