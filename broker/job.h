@@ -11,10 +11,10 @@
 #include <stdint.h>
 
 typedef enum {
-    ZL_JOB_READY = 1, // waiting in its flow's FIFO for a worker
-    ZL_JOB_DELAYED,   // waiting for due_ms (delay, retry backoff, throttle)
-    ZL_JOB_LEASED,    // held by a worker until due_ms (lease or max run)
-    ZL_JOB_DEAD,      // parked in the dead-letter queue
+    ZL_JOB_READY = 1,    // waiting in its flow's FIFO for a worker
+    ZL_JOB_DELAYED,      // waiting for due_ms (delay, retry backoff, throttle)
+    ZL_JOB_LEASED,       // held by a worker until due_ms (lease or max run)
+    ZL_JOB_DEAD,         // parked in the dead-letter queue
     ZL_JOB_DONE,         // acked, its outcome kept for result_retention
     ZL_JOB_WAITING,      // waiting for its parents to be acked (deps.h)
     ZL_JOB_CANCELLED = 7 // cancelled: kept, inert, until result_retention ends

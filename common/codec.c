@@ -84,10 +84,10 @@ const char *
 zl_msg_kind_name (zl_msg_kind_t kind)
 {
     static const char *names[ZL_MSG_KIND_COUNT] = {
-        "none",        "hello",     "submit",        "accepted",    "rejected", "credit",  "ready",
-        "heartbeat",   "extend",    "ack",           "nack",        "dispatch", "settled", "error",
-        "dead_letter", "dlq_alert", "admin_request", "admin_reply", "cancel",   "watch",   "outcome",
-        "job_done"};
+        "none",    "hello",     "submit",      "accepted",  "rejected",      "credit",
+        "ready",   "heartbeat", "extend",      "ack",       "nack",          "dispatch",
+        "settled", "error",     "dead_letter", "dlq_alert", "admin_request", "admin_reply",
+        "cancel",  "watch",     "outcome",     "job_done"};
     return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
@@ -104,24 +104,11 @@ zl_reject_code_name (zl_reject_code_t code)
 const char *
 zl_error_code_name (zl_error_code_t code)
 {
-    static const char *names[ZL_ERR_CODE_COUNT] = {"unspecified",
-                                                   "bad_frame",
-                                                   "bad_version",
-                                                   "unknown_kind",
-                                                   "invalid",
-                                                   "unknown_job",
-                                                   "stale_lease",
-                                                   "not_ready",
-                                                   "unknown_lane",
-                                                   "unauthorized",
-                                                   "not_found",
-                                                   "internal",
-                                                   "max_run",
-                                                   "not_holder",
-                                                   "not_leader",
-                                                   "unavailable",
-                                                   "result_too_large",
-                                                   "cancelled"};
+    static const char *names[ZL_ERR_CODE_COUNT] = {
+        "unspecified", "bad_frame",        "bad_version", "unknown_kind", "invalid",
+        "unknown_job", "stale_lease",      "not_ready",   "unknown_lane", "unauthorized",
+        "not_found",   "internal",         "max_run",     "not_holder",   "not_leader",
+        "unavailable", "result_too_large", "cancelled"};
     return (unsigned)code < ZL_ERR_CODE_COUNT && names[code] ? names[code] : "unknown";
 }
 

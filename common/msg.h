@@ -469,7 +469,7 @@ typedef struct {
     uint64_t count;               // redrive, purge; cancel: jobs cancelled by it
     size_t n_cancel_items;        // cancel: one per requested id, in order
     zl_cancel_item_t *cancel_items;
-    zl_job_outcome_t job;         // job show
+    zl_job_outcome_t job; // job show
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope

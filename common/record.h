@@ -41,9 +41,9 @@ typedef struct {
     int64_t started_at_ms;
     int64_t cancelled_at_ms; // state cancelled: wall clock
     uint32_t cancelled_from; // state cancelled: the state it was cancelled in
-    zl_bytes_t result;      // done: the ack's result
-    int64_t done_at_ms;     // done: wall clock of the ack
-    uint64_t failed_parent; // dead for a parent: that parent
+    zl_bytes_t result;       // done: the ack's result
+    int64_t done_at_ms;      // done: wall clock of the ack
+    uint64_t failed_parent;  // dead for a parent: that parent
 } zl_state_rec_t;
 
 typedef struct {

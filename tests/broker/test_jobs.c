@@ -1734,7 +1734,7 @@ test_cancel_ready_and_delayed (void **state)
     assert_int_equal (fx->events[0].ev, ZL_JOBS_EV_CANCELLED);
     assert_int_equal (fx->events[0].state, ZL_JOB_READY); // told before it changed
     assert_int_equal (fx->events[1].ev, ZL_JOBS_EV_CANCEL_FINAL);
-    assert_int_equal (fx->events[1].state, ZL_JOB_CANCELLED); // and once it did
+    assert_int_equal (fx->events[1].state, ZL_JOB_CANCELLED);                     // and once it did
     assert_int_equal (s_cancel (fx, a->id, at (11), &item), ZL_CANCEL_CANCELLED); // head
     assert_int_equal (s_cancel (fx, d->id, at (12), &item), ZL_CANCEL_CANCELLED); // tail
     assert_int_equal (s_cancel (fx, late->id, at (13), &item), ZL_CANCEL_CANCELLED);
