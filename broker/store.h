@@ -11,8 +11,9 @@
     which backend is underneath. zl_store_open picks the backend from the
     store's location (store.c); a backend fills the table of
     store_backend.h. Backends: LMDB in a data directory (store_lmdb.c, which
-    describes its databases, format and room). A PostgreSQL location is
-    recognised and refused: that backend is not built in yet.
+    describes its databases, format and room), and PostgreSQL from a
+    postgresql:// URI or a libpq key=value string (store_pg.c, built when
+    libpq is found: the log, the memory image, the lease and its fence).
     tests/broker/test_store_conformance.c checks these contracts on each
     backend. */
 #ifndef ZL_STORE_H
@@ -101,9 +102,9 @@ void zl_store_location_safe (const char *location, char *out, size_t size);
 /*  Open (creating if needed) the store at `location`: a directory opens the
     LMDB store there (`map_size` bounds it). Refuses a directory that holds
     something other than a zlane store; upgrades a zlane-store-1 or -2 store
-    in place (one transaction, logged). A PostgreSQL location is refused
-    ("not built in yet"), as is a URI of another scheme. Returns NULL with a
-    reason. */
+    in place (one transaction, logged). A PostgreSQL location opens that
+    backend (refused, saying why, in a build without libpq); a URI of another
+    scheme is refused. Returns NULL with a reason. */
 zl_store_t *zl_store_open (const char *location, zl_durability_t mode, uint64_t map_size, char *err,
                            size_t errlen);
 /*  The backend's name ("lmdb"). */

@@ -19,8 +19,8 @@
       returns, with the side effects a real error of the engine has (LMDB: a
       full map is room lost); store.c calls it instead of the write.
 
-    Backends: LMDB (store_lmdb.c). The PostgreSQL backend is recognised by
-    its location and not built in yet. */
+    Backends: LMDB (store_lmdb.c) and PostgreSQL (store_pg.c, when built
+    with libpq), the one with commit_start/_finish/_fd. */
 #ifndef ZL_STORE_BACKEND_H
 #define ZL_STORE_BACKEND_H
 
