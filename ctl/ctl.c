@@ -261,7 +261,10 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             break;
         }
         void *s = conn->handle;
-        zl_wire_send (s, codec, &m, 0);
+        // never a blocking send: a handshake the broker refuses can end the
+        // connection's pipe before the request is queued, and a DEALER with
+        // no pipe blocks a send for ever; the monitor says why meanwhile
+        bool sent = zl_wire_send (s, codec, &m, ZMQ_DONTWAIT) == 0;
         // a share of what is left, so that every broker of the list gets one
         int64_t now = zl_clock_mono_ms ();
         int64_t until = now + (deadline - now) / (int64_t)untried;
@@ -270,10 +273,12 @@ s_request (const opts_t *o, zl_codec_t *codec, zl_admin_request_t *req, zl_msg_t
             long left = (long)(until - zl_clock_mono_ms ());
             if (left <= 0)
                 break;
-            zmq_pollitem_t items[] = {{s, 0, ZMQ_POLLIN, 0},
+            zmq_pollitem_t items[] = {{s, 0, (short)(ZMQ_POLLIN | (sent ? 0 : ZMQ_POLLOUT)), 0},
                                       {zsock_resolve (conn->monitor), 0, ZMQ_POLLIN, 0}};
             if (zmq_poll (items, 2, left) <= 0)
                 continue;
+            if (!sent && (items[0].revents & ZMQ_POLLOUT))
+                sent = zl_wire_send (s, codec, &m, ZMQ_DONTWAIT) == 0;
             s_conn_event_t ev = s_conn_refused (conn, o, why, sizeof why);
             if (ev != S_CONN_OK) {
                 if (ev == S_CONN_REFUSED || n > 1)

@@ -151,9 +151,8 @@ class Admin:
                 rid = self._next_id
                 self._next_id += 1
                 req = pb.Envelope(version=1, admin_request=pb.AdminRequest(request_id=rid, **op))
-                self._sock.send(req.SerializeToString())
                 share = max(0.05, (end - now()) / max(1, tries + 1))
-                outcome = self._await_reply(rid, min(end, now() + share))
+                outcome = self._await_reply(rid, req.SerializeToString(), min(end, now() + share))
                 if isinstance(outcome, tuple):  # ("move", why) or ("follow", named)
                     what, detail = outcome
                     errors.append(f"{self._brokers.current}: {detail if what == 'move' else 'not the leader'}")
@@ -172,21 +171,36 @@ class Admin:
             raise Timeout(f"no answer from the admin socket at {self._brokers} within "
                           f"{self._timeout:g} s ({'; '.join(errors) or 'silent'})")
 
-    def _await_reply(self, rid, until):
+    def _await_reply(self, rid, frame, until):
+        # The request goes without blocking: a refused handshake can end the
+        # connection's pipe before it is queued, and a DEALER without a pipe
+        # blocks a send for ever; the monitor says why meanwhile.
         poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
         poller.register(self._mon, zmq.POLLIN)
+        try:
+            self._sock.send(frame, zmq.DONTWAIT)
+            frame = None
+            poller.register(self._sock, zmq.POLLIN)
+        except zmq.Again:
+            poller.register(self._sock, zmq.POLLIN | zmq.POLLOUT)
         while True:
             left = until - now()
             if left <= 0:
                 return ("move", "no answer")
             events = dict(poller.poll(int(left * 1000) + 1))
+            if frame is not None and events.get(self._sock, 0) & zmq.POLLOUT:
+                try:
+                    self._sock.send(frame, zmq.DONTWAIT)
+                    frame = None
+                    poller.modify(self._sock, zmq.POLLIN)
+                except zmq.Again:
+                    pass
             if self._mon in events:
                 frames = self._mon.recv_multipart()
                 event = int.from_bytes(frames[0][:2], "little")
                 raise ZlaneError(f"admin socket {self._brokers.current}: "
                                  f"{_handshake_text(event, self._curve is not None)}")
-            if self._sock not in events:
+            if not events.get(self._sock, 0) & zmq.POLLIN:
                 continue
             frames = self._sock.recv_multipart()
             if len(frames) != 1:
