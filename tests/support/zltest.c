@@ -632,6 +632,20 @@ zlt_proc_destroy (zlt_proc_t **self_p)
     *self_p = NULL;
 }
 
+// Where a process that hangs is stuck: every thread's stack, by gdb (when
+// the machine has it), on stderr, so that a hang in CI can be read later.
+static void
+s_print_stacks (pid_t pid)
+{
+    char cmd[256];
+    snprintf (cmd, sizeof cmd,
+              "command -v gdb >/dev/null && timeout -s KILL 30 gdb -q -batch -p %d "
+              "-ex 'thread apply all bt' </dev/null 2>/dev/null | grep -E '^(Thread|#)' >&2",
+              (int)pid);
+    if (system (cmd) == -1)
+        fprintf (stderr, "zltest: cannot run gdb\n");
+}
+
 int
 zlt_run (const char *const argv[], const char *in_path, const char *out_path, const char *err_path,
          int timeout_ms)
@@ -642,8 +656,12 @@ zlt_run (const char *const argv[], const char *in_path, const char *out_path, co
     int code = -1;
     if (zlt_proc_wait (p, timeout_ms) == 0)
         code = zlt_proc_exit_code (p);
-    else
-        fprintf (stderr, "zltest: %s did not finish within %d ms; killed\n", p->name, timeout_ms);
+    else {
+        fprintf (stderr, "zltest: %s did not finish within %d ms; its threads' stacks:\n", p->name,
+                 timeout_ms);
+        s_print_stacks (p->pid);
+        fprintf (stderr, "zltest: %s killed\n", p->name);
+    }
     zlt_proc_destroy (&p);
     return code;
 }
