@@ -149,6 +149,14 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         }
         r->result = ZL_ADMIN_RESULT_JOB;
         break;
+    case ZL_ADMIN_BATCH_SHOW:
+        if (!req->batch_id || !req->batch_id[0]) {
+            refused = "batch show needs a batch id";
+            break;
+        }
+        zl_jobs_batch_info (env->jobs, req->batch_id, env->arena, &r->batch);
+        r->result = ZL_ADMIN_RESULT_BATCH;
+        break;
     case ZL_ADMIN_DLQ_REDRIVE:
     case ZL_ADMIN_DLQ_PURGE: {
         if (!s_filter_narrow (&req->filter)) {

@@ -138,6 +138,20 @@ s_spec_problem (zl_admission_t *self, const zl_job_spec_t *spec)
     }
     if (spec->max_attempts > UINT16_MAX)
         return zl_arena_printf (a, "field 'max_attempts' is above %d", UINT16_MAX);
+    if (spec->batch && spec->batch[0] && strlen (spec->batch) > ZL_BATCH_ID_MAX)
+        return zl_arena_printf (a, "field 'batch' is longer than %d bytes", ZL_BATCH_ID_MAX);
+    if (spec->open_batch) {
+        if ((spec->batch && spec->batch[0]) || spec->n_depends_on || spec->n_depends_on_seq)
+            return "a spec that opens a batch (open_batch) may not join one (batch) or have "
+                   "parents (depends_on)";
+        const char *id = spec->open_batch_id;
+        if (id && id[0] && !zl_batches_id_valid (id))
+            return zl_arena_printf (a,
+                                    "field 'open_batch.batch_id' must be 1 to %d bytes of "
+                                    "[A-Za-z0-9._:-], not all digits (those name the batches "
+                                    "the broker names)",
+                                    ZL_BATCH_ID_MAX);
+    }
     return NULL;
 }
 
@@ -439,6 +453,92 @@ s_resolve_parents (zl_admission_t *self, const zl_submit_t *sub, const plan_t *p
     return out;
 }
 
+/*  The batches a Submit opens, as its specs are decided (their ids, copied
+    to the turn arena, and tenants), so that later specs of it may join. */
+typedef struct {
+    const char **ids, **tenants;
+    size_t n;
+} opened_t;
+
+static bool
+s_opened (const opened_t *o, const char *id, const char **tenant)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (!strcmp (o->ids[i], id)) {
+            *tenant = o->tenants[i];
+            return true;
+        }
+    return false;
+}
+
+/*  A spec that passed every other check, against the batches: one that
+    opens a batch needs a new id; one that joins needs an open batch of its
+    tenant. Returns the verdict (`v` unchanged when it passes). */
+static zl_verdict_t
+s_batch_verdict (zl_admission_t *self, const zl_job_spec_t *spec, const opened_t *opened,
+                 zl_verdict_t v)
+{
+    zl_batches_t *batches = zl_jobs_batches (self->env.jobs);
+    zl_arena_t *a = self->env.turn;
+    const char *tenant;
+    if (spec->open_batch) {
+        const char *id = spec->open_batch_id;
+        if (id && id[0] && (zl_batches_find (batches, id) || s_opened (opened, id, &tenant)))
+            return s_refuse (ZL_CTR_BATCH_EXISTS, ZL_REJECT_BATCH_EXISTS,
+                             zl_arena_printf (a, "a batch '%s' exists already", id), 0);
+        return v;
+    }
+    if (!spec->batch || !spec->batch[0])
+        return v;
+    zl_batch_t *b = zl_batches_find (batches, spec->batch);
+    if (!b) {
+        if (s_opened (opened, spec->batch, &tenant) && !strcmp (tenant, spec->tenant))
+            return v;
+        return s_refuse (ZL_CTR_UNKNOWN_BATCH, ZL_REJECT_UNKNOWN_BATCH,
+                         zl_arena_printf (a, "no batch '%s' is open here", spec->batch), 0);
+    }
+    if (strcmp (zl_batch_tenant (b), spec->tenant) != 0)
+        return s_refuse (
+            ZL_CTR_UNKNOWN_BATCH, ZL_REJECT_UNKNOWN_BATCH,
+            zl_arena_printf (a, "batch '%s' is not tenant '%s''s", spec->batch, spec->tenant), 0);
+    if (zl_batch_settled (b))
+        return s_refuse (ZL_CTR_UNKNOWN_BATCH, ZL_REJECT_UNKNOWN_BATCH,
+                         zl_arena_printf (a, "batch '%s' has settled", spec->batch), 0);
+    if (zl_batch_cancelled (b) || zl_batch_closed (b))
+        return s_refuse (ZL_CTR_BATCH_CLOSED, ZL_REJECT_BATCH_CLOSED,
+                         zl_arena_printf (a, "batch '%s' is %s: no job joins it now", spec->batch,
+                                          zl_batch_cancelled (b) ? "cancelled" : "closed"),
+                         0);
+    return v;
+}
+
+/*  Close batch `id` for `p` after its Submit's jobs joined (answered in its
+    Accepted unless `quiet`). */
+static void
+s_close_batch (zl_admission_t *self, zl_producer_conn_t *p, const char *id,
+               zl_admission_may_fn *may, void *may_arg, bool quiet, zl_now_t now)
+{
+    zl_arena_t *a = self->env.turn;
+    zl_batch_t *b = zl_batches_find (zl_jobs_batches (self->env.jobs), id);
+    const char *error = NULL;
+    if (!b)
+        error = "no such batch here";
+    else if (may && !may (may_arg, zl_batch_tenant (b)))
+        error =
+            zl_arena_printf (a, "this key may not submit for tenant '%.128s'", zl_batch_tenant (b));
+    else if (zl_batch_cancelled (b))
+        error = "the batch was cancelled";
+    else if (!zl_batch_closed (b) && !zl_batch_settled (b)) {
+        zl_batches_close (zl_jobs_batches (self->env.jobs), b, now.wall_ms);
+        self->env.counters[ZL_CTR_BATCHES_CLOSED]++;
+    }
+    if (error)
+        self->env.counters[ZL_CTR_UNKNOWN_BATCH]++;
+    if (!quiet)
+        zl_replies_batch_closed (self->env.replies, p, zl_arena_strndup (a, id, strlen (id)),
+                                 error);
+}
+
 static void
 s_reject (zl_admission_t *self, zl_producer_conn_t *p, const zl_job_spec_t *spec,
           const zl_verdict_t *v)
@@ -475,6 +575,8 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
     for (size_t i = 0; i < sub->n && !deps; i++)
         deps = sub->jobs[i].n_depends_on || sub->jobs[i].n_depends_on_seq;
     plan_t plan = {0};
+    opened_t opened = {zl_arena_alloc (self->env.turn, (sub->n + 1) * sizeof (char *)),
+                       zl_arena_alloc (self->env.turn, (sub->n + 1) * sizeof (char *)), 0};
     uint64_t *ids = NULL;
     if (deps) {
         s_plan (self, sub, &plan);
@@ -485,6 +587,8 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
         size_t i = deps ? plan.order[k] : k;
         const zl_job_spec_t *spec = &sub->jobs[i];
         zl_verdict_t v = zl_admission_decide (self, p, spec, &batch, now);
+        if (v.admit == ZL_ADMIT_ACCEPT && (spec->open_batch || (spec->batch && spec->batch[0])))
+            v = s_batch_verdict (self, spec, &opened, v);
         if (v.admit == ZL_ADMIT_ACCEPT && deps && (spec->n_depends_on || spec->n_depends_on_seq)) {
             size_t n_parents;
             const uint64_t *parents = NULL;
@@ -512,7 +616,16 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
             continue;
         }
         if (v.admit == ZL_ADMIT_DUPLICATE) {
-            zl_replies_accept (self->env.replies, p, spec->seq, v.original, true);
+            zl_batch_t *ob =
+                spec->open_batch
+                    ? zl_batches_of_record (zl_jobs_batches (self->env.jobs), v.original)
+                    : NULL;
+            if (ob) // the batch it opened the first time
+                zl_replies_accept_batch (
+                    self->env.replies, p, spec->seq, v.original, true,
+                    zl_arena_strndup (self->env.turn, zl_batch_id (ob), strlen (zl_batch_id (ob))));
+            else
+                zl_replies_accept (self->env.replies, p, spec->seq, v.original, true);
             if (ids)
                 ids[i] = v.original;
             continue;
@@ -527,6 +640,11 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
         }
         zl_lanes_count_depth (v.lane, v.tenant, 1); // reserved while staging
         batch.depth++;
+        if (spec->open_batch) {
+            const char *name = zl_jobs_batch_name (self->env.jobs, id, spec);
+            opened.ids[opened.n] = zl_arena_strndup (self->env.turn, name, strlen (name));
+            opened.tenants[opened.n++] = spec->tenant;
+        }
         staged[n_staged++] =
             (staged_t){spec, id, zl_sched_flow (self->env.sched, v.lane, v.tenant)};
     }
@@ -545,7 +663,22 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
         }
         zl_jobs_accept (self->env.jobs, staged[i].id, spec, staged[i].flow, now);
         self->env.counters[ZL_CTR_ACCEPTED]++;
-        zl_replies_accept (self->env.replies, p, spec->seq, staged[i].id, false);
+        if (spec->open_batch) {
+            const char *name = zl_jobs_batch_name (self->env.jobs, staged[i].id, spec);
+            self->env.counters[ZL_CTR_BATCHES_OPENED]++;
+            zl_replies_accept_batch (self->env.replies, p, spec->seq, staged[i].id, false,
+                                     zl_arena_strndup (self->env.turn, name, strlen (name)));
+        } else
+            zl_replies_accept (self->env.replies, p, spec->seq, staged[i].id, false);
     }
+    // then the closes: the Submit's own opens that asked for it, and its
+    // close_batches (each answered)
+    for (size_t i = 0; i < n_staged && !failed; i++)
+        if (staged[i].spec->open_batch && staged[i].spec->batch_close)
+            s_close_batch (self, p,
+                           zl_jobs_batch_name (self->env.jobs, staged[i].id, staged[i].spec), may,
+                           may_arg, true, now);
+    for (size_t i = 0; i < sub->n_close; i++)
+        s_close_batch (self, p, sub->close_batches[i], may, may_arg, false, now);
     return 0;
 }

@@ -620,6 +620,17 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     }
 }
 
+// ---------------------------------------------------------------- batches
+static void
+s_settle_batches (zl_broker_t *self, zl_now_t now)
+{
+    zl_batch_info_t *settled;
+    size_t n = zl_jobs_settle_batches (self->jobs, now, self->turn, &settled);
+    self->counters[ZL_CTR_BATCHES_SETTLED] += n;
+    for (size_t i = 0; i < n; i++)
+        zl_replies_batch_done (self->replies, &settled[i]);
+}
+
 // ---------------------------------------------------------------- dispatch
 static void
 s_dispatch (zl_broker_t *self, zl_now_t now)
@@ -1030,6 +1041,10 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // 4. timers (and refused handshakes, counted)
     s_fire_timers (self, now);
     s_housekeeping (self, now);
+
+    // batches whose last job settled this turn: their callbacks are ready
+    // (and dispatched below), their records and events go with this commit
+    s_settle_batches (self, now);
 
     // 5. dispatch
     s_dispatch (self, now);

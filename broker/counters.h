@@ -30,6 +30,12 @@
     X (UNKNOWN_PARENT, "err_unknown_parent")                                                       \
     X (CYCLE, "err_cycle")                                                                         \
     X (FAN_IN, "err_fan_in")                                                                       \
+    X (UNKNOWN_BATCH, "err_unknown_batch")                                                         \
+    X (BATCH_CLOSED, "err_batch_closed")                                                           \
+    X (BATCH_EXISTS, "err_batch_exists")                                                           \
+    X (BATCHES_OPENED, "batches_opened")                                                           \
+    X (BATCHES_CLOSED, "batches_closed")                                                           \
+    X (BATCHES_SETTLED, "batches_settled")                                                         \
     X (WATCHES, "watches")                                                                         \
     X (WATCH_REFUSED, "err_watch_refused")                                                         \
     X (OUTCOMES_SENT, "outcomes_sent")                                                             \

@@ -54,6 +54,8 @@ struct _zl_jobs_t {
     zl_jobs_graph_stats_t gstats;
     struct s_restored_deps *rdeps; // recovery: jobs with parents, resolved at the end
     size_t n_rdeps, cap_rdeps;
+    zl_batches_t *batches; // batches.h: what each batch counts
+    char batch_name[24];   // zl_jobs_batch_name's
 };
 
 typedef struct s_restored_deps {
@@ -124,6 +126,7 @@ zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *
     self->next_id = 1;
     self->deps = zl_deps_new ();
     self->graph = zl_arena_new (16 * 1024);
+    self->batches = zl_batches_new ();
     return self;
 }
 
@@ -149,6 +152,7 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     zl_lease_tokens_destroy (&self->tokens);
     free (self->restored);
     zl_deps_destroy (&self->deps);
+    zl_batches_destroy (&self->batches);
     zl_arena_destroy (&self->graph);
     free (self->stack);
     for (size_t i = 0; i < self->n_rdeps; i++)
@@ -190,6 +194,26 @@ s_tell (zl_jobs_t *self, zl_jobs_event_t ev, zl_job_t *job)
 {
     if (self->listener)
         self->listener (self->listener_ctx, ev, job);
+}
+
+// How a batch counts a member in this state.
+static zl_batch_class_t
+s_batch_class (const zl_job_t *job)
+{
+    switch (job->state) {
+    case ZL_JOB_DONE: return ZL_BATCH_ACKED;
+    case ZL_JOB_DEAD: return ZL_BATCH_DEAD;
+    case ZL_JOB_CANCELLED: return ZL_BATCH_CANCELLED;
+    default: return ZL_BATCH_PENDING;
+    }
+}
+
+// A batch member changed state: its batch recounts it.
+static void
+s_batch_note (zl_jobs_t *self, const zl_job_t *job)
+{
+    if (job->flags & ZL_JOBF_BATCH)
+        zl_batches_moved (self->batches, job->id, s_batch_class (job));
 }
 
 uint64_t
@@ -307,6 +331,10 @@ s_unlease (zl_jobs_t *self, zl_job_t *job)
 static void
 s_delete (zl_jobs_t *self, zl_job_t *job)
 {
+    if (job->flags & ZL_JOBF_BATCH) // deleted while dead or cancelled: on its batch's record
+        zl_batches_moved (self->batches, job->id, ZL_BATCH_GONE);
+    if (job->flags & ZL_JOBF_BATCH_REC)
+        zl_batches_forget (self->batches, job->id);
     s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
     zl_u64map_remove (self->by_id, job->id);
     if (job->flags & ZL_JOBF_DEPS)
@@ -330,6 +358,7 @@ s_entomb (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now
     zl_info ("jobs", "job %llu dead-lettered after %u attempt(s), lane=%s tenant=%s: %s",
              (unsigned long long)job->id, job->attempt, job->flow->lane->name,
              job->flow->tenant->name, last ? last->error : "");
+    s_batch_note (self, job);
     s_tell (self, ZL_JOBS_EV_DEAD, job);
 }
 
@@ -581,6 +610,7 @@ s_rearm_children (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
             s_depth (c, +1);
             self->gstats.rearmed++;
             s_rearm (self, c, now);
+            s_batch_note (self, c);
             if (c->state != ZL_JOB_DEAD)
                 s_stack_push (self, c);
         }
@@ -774,7 +804,10 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                             spec->max_run_ms ? spec->max_run_ms : (uint32_t)lc->max_run_ms,
                         .enqueued_at_ms = now.wall_ms,
                         .n_depends_on = spec->n_depends_on,
-                        .depends_on = spec->depends_on};
+                        .depends_on = spec->depends_on,
+                        .batch = spec->batch ? spec->batch : "",
+                        .batch_self = spec->open_batch ? zl_jobs_batch_name (self, id, spec) : "",
+                        .batch_no_callback = spec->open_batch && spec->batch_no_callback};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
         zl_idem_rec_t idem = {id, now.wall_ms, spec->generated_key};
@@ -813,6 +846,24 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
     zl_u64map_put (self->by_id, id, job);
     flow->submitted++;
     s_depth (job, +1);
+    if (spec->open_batch) {
+        // the batch's record: WAITING until the batch settles (its record
+        // is written at the end of the turn, zl_jobs_settle_batches)
+        job->flags |= ZL_JOBF_BATCH_REC | ZL_JOBF_KEEP;
+        job->state = ZL_JOB_WAITING;
+        job->seq = id;
+        s_waiting_count (self, job, +1);
+        zl_batches_open (self->batches, zl_jobs_batch_name (self, id, spec), id, flow->tenant->name,
+                         flow->lane->name, !spec->batch_no_callback, now.wall_ms);
+        return job;
+    }
+    if (spec->batch && spec->batch[0]) {
+        zl_batch_t *b = zl_batches_find (self->batches, spec->batch); // admission checked
+        if (b) {
+            job->flags |= ZL_JOBF_BATCH;
+            zl_batches_join (self->batches, b, id);
+        }
+    }
     if (spec->n_depends_on) {
         // its parents exist (admission checked), or were staged before it
         job->flags |= ZL_JOBF_DEPS;
@@ -878,6 +929,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack
                 job->flow->lane->cfg.keep_outcomes;
     job->state = ZL_JOB_DONE;
     job->dead_at_ms = now.wall_ms;
+    s_batch_note (self, job);
     self->ack_job = job;
     self->ack_result = ack->result;
     s_tell (self, ZL_JOBS_EV_ACKED, job);
@@ -1053,6 +1105,7 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     s_depth (job, +1);
     if (!(job->flags & ZL_JOBF_DEPS)) {
         s_make_ready (self, job, now);
+        s_batch_note (self, job);
         zl_arena_reset (self->scratch);
         s_put_state (self, job, NULL, NULL, 0, 0);
         return;
@@ -1060,6 +1113,7 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     // in a workflow: READY, WAITING or back to the DLQ by its parents; then
     // the descendants it buried come back with it
     s_rearm (self, job, now);
+    s_batch_note (self, job);
     if (job->state != ZL_JOB_DEAD)
         s_rearm_children (self, job, now);
 }
@@ -1207,6 +1261,12 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
              out->state, job->flow->lane->name, job->flow->tenant->name);
     out->outcome = ZL_CANCEL_CANCELLED;
     out->cancelled_at_ms = (uint64_t)now.wall_ms;
+    s_batch_note (self, job);
+    if (job->flags & ZL_JOBF_BATCH_REC) { // the batch never settles now
+        zl_batch_t *b = zl_batches_of_record (self->batches, job->id);
+        if (b)
+            zl_batches_cancelled (self->batches, b);
+    }
     s_tell (self, ZL_JOBS_EV_CANCEL_FINAL, job); // its final outcome, for its watchers
     s_cancel_descendants (self, job, now);
     return ZL_CANCEL_CANCELLED;
@@ -1253,9 +1313,51 @@ s_restored_push (zl_jobs_t *self, zl_job_t *job)
     self->restored[self->n_restored++] = job;
 }
 
+static void s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
+                       const zl_state_rec_t *st, const zl_jobs_cut_t *cut, zl_now_t now);
+
 void
 zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
                  const zl_state_rec_t *st, const zl_jobs_cut_t *cut, zl_now_t now)
+{
+    if (rec->batch_self && rec->batch_self[0]) {
+        bool callback = !rec->batch_no_callback;
+        uint32_t state = st ? st->state : ZL_JOB_WAITING;
+        if (!rec->batch_summary && (state == ZL_JOB_WAITING || !st)) {
+            // still settling: WAITING, its batch from its progress
+            zl_job_t *job = s_job_new (self);
+            job->id = id;
+            job->flow = flow;
+            s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
+            job->accepted_us = now.mono_us;
+            job->flags |= ZL_JOBF_BATCH_REC | ZL_JOBF_KEEP;
+            job->state = ZL_JOB_WAITING;
+            job->seq = id;
+            zl_u64map_put (self->by_id, id, job);
+            s_depth (job, +1);
+            s_waiting_count (self, job, +1);
+            zl_batches_restore (self->batches, rec->batch_self, id, flow->tenant->name,
+                                flow->lane->name, callback, st ? st->batch : NULL);
+            return;
+        }
+        zl_batches_restore_settled (self->batches, rec->batch_self, id, flow->tenant->name,
+                                    flow->lane->name, callback, !rec->batch_summary);
+    }
+    s_restore (self, id, flow, rec, st, cut, now);
+    zl_job_t *job = zl_u64map_get (self->by_id, id);
+    if (!job)
+        return;
+    if (rec->batch_self && rec->batch_self[0])
+        job->flags |= ZL_JOBF_BATCH_REC | ZL_JOBF_KEEP;
+    if (rec->batch && rec->batch[0]) { // counted by its batch once every job is in
+        job->flags |= ZL_JOBF_BATCH;
+        zl_batches_restore_member (self->batches, rec->batch, id, s_batch_class (job));
+    }
+}
+
+static void
+s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *rec,
+           const zl_state_rec_t *st, const zl_jobs_cut_t *cut, zl_now_t now)
 {
     zl_job_t *job = s_job_new (self);
     job->id = id;
@@ -1461,6 +1563,9 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
     free (self->restored);
     self->restored = NULL;
     self->n_restored = self->cap_restored = 0;
+    size_t lost = zl_batches_restore_done (self->batches);
+    if (lost)
+        zl_warn ("jobs", "%zu job(s) name a batch the store does not hold: not counted", lost);
     s_restore_graph (self, now);
 }
 
@@ -1500,4 +1605,100 @@ zl_jobs_expire_dead (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t m
                  "purged %" PRIu64 " dead letter(s) older than dlq_retention (%" PRIu64 " ms)", n,
                  keep_ms);
     return n;
+}
+
+// ---------------------------------------------------------------- batches
+zl_batches_t *
+zl_jobs_batches (zl_jobs_t *self)
+{
+    return self->batches;
+}
+
+const char *
+zl_jobs_batch_name (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec)
+{
+    if (spec->open_batch_id && spec->open_batch_id[0])
+        return spec->open_batch_id;
+    snprintf (self->batch_name, sizeof self->batch_name, "%" PRIu64, id);
+    return self->batch_name;
+}
+
+// `b` settles: its record job gets the summary, and runs (or is done).
+static bool
+s_settle_batch (zl_jobs_t *self, zl_batch_t *b, zl_now_t now, zl_arena_t *arena,
+                zl_batch_info_t *out)
+{
+    zl_job_t *job = zl_u64map_get (self->by_id, zl_batch_job (b));
+    if (!job || job->state != ZL_JOB_WAITING)
+        return false;
+    zl_batch_rec_t *sum = zl_arena_alloc (arena, sizeof *sum);
+    zl_batches_settle (self->batches, b, now.wall_ms, arena, sum);
+    zl_job_rec_t rec;
+    zl_store_rc_t rc = zl_store_get_job (self->store, job->id, arena, &rec);
+    if (rc == ZL_STORE_OK) {
+        rec.batch_summary = sum;
+        rc = zl_store_put_job (self->store, job->id, &rec);
+    }
+    s_check (self, rc, "batch summary", job->id);
+    s_waiting_count (self, job, -1);
+    zl_state_rec_t st;
+    if (zl_batch_has_callback (b)) {
+        s_make_ready (self, job, now);
+        st = (zl_state_rec_t){.state = ZL_JOB_READY, .ready_seq = job->seq};
+    } else { // nothing runs: its outcome is the batch's summary
+        s_depth (job, -1);
+        job->state = ZL_JOB_DONE;
+        job->dead_at_ms = now.wall_ms;
+        st = (zl_state_rec_t){
+            .state = ZL_JOB_DONE, .done_at_ms = now.wall_ms, .dead_at_ms = now.wall_ms};
+        s_done_push (self, job);
+    }
+    s_check (self, zl_store_put_state (self->store, job->id, &st), "batch settled", job->id);
+    zl_batches_info (b, sum, arena, out);
+    zl_info ("jobs",
+             "batch %s settled: %" PRIu64 " job(s), %" PRIu64 " acked, %" PRIu64 " dead, %" PRIu64
+             " cancelled%s",
+             zl_batch_id (b), sum->joined, sum->acked, sum->dead, sum->cancelled,
+             zl_batch_has_callback (b) ? "; its callback is ready" : "");
+    return true;
+}
+
+size_t
+zl_jobs_settle_batches (zl_jobs_t *self, zl_now_t now, zl_arena_t *arena, zl_batch_info_t **settled)
+{
+    zl_batch_t **dirty, **due;
+    size_t n_dirty, n_due, n = 0;
+    zl_batches_take_changes (self->batches, arena, &dirty, &n_dirty, &due, &n_due);
+    *settled = zl_arena_alloc (arena, (n_due + 1) * sizeof **settled);
+    for (size_t i = 0; i < n_due; i++)
+        n += s_settle_batch (self, due[i], now, arena, &(*settled)[n]);
+    for (size_t i = 0; i < n_dirty; i++) {
+        zl_batch_t *b = dirty[i];
+        if (zl_batch_settled (b) || zl_batch_cancelled (b))
+            continue;
+        zl_job_t *job = zl_u64map_get (self->by_id, zl_batch_job (b));
+        if (!job || job->state != ZL_JOB_WAITING)
+            continue;
+        zl_batch_rec_t p;
+        zl_batches_progress (b, arena, &p);
+        zl_state_rec_t st = {.state = ZL_JOB_WAITING, .batch = &p};
+        s_check (self, zl_store_put_state (self->store, job->id, &st), "batch progress", job->id);
+    }
+    return n;
+}
+
+void
+zl_jobs_batch_info (zl_jobs_t *self, const char *id, zl_arena_t *arena, zl_batch_info_t *out)
+{
+    zl_batch_t *b = zl_batches_find (self->batches, id);
+    if (!b) {
+        *out = (zl_batch_info_t){.batch_id = id, .found = false};
+        return;
+    }
+    const zl_batch_rec_t *sum = NULL;
+    zl_job_rec_t rec;
+    if (zl_batch_settled (b) &&
+        zl_store_get_job (self->store, zl_batch_job (b), arena, &rec) == ZL_STORE_OK)
+        sum = rec.batch_summary;
+    zl_batches_info (b, sum, arena, out);
 }

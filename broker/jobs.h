@@ -33,6 +33,7 @@
 #ifndef ZL_JOBS_H
 #define ZL_JOBS_H
 
+#include "batches.h"
 #include "clock.h"
 #include "dlq.h"
 #include "job.h"
@@ -190,6 +191,24 @@ int zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_out
     not DONE), read from the store into `arena`. Returns 0. */
 int zl_jobs_parent_results (zl_jobs_t *self, const zl_job_rec_t *rec, zl_arena_t *arena, size_t *n,
                             const zl_parent_result_t **out);
+/*  Batches (batches.h): the table, borrowed. A spec that opens a batch is
+    accepted WAITING, as the batch's record job; a spec naming an open batch
+    joins it. */
+zl_batches_t *zl_jobs_batches (zl_jobs_t *self);
+/*  The name of the batch that `spec` (open_batch) opens as job `id`: its
+    open_batch_id, or `id` in decimal. Valid until the next call. */
+const char *zl_jobs_batch_name (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec);
+/*  End of a turn, before the commit: every batch whose progress changed has
+    its record rewritten; every batch due (closed, nothing pending) settles:
+    its record job is rewritten with the summary and becomes READY (its
+    callback runs) or, without a callback, DONE. Fills `settled` (in
+    `arena`) with those settled. Returns how many. */
+size_t zl_jobs_settle_batches (zl_jobs_t *self, zl_now_t now, zl_arena_t *arena,
+                               zl_batch_info_t **settled);
+/*  Batch `id` as the protocol shows it (found false if unknown). Data in
+    `arena`. */
+void zl_jobs_batch_info (zl_jobs_t *self, const char *id, zl_arena_t *arena, zl_batch_info_t *out);
+
 /*  The workflow and result counters and gauges. */
 void zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out);
 

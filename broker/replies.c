@@ -61,6 +61,8 @@ struct _zl_replies_t {
     size_t n_later, cap_later;
     outcome_later_t *outcomes; // Watch answers and done events
     size_t n_outcomes, cap_outcomes;
+    zl_batch_info_t *batches; // batch.<id> events
+    size_t n_batches, cap_batches;
     int dump; // wire_dump's file, or -1
 };
 
@@ -88,6 +90,7 @@ zl_replies_rebind (zl_replies_t *self, zl_jobs_t *jobs)
     self->n_dead = 0;
     self->n_later = 0;
     self->n_outcomes = 0;
+    self->n_batches = 0;
 }
 
 static void
@@ -129,6 +132,7 @@ zl_replies_destroy (zl_replies_t **self_p)
     free (self->dead_ids);
     free (self->later);
     free (self->outcomes);
+    free (self->batches);
     free (self);
     *self_p = NULL;
 }
@@ -342,6 +346,32 @@ zl_replies_accept (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, uint
 }
 
 void
+zl_replies_accept_batch (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, uint64_t job_id,
+                         bool duplicate, const char *batch_id)
+{
+    zl_replies_accept (self, p, seq, job_id, duplicate);
+    p->out.acc[p->out.n_acc - 1].batch_id = batch_id;
+}
+
+void
+zl_replies_batch_closed (zl_replies_t *self, zl_producer_conn_t *p, const char *batch_id,
+                         const char *error)
+{
+    self->queued = true;
+    zl_producer_outbox_t *o = &p->out;
+    S_PUSH (o->closed, o->n_closed, o->cap_closed, 8);
+    o->closed[o->n_closed++] = (zl_batch_closed_t){batch_id, error == NULL, error ? error : ""};
+}
+
+void
+zl_replies_batch_done (zl_replies_t *self, const zl_batch_info_t *info)
+{
+    self->queued = true;
+    S_PUSH (self->batches, self->n_batches, self->cap_batches, 8);
+    self->batches[self->n_batches++] = *info;
+}
+
+void
 zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
                    const char *reason, uint32_t retry_after_ms)
 {
@@ -361,7 +391,7 @@ zl_replies_credit_due (zl_replies_t *self, zl_producer_conn_t *p)
 bool
 zl_replies_producer_pending (const zl_producer_conn_t *p)
 {
-    return p->out.n_acc || p->out.n_rej;
+    return p->out.n_acc || p->out.n_rej || p->out.n_closed;
 }
 
 void
@@ -436,8 +466,11 @@ zl_producer_outbox_free (zl_producer_outbox_t *out)
 {
     free (out->acc);
     free (out->rej);
+    free (out->closed);
     out->acc = NULL;
     out->rej = NULL;
+    out->closed = NULL;
+    out->n_closed = out->cap_closed = 0;
     out->n_acc = out->cap_acc = out->n_rej = out->cap_rej = 0;
 }
 
@@ -519,11 +552,11 @@ s_flush_producers (zl_replies_t *self, zl_producers_t *producers)
     for (size_t i = 0; i < n; i++) {
         zl_producer_conn_t *p = all[i];
         zl_producer_outbox_t *o = &p->out;
-        if (o->n_acc) {
+        if (o->n_acc || o->n_closed) {
             zl_msg_t m = {.kind = ZL_MSG_ACCEPTED};
-            m.u.accepted = (zl_accepted_t){o->n_acc, o->acc};
+            m.u.accepted = (zl_accepted_t){o->n_acc, o->acc, o->n_closed, o->closed};
             s_later (self, ZL_SOCK_FRONTEND, &p->peer, &m);
-            o->n_acc = 0;
+            o->n_acc = o->n_closed = 0;
         }
         if (o->n_rej) {
             zl_msg_t m = {.kind = ZL_MSG_REJECTED};
@@ -580,6 +613,13 @@ s_flush_outcomes (zl_replies_t *self)
         self->env.counters[ZL_CTR_OUTCOMES_SENT]++;
     }
     self->n_outcomes = 0;
+    for (size_t i = 0; i < self->n_batches; i++) {
+        zl_msg_t m = {.kind = ZL_MSG_BATCH_DONE};
+        m.u.batch_done = self->batches[i];
+        s_publish_later (self,
+                         zl_arena_printf (self->env.turn, "batch.%s", m.u.batch_done.batch_id), &m);
+    }
+    self->n_batches = 0;
 }
 
 // The Job message for a leased job, its payload read from the store into
@@ -612,6 +652,12 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
     if (rec.n_depends_on)
         zl_jobs_parent_results (self->env.jobs, &rec, self->frame, &out->n_parent_results,
                                 &out->parent_results);
+    if (rec.batch_summary) { // a batch's callback: the batch as it settled
+        zl_batch_info_t *b = zl_arena_alloc (self->frame, sizeof *b);
+        zl_batches_info_settled (rec.batch_self, out->tenant, out->lane, job->id,
+                                 !rec.batch_no_callback, rec.batch_summary, b);
+        out->batch = b;
+    }
     return 0;
 }
 

@@ -43,6 +43,8 @@ typedef struct {
     uint32_t n_acc, cap_acc;
     zl_rejection_t *rej; // reasons are static strings or turn-arena strings
     uint32_t n_rej, cap_rej;
+    zl_batch_closed_t *closed; // Submit.close_batches answered (turn-arena strings)
+    uint32_t n_closed, cap_closed;
     uint64_t sent_limit; // the credit limit last sent
 } zl_producer_outbox_t;
 
@@ -162,6 +164,15 @@ void zl_refusals_send (zl_refusals_t *r, const char *tail);
 /*  Queue the acceptance of the producer's job `seq` as `job_id`. */
 void zl_replies_accept (zl_replies_t *self, struct zl_producer_conn *p, uint64_t seq,
                         uint64_t job_id, bool duplicate);
+/*  ... of a spec that opened batch `batch_id` (outliving the turn). */
+void zl_replies_accept_batch (zl_replies_t *self, struct zl_producer_conn *p, uint64_t seq,
+                              uint64_t job_id, bool duplicate, const char *batch_id);
+/*  Queue the answer to one of a Submit's close_batches (strings outlive the
+    turn; `error` NULL when closed). */
+void zl_replies_batch_closed (zl_replies_t *self, struct zl_producer_conn *p, const char *batch_id,
+                              const char *error);
+/*  Queue the batch.<id> event of a settled batch (its data in the turn arena). */
+void zl_replies_batch_done (zl_replies_t *self, const zl_batch_info_t *info);
 /*  Queue the rejection of job `seq` (`reason` must outlive the turn). */
 void zl_replies_reject (zl_replies_t *self, struct zl_producer_conn *p, uint64_t seq,
                         zl_reject_code_t code, const char *reason, uint32_t retry_after_ms);

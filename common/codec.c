@@ -87,7 +87,7 @@ zl_msg_kind_name (zl_msg_kind_t kind)
         "none",    "hello",     "submit",      "accepted",  "rejected",      "credit",
         "ready",   "heartbeat", "extend",      "ack",       "nack",          "dispatch",
         "settled", "error",     "dead_letter", "dlq_alert", "admin_request", "admin_reply",
-        "cancel",  "watch",     "outcome",     "job_done"};
+        "cancel",  "watch",     "outcome",     "job_done",  "batch_done"};
     return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
@@ -97,7 +97,7 @@ zl_reject_code_name (zl_reject_code_t code)
     static const char *names[ZL_REJECT_CODE_COUNT] = {
         "unspecified", "invalid",      "payload_too_large", "unknown_lane", "queue_full",
         "store_full",  "unauthorized", "shutting_down",     "unavailable",  "unknown_parent",
-        "cycle",       "fan_in"};
+        "cycle",       "fan_in",       "unknown_batch",     "batch_closed", "batch_exists"};
     return (unsigned)code < ZL_REJECT_CODE_COUNT ? names[code] : "unknown";
 }
 
@@ -279,6 +279,35 @@ s_dec_outcome (zl_job_outcome_t *o, const Zlane__V1__JobOutcome *in)
                             .attempts = in->attempts};
 }
 
+static zl_batch_info_t *
+s_dec_batch (zl_arena_t *a, const Zlane__V1__BatchInfo *in)
+{
+    zl_batch_info_t *o = ARR (a, 1, zl_batch_info_t);
+    if (!in)
+        return o;
+    *o = (zl_batch_info_t){.batch_id = in->batch_id,
+                           .found = in->found,
+                           .tenant = in->tenant,
+                           .lane = in->lane,
+                           .job_id = in->job_id,
+                           .callback = in->callback,
+                           .closed = in->closed,
+                           .settled = in->settled,
+                           .cancelled = in->cancelled,
+                           .jobs = in->jobs,
+                           .acked = in->acked,
+                           .dead = in->dead,
+                           .cancelled_jobs = in->cancelled_jobs,
+                           .pending = in->pending,
+                           .n_failed = in->n_failed,
+                           .failed = in->failed,
+                           .failed_more = in->failed_more,
+                           .opened_at_ms = in->opened_at_ms,
+                           .closed_at_ms = in->closed_at_ms,
+                           .settled_at_ms = in->settled_at_ms};
+    return o;
+}
+
 static zl_decode_rc_t
 s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
 {
@@ -310,8 +339,17 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                          .n_depends_on = j->n_depends_on,
                                          .depends_on = j->depends_on,
                                          .n_depends_on_seq = j->n_depends_on_seq,
-                                         .depends_on_seq = j->depends_on_seq};
+                                         .depends_on_seq = j->depends_on_seq,
+                                         .batch = j->batch,
+                                         .open_batch = j->open_batch != NULL};
+            if (j->open_batch) {
+                o->jobs[i].open_batch_id = j->open_batch->batch_id;
+                o->jobs[i].batch_no_callback = j->open_batch->no_callback;
+                o->jobs[i].batch_close = j->open_batch->close;
+            }
         }
+        o->n_close = s->n_close_batches;
+        o->close_batches = (const char **)s->close_batches;
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_ACCEPTED: {
@@ -320,8 +358,13 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.accepted.n = s->n_jobs;
         out->u.accepted.jobs = ARR (a, s->n_jobs, zl_acceptance_t);
         for (size_t i = 0; i < s->n_jobs; i++)
-            out->u.accepted.jobs[i] =
-                (zl_acceptance_t){s->jobs[i]->seq, s->jobs[i]->job_id, s->jobs[i]->duplicate};
+            out->u.accepted.jobs[i] = (zl_acceptance_t){
+                s->jobs[i]->seq, s->jobs[i]->job_id, s->jobs[i]->duplicate, s->jobs[i]->batch_id};
+        out->u.accepted.n_closed = s->n_closed;
+        out->u.accepted.closed = ARR (a, s->n_closed, zl_batch_closed_t);
+        for (size_t i = 0; i < s->n_closed; i++)
+            out->u.accepted.closed[i] =
+                (zl_batch_closed_t){s->closed[i]->batch_id, s->closed[i]->ok, s->closed[i]->error};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_REJECTED: {
@@ -409,6 +452,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                 pr[k] = (zl_parent_result_t){j->parent_results[k]->job_id,
                                              s_bytes (j->parent_results[k]->result)};
             out->u.dispatch.jobs[i].parent_results = pr;
+            if (j->batch)
+                out->u.dispatch.jobs[i].batch = s_dec_batch (a, j->batch);
         }
         break;
     }
@@ -468,6 +513,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->kind = ZL_MSG_JOB_DONE;
         s_dec_outcome (&out->u.outcome, e->job_done);
         break;
+    case ZLANE__V1__ENVELOPE__BODY_BATCH_DONE:
+        out->kind = ZL_MSG_BATCH_DONE;
+        out->u.batch_done = *s_dec_batch (a, e->batch_done);
+        break;
     case ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST: {
         out->kind = ZL_MSG_ADMIN_REQUEST;
         const Zlane__V1__AdminRequest *r = e->admin_request;
@@ -511,6 +560,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         case ZLANE__V1__ADMIN_REQUEST__OP_JOB_SHOW:
             o->op = ZL_ADMIN_JOB_SHOW;
             o->job_id = r->job_show->job_id;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_BATCH_SHOW:
+            o->op = ZL_ADMIN_BATCH_SHOW;
+            o->batch_id = r->batch_show->batch_id;
             break;
         default: o->op = ZL_ADMIN_NONE; break;
         }
@@ -559,6 +612,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         case ZLANE__V1__ADMIN_REPLY__RESULT_JOB:
             o->result = ZL_ADMIN_RESULT_JOB;
             s_dec_outcome (&o->job, r->job);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_BATCH:
+            o->result = ZL_ADMIN_RESULT_BATCH;
+            o->batch = *s_dec_batch (a, r->batch);
             break;
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
         }
@@ -882,6 +939,33 @@ s_enc_outcome (zl_arena_t *a, const zl_job_outcome_t *in)
     return o;
 }
 
+static Zlane__V1__BatchInfo *
+s_enc_batch (zl_arena_t *a, const zl_batch_info_t *in)
+{
+    Zlane__V1__BatchInfo *o = NEW (a, Zlane__V1__BatchInfo, zlane__v1__batch_info__init);
+    o->batch_id = S (in->batch_id);
+    o->found = in->found;
+    o->tenant = S (in->tenant);
+    o->lane = S (in->lane);
+    o->job_id = in->job_id;
+    o->callback = in->callback;
+    o->closed = in->closed;
+    o->settled = in->settled;
+    o->cancelled = in->cancelled;
+    o->jobs = in->jobs;
+    o->acked = in->acked;
+    o->dead = in->dead;
+    o->cancelled_jobs = in->cancelled_jobs;
+    o->pending = in->pending;
+    o->n_failed = in->n_failed;
+    o->failed = (uint64_t *)in->failed;
+    o->failed_more = in->failed_more;
+    o->opened_at_ms = in->opened_at_ms;
+    o->closed_at_ms = in->closed_at_ms;
+    o->settled_at_ms = in->settled_at_ms;
+    return o;
+}
+
 static int
 s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
 {
@@ -916,8 +1000,17 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->depends_on = (uint64_t *)j->depends_on;
             o->n_depends_on_seq = j->n_depends_on_seq;
             o->depends_on_seq = (uint64_t *)j->depends_on_seq;
+            o->batch = S (j->batch);
+            if (j->open_batch) {
+                o->open_batch = NEW (a, Zlane__V1__BatchOpen, zlane__v1__batch_open__init);
+                o->open_batch->batch_id = S (j->open_batch_id);
+                o->open_batch->no_callback = j->batch_no_callback;
+                o->open_batch->close = j->batch_close;
+            }
             e->submit->jobs[i] = o;
         }
+        e->submit->n_close_batches = in->n_close;
+        e->submit->close_batches = (char **)in->close_batches;
         break;
     }
     case ZL_MSG_ACCEPTED: {
@@ -932,7 +1025,18 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             items[i].seq = in->jobs[i].seq;
             items[i].job_id = in->jobs[i].job_id;
             items[i].duplicate = in->jobs[i].duplicate;
+            items[i].batch_id = S (in->jobs[i].batch_id);
             e->accepted->jobs[i] = &items[i];
+        }
+        e->accepted->n_closed = in->n_closed;
+        e->accepted->closed = PTRS (a, in->n_closed, Zlane__V1__BatchClosed);
+        for (size_t i = 0; i < in->n_closed; i++) {
+            Zlane__V1__BatchClosed *c =
+                NEW (a, Zlane__V1__BatchClosed, zlane__v1__batch_closed__init);
+            c->batch_id = S (in->closed[i].batch_id);
+            c->ok = in->closed[i].ok;
+            c->error = S (in->closed[i].error);
+            e->accepted->closed[i] = c;
         }
         break;
     }
@@ -1054,6 +1158,8 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
                 pr->result = s_bin (j->parent_results[k].result);
                 o->parent_results[k] = pr;
             }
+            if (j->batch)
+                o->batch = s_enc_batch (a, j->batch);
             e->dispatch->jobs[i] = o;
         }
         break;
@@ -1131,6 +1237,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->body_case = ZLANE__V1__ENVELOPE__BODY_JOB_DONE;
         e->job_done = s_enc_outcome (a, &m->u.outcome);
         break;
+    case ZL_MSG_BATCH_DONE:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_BATCH_DONE;
+        e->batch_done = s_enc_batch (a, &m->u.batch_done);
+        break;
     case ZL_MSG_ADMIN_REQUEST: {
         const zl_admin_request_t *in = &m->u.admin_request;
         e->body_case = ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST;
@@ -1188,6 +1298,11 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->job_show = NEW (a, Zlane__V1__JobQuery, zlane__v1__job_query__init);
             r->job_show->job_id = in->job_id;
             break;
+        case ZL_ADMIN_BATCH_SHOW:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_BATCH_SHOW;
+            r->batch_show = NEW (a, Zlane__V1__BatchQuery, zlane__v1__batch_query__init);
+            r->batch_show->batch_id = S (in->batch_id);
+            break;
         default: break; // no op: the broker answers with an error
         }
         break;
@@ -1244,6 +1359,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         case ZL_ADMIN_RESULT_JOB:
             r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_JOB;
             r->job = s_enc_outcome (a, &in->job);
+            break;
+        case ZL_ADMIN_RESULT_BATCH:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_BATCH;
+            r->batch = s_enc_batch (a, &in->batch);
             break;
         default: break;
         }

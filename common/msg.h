@@ -49,8 +49,9 @@ typedef enum {
     ZL_MSG_ADMIN_REPLY,
     ZL_MSG_CANCEL, // broker -> worker
     ZL_MSG_WATCH,
-    ZL_MSG_OUTCOME,  // the Envelope's `outcome` (a Watch's answer)
-    ZL_MSG_JOB_DONE, // the Envelope's `job_done` (the done.<lane>.<tenant> event)
+    ZL_MSG_OUTCOME,    // the Envelope's `outcome` (a Watch's answer)
+    ZL_MSG_JOB_DONE,   // the Envelope's `job_done` (the done.<lane>.<tenant> event)
+    ZL_MSG_BATCH_DONE, // the Envelope's `batch_done` (the batch.<id> event)
     ZL_MSG_KIND_COUNT
 } zl_msg_kind_t;
 
@@ -79,23 +80,41 @@ typedef struct {
     const uint64_t *depends_on;
     size_t n_depends_on_seq; // parents by the seq of another spec of the same Submit
     const uint64_t *depends_on_seq;
-    const char *invalid; // decode: why a string field of this spec is bad, or NULL
+    const char *batch;         // join this batch ("" none)
+    bool open_batch;           // this spec opens a batch and is its callback job
+    const char *open_batch_id; // open_batch: its id ("" = the broker names it)
+    bool batch_no_callback;    // open_batch: nothing runs when it settles
+    bool batch_close;          // open_batch: closed at once after this Submit's jobs
+    const char *invalid;       // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
+
+#define ZL_BATCH_ID_MAX 128 // bytes of a batch id
 
 typedef struct {
     size_t n;
     zl_job_spec_t *jobs;
+    size_t n_close;
+    const char **close_batches; // closed after the jobs joined
 } zl_submit_t;
 
 typedef struct {
     uint64_t seq;
     uint64_t job_id;
     bool duplicate;
+    const char *batch_id; // a spec that opened a batch: its id ("" otherwise)
 } zl_acceptance_t;
+
+typedef struct {
+    const char *batch_id;
+    bool ok;
+    const char *error; // "" when ok
+} zl_batch_closed_t;
 
 typedef struct {
     size_t n;
     zl_acceptance_t *jobs;
+    size_t n_closed;
+    zl_batch_closed_t *closed;
 } zl_accepted_t;
 
 typedef enum {
@@ -111,6 +130,9 @@ typedef enum {
     ZL_REJECT_UNKNOWN_PARENT = 9, // a parent is unknown, not kept, or was rejected
     ZL_REJECT_CYCLE = 10,         // depends_on_seq makes a cycle
     ZL_REJECT_FAN_IN = 11,        // more parents than max_fan_in
+    ZL_REJECT_UNKNOWN_BATCH = 12, // the batch to join is not open here, or another tenant's
+    ZL_REJECT_BATCH_CLOSED = 13,  // the batch to join is closed or cancelled
+    ZL_REJECT_BATCH_EXISTS = 14,  // a batch of that id exists
     ZL_REJECT_CODE_COUNT
 } zl_reject_code_t;
 
@@ -189,6 +211,22 @@ typedef struct {
     zl_nack_item_t *items;
 } zl_nack_t;
 
+/*  A batch's progress or summary (BatchInfo). */
+#define ZL_BATCH_FAILED_MAX 1000 // failed ids listed in a BatchInfo
+typedef struct {
+    const char *batch_id;
+    bool found;
+    const char *tenant;
+    const char *lane;
+    uint64_t job_id;
+    bool callback, closed, settled, cancelled;
+    uint64_t jobs, acked, dead, cancelled_jobs, pending;
+    size_t n_failed;
+    const uint64_t *failed;
+    uint64_t failed_more;
+    uint64_t opened_at_ms, closed_at_ms, settled_at_ms;
+} zl_batch_info_t;
+
 typedef struct zl_parent_result {
     uint64_t job_id;
     zl_bytes_t result;
@@ -210,6 +248,7 @@ typedef struct {
     uint64_t enqueued_at_ms;
     size_t n_parent_results; // one per parent, in depends_on order
     const struct zl_parent_result *parent_results;
+    const zl_batch_info_t *batch; // a batch's callback: the batch as it settled (else NULL)
 } zl_job_msg_t;
 
 typedef struct {
@@ -358,6 +397,7 @@ typedef enum {
     ZL_ADMIN_RESUME,
     ZL_ADMIN_CANCEL,
     ZL_ADMIN_JOB_SHOW,
+    ZL_ADMIN_BATCH_SHOW,
     ZL_ADMIN_OP_COUNT
 } zl_admin_op_t;
 
@@ -379,6 +419,7 @@ typedef struct {
     const char *lane;       // pause, resume
     size_t n_ids;           // cancel: the job ids
     const uint64_t *ids;
+    const char *batch_id; // batch show
 } zl_admin_request_t;
 
 #define ZL_CANCEL_MAX_IDS 1000 // ids per CancelRequest
@@ -454,7 +495,8 @@ typedef enum {
     ZL_ADMIN_RESULT_DEAD_LETTER,
     ZL_ADMIN_RESULT_COUNT,
     ZL_ADMIN_RESULT_CANCEL,
-    ZL_ADMIN_RESULT_JOB
+    ZL_ADMIN_RESULT_JOB,
+    ZL_ADMIN_RESULT_BATCH
 } zl_admin_result_t;
 
 typedef struct {
@@ -469,7 +511,8 @@ typedef struct {
     uint64_t count;               // redrive, purge; cancel: jobs cancelled by it
     size_t n_cancel_items;        // cancel: one per requested id, in order
     zl_cancel_item_t *cancel_items;
-    zl_job_outcome_t job; // job show
+    zl_job_outcome_t job;  // job show
+    zl_batch_info_t batch; // batch show
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope
@@ -495,6 +538,7 @@ typedef struct {
         zl_admin_reply_t admin_reply;
         zl_watch_t watch;
         zl_job_outcome_t outcome; // ZL_MSG_OUTCOME, ZL_MSG_JOB_DONE
+        zl_batch_info_t batch_done;
     } u;
 } zl_msg_t;
 

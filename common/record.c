@@ -21,6 +21,55 @@ s_free (void *data, void *ptr)
     (void)ptr;
 }
 
+static Zlane__Store__V1__BatchRec *
+s_batch_prepare (zl_arena_t *a, const zl_batch_rec_t *r)
+{
+    if (!r)
+        return NULL;
+    Zlane__Store__V1__BatchRec *m = zl_arena_alloc (a, sizeof *m);
+    zlane__store__v1__batch_rec__init (m);
+    m->closed = r->closed;
+    m->joined = r->joined;
+    m->n_lost_dead = r->n_lost_dead;
+    m->lost_dead = (uint64_t *)r->lost_dead;
+    m->n_lost_cancelled = r->n_lost_cancelled;
+    m->lost_cancelled = (uint64_t *)r->lost_cancelled;
+    m->opened_at_ms = r->opened_at_ms;
+    m->closed_at_ms = r->closed_at_ms;
+    m->acked = r->acked;
+    m->dead = r->dead;
+    m->cancelled = r->cancelled;
+    m->n_failed = r->n_failed;
+    m->failed = (uint64_t *)r->failed;
+    m->failed_more = r->failed_more;
+    m->settled_at_ms = r->settled_at_ms;
+    return m;
+}
+
+static const zl_batch_rec_t *
+s_batch_decode (zl_arena_t *a, const Zlane__Store__V1__BatchRec *m)
+{
+    if (!m)
+        return NULL;
+    zl_batch_rec_t *r = zl_arena_alloc (a, sizeof *r);
+    *r = (zl_batch_rec_t){.closed = m->closed,
+                          .joined = m->joined,
+                          .n_lost_dead = m->n_lost_dead,
+                          .lost_dead = m->lost_dead,
+                          .n_lost_cancelled = m->n_lost_cancelled,
+                          .lost_cancelled = m->lost_cancelled,
+                          .opened_at_ms = m->opened_at_ms,
+                          .closed_at_ms = m->closed_at_ms,
+                          .acked = m->acked,
+                          .dead = m->dead,
+                          .cancelled = m->cancelled,
+                          .n_failed = m->n_failed,
+                          .failed = m->failed,
+                          .failed_more = m->failed_more,
+                          .settled_at_ms = m->settled_at_ms};
+    return r;
+}
+
 size_t
 zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
 {
@@ -48,6 +97,10 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     m->enqueued_at_ms = r->enqueued_at_ms;
     m->n_depends_on = r->n_depends_on;
     m->depends_on = (uint64_t *)r->depends_on;
+    m->batch = S (r->batch);
+    m->batch_self = S (r->batch_self);
+    m->batch_no_callback = r->batch_no_callback;
+    m->batch_summary = s_batch_prepare (a, r->batch_summary);
     *handle = m;
     return zlane__store__v1__job_rec__get_packed_size (m);
 }
@@ -86,6 +139,7 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     m->result.len = r->result.len;
     m->done_at_ms = r->done_at_ms;
     m->failed_parent = r->failed_parent;
+    m->batch = s_batch_prepare (a, r->batch);
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -128,6 +182,10 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
     out->enqueued_at_ms = m->enqueued_at_ms;
     out->n_depends_on = m->n_depends_on;
     out->depends_on = m->depends_on;
+    out->batch = s_text (arena, m->batch);
+    out->batch_self = s_text (arena, m->batch_self);
+    out->batch_no_callback = m->batch_no_callback;
+    out->batch_summary = s_batch_decode (arena, m->batch_summary);
     return 0;
 }
 
@@ -163,6 +221,7 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->result = (zl_bytes_t){m->result.data, m->result.len};
     out->done_at_ms = m->done_at_ms;
     out->failed_parent = m->failed_parent;
+    out->batch = s_batch_decode (arena, m->batch);
     return 0;
 }
 

@@ -14,6 +14,22 @@
 
 #define ZL_STORE_FORMAT "zlane-store-3"
 
+/*  A batch's durable record (zlane_store.proto BatchRec): its progress while
+    open, its summary once settled. */
+typedef struct {
+    bool closed;
+    uint64_t joined;
+    size_t n_lost_dead, n_lost_cancelled;
+    const uint64_t *lost_dead, *lost_cancelled; // members deleted before it settled
+    int64_t opened_at_ms, closed_at_ms;         // wall clock
+    // settled
+    uint64_t acked, dead, cancelled;
+    size_t n_failed;
+    const uint64_t *failed;
+    uint64_t failed_more;
+    int64_t settled_at_ms;
+} zl_batch_rec_t;
+
 typedef struct {
     const char *tenant;
     const char *lane;
@@ -27,6 +43,10 @@ typedef struct {
     int64_t enqueued_at_ms;
     size_t n_depends_on; // parents, by id (dependencies)
     const uint64_t *depends_on;
+    const char *batch;      // a member of this batch ("" none)
+    const char *batch_self; // the record and callback job of this batch ("" none)
+    bool batch_no_callback;
+    const zl_batch_rec_t *batch_summary; // batch_self, settled: its summary (else NULL)
 } zl_job_rec_t;
 
 typedef struct {
@@ -39,11 +59,12 @@ typedef struct {
     zl_attempt_t *history;
     const char *leased_to;
     int64_t started_at_ms;
-    int64_t cancelled_at_ms; // state cancelled: wall clock
-    uint32_t cancelled_from; // state cancelled: the state it was cancelled in
-    zl_bytes_t result;       // done: the ack's result
-    int64_t done_at_ms;      // done: wall clock of the ack
-    uint64_t failed_parent;  // dead for a parent: that parent
+    int64_t cancelled_at_ms;     // state cancelled: wall clock
+    uint32_t cancelled_from;     // state cancelled: the state it was cancelled in
+    zl_bytes_t result;           // done: the ack's result
+    int64_t done_at_ms;          // done: wall clock of the ack
+    uint64_t failed_parent;      // dead for a parent: that parent
+    const zl_batch_rec_t *batch; // a batch's record job, waiting: its progress (else NULL)
 } zl_state_rec_t;
 
 typedef struct {

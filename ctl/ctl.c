@@ -62,6 +62,8 @@ s_usage (FILE *out)
         "                              with its result, or dead-lettered with its error)\n"
         "  job result ID               only the result's bytes (exit 4: dead-lettered,\n"
         "                              5: unknown or not kept, 6: not final yet)\n"
+        "  batch show ID               a batch's progress (jobs joined, acked, dead,\n"
+        "                              cancelled, pending), or its summary once settled\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
         "  cancel ID...                cancel jobs: ready, delayed, dead-lettered or\n"
         "                              running (its worker is told to stop it)\n"
@@ -953,6 +955,77 @@ s_cmd_job (const opts_t *o, int argc, char **argv)
     return rc;
 }
 
+// ---------------------------------------------------------------- batch
+static int
+s_cmd_batch (const opts_t *o, int argc, char **argv)
+{
+    const char *sub = argc ? argv[0] : "";
+    if (strcmp (sub, "show") != 0 || argc != 2) {
+        if (!strcmp (sub, "--help") || !strcmp (sub, "-h")) {
+            printf ("Usage: zlane-ctl batch show ID\n");
+            return 0;
+        }
+        return s_fail_usage ("batch wants 'show ID'%s", "");
+    }
+    zl_admin_request_t req = {.op = ZL_ADMIN_BATCH_SHOW, .batch_id = argv[1]};
+    req.filter.lane = req.filter.tenant = "";
+    req.lane = "";
+    zl_codec_t *codec = zl_codec_new ();
+    zl_msg_t reply;
+    int rc = s_admin (o, codec, &req, &reply);
+    if (rc != 0) {
+        zl_codec_destroy (&codec);
+        return rc;
+    }
+    const zl_batch_info_t *b = &reply.u.admin_reply.batch;
+    const char *state = !b->found      ? "unknown"
+                        : b->cancelled ? "cancelled"
+                        : b->settled   ? "settled"
+                        : b->closed    ? "closed"
+                                       : "open";
+    if (o->json) {
+        printf ("{\"batch_id\":");
+        zl_json_str (stdout, argv[1]);
+        printf (",\"found\":%s,\"state\":\"%s\",\"tenant\":", b->found ? "true" : "false", state);
+        zl_json_str (stdout, b->tenant ? b->tenant : "");
+        printf (",\"lane\":");
+        zl_json_str (stdout, b->lane ? b->lane : "");
+        printf (",\"job_id\":%" PRIu64 ",\"callback\":%s,\"jobs\":%" PRIu64 ",\"acked\":%" PRIu64
+                ",\"dead\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"pending\":%" PRIu64
+                ",\"failed\":[",
+                b->job_id, b->callback ? "true" : "false", b->jobs, b->acked, b->dead,
+                b->cancelled_jobs, b->pending);
+        for (size_t i = 0; i < b->n_failed; i++)
+            printf ("%s%" PRIu64, i ? "," : "", b->failed[i]);
+        printf ("],\"failed_more\":%" PRIu64 ",\"opened_at_ms\":%" PRIu64
+                ",\"closed_at_ms\":%" PRIu64 ",\"settled_at_ms\":%" PRIu64 "}\n",
+                b->failed_more, b->opened_at_ms, b->closed_at_ms, b->settled_at_ms);
+    } else if (!b->found) {
+        printf ("batch %s: unknown (never opened here, or settled and forgotten after "
+                "result_retention)\n",
+                argv[1]);
+    } else {
+        printf ("batch %s: %s\n  tenant %s, callback %s (job %" PRIu64 ", lane %s)\n", argv[1],
+                state, b->tenant, b->callback ? "yes" : "none", b->job_id, b->lane);
+        printf ("  jobs %" PRIu64 ": %" PRIu64 " acked, %" PRIu64 " dead, %" PRIu64
+                " cancelled, %" PRIu64 " pending\n",
+                b->jobs, b->acked, b->dead, b->cancelled_jobs, b->pending);
+        if (b->n_failed) {
+            printf ("  failed");
+            for (size_t i = 0; i < b->n_failed && i < 20; i++)
+                printf (" %" PRIu64, b->failed[i]);
+            uint64_t more = b->failed_more + (b->n_failed > 20 ? b->n_failed - 20 : 0);
+            if (more)
+                printf (" (and %" PRIu64 " more; --json lists up to 1000)", more);
+            printf ("\n");
+        }
+    }
+    if (!b->found)
+        rc = 1;
+    zl_codec_destroy (&codec);
+    return rc;
+}
+
 // ---------------------------------------------------------------- tail
 static int
 s_cmd_tail (const opts_t *o, int argc, char **argv)
@@ -1338,6 +1411,8 @@ main (int argc, char **argv)
         rc = s_cmd_tail (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "job"))
         rc = s_cmd_job (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "batch"))
+        rc = s_cmd_batch (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "store"))
         rc = zl_ctl_store_copy (argc - i - 1, argv + i + 1);
     else

@@ -51,6 +51,7 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
                    (job->n_depends_on + job->n_parents_in_batch) * sizeof (uint64_t);
     bytes += s_len (job->tenant) + 1 + s_len (job->lane) + 1 + s_len (use_key) + 1;
     bytes += job->payload_len + 1;
+    bytes += s_len (job->batch) + 1 + s_len (job->open_batch_id) + 1;
     for (size_t i = 0; i < job->n_headers; i++)
         bytes += s_len (job->headers[i].key) + 1 + s_len (job->headers[i].value) + 1;
 
@@ -76,6 +77,11 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
     self->spec.max_attempts = job->max_attempts;
     self->spec.lease_ms = job->lease_ms;
     self->spec.max_run_ms = job->max_run_ms;
+    self->spec.batch = s_put (&cursor, job->batch, s_len (job->batch));
+    self->spec.open_batch = job->open_batch;
+    self->spec.open_batch_id = s_put (&cursor, job->open_batch_id, s_len (job->open_batch_id));
+    self->spec.batch_no_callback = job->batch_no_callback;
+    self->spec.batch_close = job->batch_close;
     for (size_t i = 0; i < job->n_headers; i++) {
         const zl_header_t *h = &job->headers[i];
         self->headers[i].key = s_put (&cursor, h->key, s_len (h->key));
@@ -96,6 +102,7 @@ zl_pending_job_destroy (zl_pending_job_t **self_p)
         return;
     zl_pending_job_t *self = *self_p;
     free (self->reason);
+    free (self->batch_id);
     free (self);
     *self_p = NULL;
 }

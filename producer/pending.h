@@ -41,6 +41,7 @@ struct _zl_pending_job_t {
     bool duplicate;
     zl_reject_code_t code;
     char *reason;                // owned; NULL = ""
+    char *batch_id;              // owned: the batch it opened (accepted); NULL = none
     zl_pending_job_t *next_done; // link in the producer's delivery list
     uint32_t group;              // the first job of a workflow batch: jobs in it (sent together)
     zl_header_t headers[];       // spec.headers; then the copied bytes

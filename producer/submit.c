@@ -68,6 +68,15 @@ static const char s_usage[] =
     "                        final error and exit 4 if it was dead-lettered\n"
     "  --wait-timeout D      with --wait: give up after D (exit 3) [no limit]\n"
     "\n"
+    "Batches:\n"
+    "  --batch ID            the job(s) join open batch ID (of the same tenant)\n"
+    "  --open-batch ID|-     the job opens batch ID ('-': the broker names it) and is\n"
+    "                        its callback, run once the closed batch has settled;\n"
+    "                        prints the batch's id instead of the job's\n"
+    "  --no-callback         with --open-batch: nothing runs when it settles\n"
+    "  --close-batch ID      close batch ID once this call's jobs were accepted (with\n"
+    "                        no payload and no --tenant/--lane: only close it)"
+    "\n"
     "Connection and output:\n"
     "  --broker EP[,EP...]   broker frontend (default $ZLANE_BROKER or\n"
     "                        tcp://127.0.0.1:5570); several brokers sharing a store:\n"
@@ -121,6 +130,10 @@ typedef struct {
     size_t n_after;
     bool wait;
     uint32_t wait_timeout_ms; // 0 = no limit
+    const char *batch;        // --batch
+    const char *open_batch;   // --open-batch ("-": the broker names it)
+    bool no_callback;         // --no-callback
+    const char *close_batch;  // --close-batch
 } s_args_t;
 
 //  One job's result, kept until every earlier job's line is printed.
@@ -146,6 +159,7 @@ typedef struct {
     bool progress;       // a progress line may be shown
     bool progress_shown; // one is on the terminal now
     int64_t progress_at;
+    char *batch_id; // --open-batch: the batch the job opened (owned)
 } s_run_t;
 
 // ---------------------------------------------------------------- messages
@@ -230,15 +244,22 @@ s_print_slot (s_run_t *run, uint64_t seq, const s_slot_t *slot)
         return;
     bool ok = slot->status == ZL_PRODUCER_ACCEPTED;
     if (!run->args->json) {
-        if (ok)
+        if (ok && run->batch_id)
+            printf ("%s\n", run->batch_id);
+        else if (ok)
             printf ("%llu\n", (unsigned long long)slot->job_id);
         else
             putchar ('\n'); // keeps output line N for input line N
         return;
     }
     if (ok) {
-        printf ("{\"seq\":%llu,\"job_id\":%llu,\"duplicate\":%s}\n", (unsigned long long)seq,
+        printf ("{\"seq\":%llu,\"job_id\":%llu,\"duplicate\":%s", (unsigned long long)seq,
                 (unsigned long long)slot->job_id, slot->duplicate ? "true" : "false");
+        if (run->batch_id) {
+            fputs (",\"batch_id\":", stdout);
+            s_json_string (stdout, run->batch_id);
+        }
+        fputs ("}\n", stdout);
         return;
     }
     bool rejected = slot->status == ZL_PRODUCER_REJECTED;
@@ -301,6 +322,8 @@ s_on_result (const zl_producer_result_t *result, void *arg)
     slot->duplicate = result->duplicate;
     slot->job_id = result->job_id;
     slot->code = result->code;
+    if (result->batch_id && result->batch_id[0] && !run->batch_id)
+        run->batch_id = zl_strdup (result->batch_id);
     if (result->status == ZL_PRODUCER_ACCEPTED) {
         run->accepted++;
     } else {
@@ -379,7 +402,13 @@ s_fill_job (const s_args_t *args, zl_producer_job_t *job)
                                .headers = args->headers,
                                .n_headers = args->n_headers,
                                .depends_on = args->after,
-                               .n_depends_on = args->n_after};
+                               .n_depends_on = args->n_after,
+                               .batch = args->batch,
+                               .open_batch = args->open_batch != NULL,
+                               .open_batch_id = args->open_batch && strcmp (args->open_batch, "-")
+                                                    ? args->open_batch
+                                                    : NULL,
+                               .batch_no_callback = args->no_callback};
 }
 
 //  Read all of `fd` into a new buffer. Returns 0 or -1 (errno).
@@ -610,7 +639,11 @@ enum {
     OPT_CERT,
     OPT_AFTER,
     OPT_WAIT,
-    OPT_WAIT_TIMEOUT
+    OPT_WAIT_TIMEOUT,
+    OPT_BATCH,
+    OPT_OPEN_BATCH,
+    OPT_NO_CALLBACK,
+    OPT_CLOSE_BATCH
 };
 
 static const struct option s_options[] = {
@@ -634,6 +667,10 @@ static const struct option s_options[] = {
     {"after", required_argument, NULL, OPT_AFTER},
     {"wait", no_argument, NULL, OPT_WAIT},
     {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"open-batch", required_argument, NULL, OPT_OPEN_BATCH},
+    {"no-callback", no_argument, NULL, OPT_NO_CALLBACK},
+    {"close-batch", required_argument, NULL, OPT_CLOSE_BATCH},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -716,6 +753,10 @@ s_parse_args (int argc, char **argv, s_args_t *args)
             break;
         }
         case OPT_WAIT: args->wait = true; break;
+        case OPT_BATCH: args->batch = optarg; break;
+        case OPT_OPEN_BATCH: args->open_batch = optarg; break;
+        case OPT_NO_CALLBACK: args->no_callback = true; break;
+        case OPT_CLOSE_BATCH: args->close_batch = optarg; break;
         case OPT_WAIT_TIMEOUT:
             if (s_duration_arg ("--wait-timeout", optarg, &args->wait_timeout_ms) < 0)
                 return -1;
@@ -737,8 +778,16 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     if (optind < argc)
         return s_usage_error ("unexpected argument '%s' (one payload per call; see --lines)",
                               argv[optind]);
+    if (args->close_batch && optind >= argc && !args->tenant && !args->lane && !args->lines &&
+        !args->file)
+        return 0; // only a close
     if (args->wait && args->lines)
         return s_usage_error ("--wait waits for one job: not with --lines or --tsv");
+    if (args->open_batch && (args->lines || args->batch))
+        return s_usage_error ("--open-batch opens a batch with one job: not with --lines, "
+                              "--tsv or --batch");
+    if (args->no_callback && !args->open_batch)
+        return s_usage_error ("--no-callback goes with --open-batch");
     if (args->tsv && (args->tenant || args->lane))
         return s_usage_error ("--tsv takes the tenant and lane from each line");
     if (!args->tsv && (!args->tenant || !*args->tenant))
@@ -887,7 +936,8 @@ main (int argc, char **argv)
         return S_EXIT_USAGE;
     }
 
-    int rc = args.lines ? s_submit_lines (&run, input) : s_submit_one (&run);
+    bool only_close = args.close_batch && !args.tenant && !args.lane && !args.lines;
+    int rc = only_close ? 0 : args.lines ? s_submit_lines (&run, input) : s_submit_one (&run);
     //  Every job has a deadline, so this ends.
     while (zl_producer_wait (run.producer, S_PROGRESS_EVERY_MS) < 0 &&
            (errno == ETIMEDOUT || errno == EINTR))
@@ -896,6 +946,11 @@ main (int argc, char **argv)
     fflush (stdout);
 
     int status = S_EXIT_OK;
+    if (args.close_batch && rc == 0 &&
+        zl_producer_close_batch (run.producer, args.close_batch, (int)args.timeout_ms) != 0) {
+        s_say (NULL, "%s", zl_producer_last_error (run.producer));
+        status = errno == ETIMEDOUT ? S_EXIT_UNREACHABLE : S_EXIT_REJECTED;
+    }
     if (rc < 0 && args.lines)
         s_say (NULL, "stopped after %llu lines; the rest were not submitted",
                (unsigned long long)run.submitted);
@@ -906,6 +961,8 @@ main (int argc, char **argv)
                    (unsigned long long)run.timed_out, (unsigned long long)run.submitted,
                    args.broker, s_seconds (args.timeout_ms, took, sizeof took));
         status = S_EXIT_UNREACHABLE;
+    } else if (status != S_EXIT_OK) {
+        // the close failed (said above)
     } else if (rc < 0) {
         status = S_EXIT_USAGE; // the input could not be read
     } else if (run.rejected > 0) {
@@ -922,6 +979,7 @@ main (int argc, char **argv)
     for (size_t i = 0; i < run.cap; i++)
         free (run.slots[i].reason);
     free (run.slots);
+    free (run.batch_id);
     if (input != STDIN_FILENO)
         close (input);
     s_free_args (&args);

@@ -84,6 +84,10 @@ typedef struct {
 } s_timer_t;
 
 struct _zl_producer_t {
+    // zl_producer_close_batch: the one close asked for, and its answer
+    char *closing;
+    bool close_sent, close_done;
+    char close_error[256];
     // configuration
     zl_eplist_t *brokers; // every endpoint given, and the one in use
     char *endpoint;       // the endpoint the socket is for (a copy: the list moves first)
@@ -375,7 +379,8 @@ s_deliver (zl_producer_t *self)
                                            .code = job->code,
                                            .reason = job->reason ? job->reason : "",
                                            .idempotency_key = job->spec.idempotency_key,
-                                           .sends = job->sends};
+                                           .sends = job->sends,
+                                           .batch_id = job->batch_id ? job->batch_id : ""};
             self->on_result (&result, self->on_result_arg);
         }
         zl_pending_job_destroy (&job);
@@ -592,10 +597,19 @@ s_on_accepted (zl_producer_t *self, const zl_accepted_t *accepted)
             continue;
         }
         job->job_id = a->job_id;
+        if (a->batch_id && a->batch_id[0] && !job->batch_id)
+            job->batch_id = zl_strdup (a->batch_id);
         //  A generated key is unique to this instance: the broker can only
         //  have seen it from our own earlier send of this very job.
         job->duplicate = a->duplicate && !job->auto_key;
         s_finish (self, job, ZL_PRODUCER_ACCEPTED, ZL_REJECT_UNSPECIFIED, NULL);
+    }
+    for (size_t i = 0; i < accepted->n_closed && self->closing; i++) {
+        const zl_batch_closed_t *c = &accepted->closed[i];
+        if (!c->batch_id || strcmp (c->batch_id, self->closing) != 0)
+            continue;
+        self->close_done = true;
+        snprintf (self->close_error, sizeof self->close_error, "%s", c->ok ? "" : c->error);
     }
 }
 
@@ -693,6 +707,7 @@ s_leave_silent (zl_producer_t *self, const char *why)
         return;
     free (self->gone_ep);
     self->gone_ep = zl_strdup (self->endpoint);
+    self->close_sent = false;
     self->gone_at_ms = zl_clock_mono_ms ();
     self->stays = 0;
     s_leave_for_next (self, why);
@@ -880,6 +895,7 @@ s_on_connected (zl_producer_t *self)
     self->redial_at_ms = 0;
     self->redial_ms = S_REDIAL_MIN_MS;
     self->stats.connects++;
+    self->close_sent = false; // an unanswered close goes again
     size_t resend = s_new_session (self);
     self->last_error[0] = '\0';
     if (self->stats.connects > 1)
@@ -1558,4 +1574,45 @@ void
 zl_producer_stats (zl_producer_t *self, zl_producer_stats_t *stats)
 {
     *stats = self->stats;
+}
+
+int
+zl_producer_close_batch (zl_producer_t *self, const char *batch_id, int timeout_ms)
+{
+    if (!batch_id || !batch_id[0] || strlen (batch_id) > ZL_BATCH_ID_MAX || self->closing) {
+        errno = EINVAL;
+        return -1;
+    }
+    int64_t end = zl_clock_mono_ms () + (timeout_ms < 0 ? 0 : timeout_ms);
+    // every job submitted so far answered first: the close comes after them
+    if (zl_producer_wait (self, timeout_ms) != 0)
+        return -1;
+    self->closing = zl_strdup (batch_id);
+    self->close_sent = self->close_done = false;
+    int rc = -1;
+    errno = ETIMEDOUT;
+    while (zl_clock_mono_ms () < end) {
+        if (self->connected && !self->hello_pending && !self->close_sent) {
+            const char *ids[1] = {self->closing};
+            zl_msg_t msg = {.kind = ZL_MSG_SUBMIT,
+                            .u.submit = {.n_close = 1, .close_batches = ids}};
+            self->close_sent = zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) == 0;
+        }
+        int64_t left = end - zl_clock_mono_ms ();
+        if (s_pump (self, left < 50 ? (int)(left > 0 ? left : 0) : 50) < 0)
+            break;
+        if (self->close_done) {
+            if (self->close_error[0]) {
+                s_set_error (self, "batch '%s' not closed: %s", batch_id, self->close_error);
+                errno = EPROTO;
+            } else
+                rc = 0;
+            break;
+        }
+    }
+    if (rc != 0 && errno == ETIMEDOUT)
+        s_set_error (self, "batch '%s': no answer to the close within %d ms", batch_id, timeout_ms);
+    free (self->closing);
+    self->closing = NULL;
+    return rc;
 }

@@ -39,6 +39,7 @@ typedef struct {
     const char *reason;          // "" when accepted; human text otherwise
     const char *idempotency_key; // the key the job was sent with
     uint32_t sends;              // times the job went on the wire
+    const char *batch_id;        // ACCEPTED, a job that opened a batch: the batch's id
 } zl_producer_result_t;
 
 /*  Called once per job from zl_producer_poll or zl_producer_wait. It may
@@ -87,6 +88,14 @@ typedef struct {
     // jobs of its array (a workflow batch, sent in one Submit: see there)
     const size_t *parents_in_batch;
     size_t n_parents_in_batch;
+    // Batches (README, "Batches"): join this open batch of the same tenant ...
+    const char *batch; // NULL or "" = none
+    // ... or open one: this job is then the batch's callback, enqueued once
+    // the closed batch has settled, with the summary (zl_worker_job_batch)
+    bool open_batch;
+    const char *open_batch_id; // NULL or "": the broker names it (the result's batch_id)
+    bool batch_no_callback;    // nothing runs when it settles (tenant and lane place it)
+    bool batch_close;          // closed at once after the jobs of its Submit
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */
@@ -136,6 +145,13 @@ int zl_producer_submit_batch (zl_producer_t *self, const zl_producer_job_t *jobs
 
 /*  Send every queued job that credit allows now; does not wait. Returns 0. */
 int zl_producer_flush (zl_producer_t *self);
+/*  Close batch `batch_id`: no job joins it from now on, and it settles once
+    every job of it has. Waits (up to `timeout_ms`) for every job submitted
+    so far to be answered, then for the broker to confirm the close (sent
+    again after a reconnect; closing a closed batch is no error). Returns 0,
+    or -1 with errno ETIMEDOUT, or EPROTO when the broker refused it (an
+    unknown batch, another tenant's, a cancelled one: last_error says). */
+int zl_producer_close_batch (zl_producer_t *self, const char *batch_id, int timeout_ms);
 
 /*  Send what credit allows, wait up to `timeout_ms` (-1 = until something
     happens) for replies or timers, and call the result callback for every job

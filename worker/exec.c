@@ -267,6 +267,21 @@ s_env_build (s_env_t *env, const zl_exec_t *self, const zl_worker_job_t *job, co
         s_env_setf (env, "ZLANE_PARENT_RESULTS=%s", parents);
         s_env_setf (env, "ZLANE_PARENT_COUNT=%zu", job->n_parent_results);
     }
+    if (job->batch) { // a batch's callback: the batch as it settled
+        const zl_batch_info_t *b = job->batch;
+        s_env_setf (env, "ZLANE_BATCH_ID=%s", b->batch_id);
+        s_env_setf (env, "ZLANE_BATCH_JOBS=%" PRIu64, b->jobs);
+        s_env_setf (env, "ZLANE_BATCH_ACKED=%" PRIu64, b->acked);
+        s_env_setf (env, "ZLANE_BATCH_DEAD=%" PRIu64, b->dead);
+        s_env_setf (env, "ZLANE_BATCH_CANCELLED=%" PRIu64, b->cancelled_jobs);
+        s_env_setf (env, "ZLANE_BATCH_FAILED_MORE=%" PRIu64, b->failed_more);
+        char *failed = zl_malloc (b->n_failed * 21 + 1), *at = failed;
+        *at = '\0';
+        for (size_t i = 0; i < b->n_failed; i++)
+            at += sprintf (at, "%s%" PRIu64, i ? " " : "", b->failed[i]);
+        s_env_setf (env, "ZLANE_BATCH_FAILED=%s", failed);
+        free (failed);
+    }
     s_env_setf (env, "ZLANE_ATTEMPT=%u", job->attempt);
     s_env_setf (env, "ZLANE_TENANT=%s", job->tenant);
     s_env_setf (env, "ZLANE_LANE=%s", job->lane);

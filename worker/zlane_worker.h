@@ -48,6 +48,8 @@ typedef struct {
     // result for a parent that returned none)
     size_t n_parent_results;
     const zl_parent_result_t *parent_results;
+    // a batch's callback: the batch as it settled (counts, failed ids); else NULL
+    const zl_batch_info_t *batch;
 } zl_worker_job_t;
 
 /*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */

@@ -358,6 +358,118 @@ s_roundtrip (fixture_t *f, const zl_msg_t *in, zl_msg_t *out)
     return size;
 }
 
+// ---------------------------------------------------------------- batches
+/*  Every batch field survives the wire: a Submit that opens, joins and
+    closes; the Accepted that names the batch and answers the close; a
+    callback's Job with the summary; batch show and its reply; the event. */
+static void
+test_batch_fields (void **state)
+{
+    fixture_t *f = *state;
+    zl_job_spec_t specs[3] = {
+        {.seq = 1,
+         .tenant = "t",
+         .lane = "cb",
+         .open_batch = true,
+         .open_batch_id = "nightly",
+         .batch_close = true},
+        {.seq = 2, .tenant = "t", .lane = "a", .batch = "nightly"},
+        {.seq = 3, .tenant = "t", .lane = "a", .open_batch = true, .batch_no_callback = true}};
+    const char *closes[] = {"nightly", "other"};
+    zl_msg_t in = {.kind = ZL_MSG_SUBMIT}, out;
+    in.u.submit = (zl_submit_t){3, specs, 2, closes};
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.submit.n, 3);
+    assert_true (out.u.submit.jobs[0].open_batch);
+    assert_string_equal (out.u.submit.jobs[0].open_batch_id, "nightly");
+    assert_true (out.u.submit.jobs[0].batch_close);
+    assert_false (out.u.submit.jobs[0].batch_no_callback);
+    assert_false (out.u.submit.jobs[1].open_batch);
+    assert_string_equal (out.u.submit.jobs[1].batch, "nightly");
+    assert_true (out.u.submit.jobs[2].open_batch);
+    assert_string_equal (out.u.submit.jobs[2].open_batch_id, "");
+    assert_true (out.u.submit.jobs[2].batch_no_callback);
+    assert_int_equal (out.u.submit.n_close, 2);
+    assert_string_equal (out.u.submit.close_batches[1], "other");
+
+    zl_acceptance_t acc[] = {{1, 10, false, "nightly"}, {2, 11, false, ""}};
+    zl_batch_closed_t closed[] = {{"nightly", true, ""}, {"other", false, "no such batch here"}};
+    in = (zl_msg_t){.kind = ZL_MSG_ACCEPTED};
+    in.u.accepted = (zl_accepted_t){2, acc, 2, closed};
+    s_roundtrip (f, &in, &out);
+    assert_string_equal (out.u.accepted.jobs[0].batch_id, "nightly");
+    assert_string_equal (out.u.accepted.jobs[1].batch_id, "");
+    assert_int_equal (out.u.accepted.n_closed, 2);
+    assert_true (out.u.accepted.closed[0].ok);
+    assert_false (out.u.accepted.closed[1].ok);
+    assert_string_equal (out.u.accepted.closed[1].error, "no such batch here");
+
+    // an Accepted with only closes (a Submit with no jobs)
+    in.u.accepted = (zl_accepted_t){0, NULL, 1, closed};
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.accepted.n, 0);
+    assert_int_equal (out.u.accepted.n_closed, 1);
+
+    static const uint64_t failed[] = {5, 6};
+    zl_batch_info_t info = {.batch_id = "nightly",
+                            .found = true,
+                            .tenant = "t",
+                            .lane = "cb",
+                            .job_id = 10,
+                            .callback = true,
+                            .closed = true,
+                            .settled = true,
+                            .jobs = 4,
+                            .acked = 2,
+                            .dead = 1,
+                            .cancelled_jobs = 1,
+                            .n_failed = 2,
+                            .failed = failed,
+                            .failed_more = 7,
+                            .opened_at_ms = 1,
+                            .closed_at_ms = 2,
+                            .settled_at_ms = 3};
+    zl_job_msg_t job = {
+        .job_id = 10, .lease = 1, .attempt = 1, .tenant = "t", .lane = "cb", .batch = &info};
+    in = (zl_msg_t){.kind = ZL_MSG_DISPATCH};
+    in.u.dispatch = (zl_dispatch_t){1, &job};
+    s_roundtrip (f, &in, &out);
+    const zl_batch_info_t *b = out.u.dispatch.jobs[0].batch;
+    assert_non_null (b);
+    assert_string_equal (b->batch_id, "nightly");
+    assert_int_equal (b->jobs, 4);
+    assert_int_equal (b->acked, 2);
+    assert_int_equal (b->dead, 1);
+    assert_int_equal (b->cancelled_jobs, 1);
+    assert_int_equal (b->n_failed, 2);
+    assert_int_equal (b->failed[1], 6);
+    assert_int_equal (b->failed_more, 7);
+    assert_int_equal (b->settled_at_ms, 3);
+    job.batch = NULL; // a job of no batch has none
+    s_roundtrip (f, &in, &out);
+    assert_null (out.u.dispatch.jobs[0].batch);
+
+    in = (zl_msg_t){.kind = ZL_MSG_ADMIN_REQUEST};
+    in.u.admin_request =
+        (zl_admin_request_t){.request_id = 4, .op = ZL_ADMIN_BATCH_SHOW, .batch_id = "nightly"};
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.admin_request.op, ZL_ADMIN_BATCH_SHOW);
+    assert_string_equal (out.u.admin_request.batch_id, "nightly");
+
+    in = (zl_msg_t){.kind = ZL_MSG_ADMIN_REPLY};
+    in.u.admin_reply = (zl_admin_reply_t){
+        .request_id = 4, .ok = true, .error = "", .result = ZL_ADMIN_RESULT_BATCH, .batch = info};
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.admin_reply.result, ZL_ADMIN_RESULT_BATCH);
+    assert_true (out.u.admin_reply.batch.settled);
+    assert_int_equal (out.u.admin_reply.batch.job_id, 10);
+
+    in = (zl_msg_t){.kind = ZL_MSG_BATCH_DONE, .u.batch_done = info};
+    s_roundtrip (f, &in, &out);
+    assert_string_equal (out.u.batch_done.lane, "cb");
+    assert_int_equal (out.u.batch_done.failed[0], 5);
+}
+
 // ---------------------------------------------------------------- producer
 static void
 test_hello (void **state)
@@ -1163,6 +1275,12 @@ s_touch (const zl_msg_t *m)
         case ZL_ADMIN_RESULT_JOB:
             sum += s_touch_str (r->job.state) + s_touch_str (r->job.error) + r->job.result.len;
             break;
+        case ZL_ADMIN_RESULT_BATCH:
+            sum += s_touch_str (r->batch.batch_id) + s_touch_str (r->batch.tenant) +
+                   s_touch_str (r->batch.lane) + r->batch.n_failed;
+            for (size_t i = 0; i < r->batch.n_failed; i++)
+                sum += r->batch.failed[i];
+            break;
         default: assert_int_equal (r->result, ZL_ADMIN_RESULT_NONE); break;
         }
         return sum;
@@ -1178,6 +1296,13 @@ s_touch (const zl_msg_t *m)
         return s_touch_str (m->u.outcome.state) + s_touch_str (m->u.outcome.error) +
                s_touch_str (m->u.outcome.tenant) + s_touch_str (m->u.outcome.lane) +
                m->u.outcome.result.len;
+    case ZL_MSG_BATCH_DONE: {
+        uint64_t sum = s_touch_str (m->u.batch_done.batch_id) +
+                       s_touch_str (m->u.batch_done.tenant) + s_touch_str (m->u.batch_done.lane);
+        for (size_t i = 0; i < m->u.batch_done.n_failed; i++)
+            sum += m->u.batch_done.failed[i];
+        return sum;
+    }
     case ZL_MSG_CREDIT:
     case ZL_MSG_HEARTBEAT:
     case ZL_MSG_DLQ_ALERT: return 0;
@@ -1318,6 +1443,23 @@ s_sample (fixture_t *f, zl_msg_kind_t kind, zl_msg_t *m)
                                                         .groups = g,
                                                         .n_latencies = 1,
                                                         .latencies = l}};
+        break;
+    }
+    case ZL_MSG_BATCH_DONE: {
+        static const uint64_t failed[] = {3, 9, 12};
+        m->u.batch_done = (zl_batch_info_t){.batch_id = "nightly",
+                                            .found = true,
+                                            .tenant = "t",
+                                            .lane = "cb",
+                                            .job_id = 1,
+                                            .callback = true,
+                                            .jobs = 10,
+                                            .acked = 7,
+                                            .dead = 2,
+                                            .cancelled_jobs = 1,
+                                            .n_failed = 3,
+                                            .failed = failed,
+                                            .settled_at_ms = 99};
         break;
     }
     default: break;
@@ -1506,14 +1648,15 @@ test_names (void **state)
     assert_string_equal (zl_msg_kind_name (ZL_MSG_ADMIN_REQUEST), "admin_request");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_ADMIN_REPLY), "admin_reply");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_CANCEL), "cancel");
+    assert_string_equal (zl_msg_kind_name (ZL_MSG_BATCH_DONE), "batch_done");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_KIND_COUNT), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)-1), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)1000), "unknown");
 
-    static const char *reject[] = {"unspecified",    "invalid",       "payload_too_large",
-                                   "unknown_lane",   "queue_full",    "store_full",
-                                   "unauthorized",   "shutting_down", "unavailable",
-                                   "unknown_parent", "cycle",         "fan_in"};
+    static const char *reject[] = {
+        "unspecified", "invalid",      "payload_too_large", "unknown_lane", "queue_full",
+        "store_full",  "unauthorized", "shutting_down",     "unavailable",  "unknown_parent",
+        "cycle",       "fan_in",       "unknown_batch",     "batch_closed", "batch_exists"};
     assert_int_equal (sizeof reject / sizeof *reject, ZL_REJECT_CODE_COUNT);
     for (int c = 0; c < ZL_REJECT_CODE_COUNT; c++)
         assert_string_equal (zl_reject_code_name ((zl_reject_code_t)c), reject[c]);
@@ -1691,6 +1834,7 @@ main (void)
         T (test_hand_built_frames),
         T (test_bad_text),
         T (test_strict_encode),
+        T (test_batch_fields),
         cmocka_unit_test (test_names),
     };
     return cmocka_run_group_tests_name ("codec", tests, NULL, NULL);

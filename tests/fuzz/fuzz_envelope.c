@@ -163,6 +163,32 @@ s_outcome (const zl_job_outcome_t *x, const zl_job_outcome_t *y)
 }
 
 static void
+s_batch (const zl_batch_info_t *x, const zl_batch_info_t *y)
+{
+    STR (x->batch_id, y->batch_id);
+    EQ (x->found, y->found);
+    STR (x->tenant, y->tenant);
+    STR (x->lane, y->lane);
+    EQ (x->job_id, y->job_id);
+    EQ (x->callback, y->callback);
+    EQ (x->closed, y->closed);
+    EQ (x->settled, y->settled);
+    EQ (x->cancelled, y->cancelled);
+    EQ (x->jobs, y->jobs);
+    EQ (x->acked, y->acked);
+    EQ (x->dead, y->dead);
+    EQ (x->cancelled_jobs, y->cancelled_jobs);
+    EQ (x->pending, y->pending);
+    EQ (x->n_failed, y->n_failed);
+    for (size_t k = 0; k < x->n_failed; k++)
+        EQ (x->failed[k], y->failed[k]);
+    EQ (x->failed_more, y->failed_more);
+    EQ (x->opened_at_ms, y->opened_at_ms);
+    EQ (x->closed_at_ms, y->closed_at_ms);
+    EQ (x->settled_at_ms, y->settled_at_ms);
+}
+
+static void
 s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
 {
     EQ (a->kind, b->kind);
@@ -189,7 +215,17 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (x->n_depends_on_seq, y->n_depends_on_seq);
             for (size_t k = 0; k < x->n_depends_on_seq; k++)
                 EQ (x->depends_on_seq[k], y->depends_on_seq[k]);
+            STR (x->batch, y->batch);
+            EQ (x->open_batch, y->open_batch);
+            if (x->open_batch) {
+                STR (x->open_batch_id, y->open_batch_id);
+                EQ (x->batch_no_callback, y->batch_no_callback);
+                EQ (x->batch_close, y->batch_close);
+            }
         }
+        EQ (a->u.submit.n_close, b->u.submit.n_close);
+        for (size_t i = 0; i < a->u.submit.n_close; i++)
+            STR (a->u.submit.close_batches[i], b->u.submit.close_batches[i]);
         break;
     case ZL_MSG_ACCEPTED:
         EQ (a->u.accepted.n, b->u.accepted.n);
@@ -197,6 +233,13 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (a->u.accepted.jobs[i].seq, b->u.accepted.jobs[i].seq);
             EQ (a->u.accepted.jobs[i].job_id, b->u.accepted.jobs[i].job_id);
             EQ (a->u.accepted.jobs[i].duplicate, b->u.accepted.jobs[i].duplicate);
+            STR (a->u.accepted.jobs[i].batch_id, b->u.accepted.jobs[i].batch_id);
+        }
+        EQ (a->u.accepted.n_closed, b->u.accepted.n_closed);
+        for (size_t i = 0; i < a->u.accepted.n_closed; i++) {
+            STR (a->u.accepted.closed[i].batch_id, b->u.accepted.closed[i].batch_id);
+            EQ (a->u.accepted.closed[i].ok, b->u.accepted.closed[i].ok);
+            STR (a->u.accepted.closed[i].error, b->u.accepted.closed[i].error);
         }
         break;
     case ZL_MSG_REJECTED:
@@ -269,6 +312,9 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
                 EQ (x->parent_results[k].job_id, y->parent_results[k].job_id);
                 s_bytes (x->parent_results[k].result, y->parent_results[k].result);
             }
+            EQ (x->batch != NULL, y->batch != NULL);
+            if (x->batch)
+                s_batch (x->batch, y->batch);
         }
         break;
     case ZL_MSG_SETTLED:
@@ -314,6 +360,8 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         EQ (x->n_ids, y->n_ids);
         for (size_t i = 0; i < x->n_ids; i++)
             EQ (x->ids[i], y->ids[i]);
+        if (x->op == ZL_ADMIN_BATCH_SHOW)
+            STR (x->batch_id, y->batch_id);
         break;
     }
     case ZL_MSG_ADMIN_REPLY: {
@@ -339,6 +387,8 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         }
         if (x->result == ZL_ADMIN_RESULT_JOB)
             s_outcome (&x->job, &y->job);
+        if (x->result == ZL_ADMIN_RESULT_BATCH)
+            s_batch (&x->batch, &y->batch);
         break;
     }
     case ZL_MSG_WATCH:
@@ -348,6 +398,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         break;
     case ZL_MSG_OUTCOME:
     case ZL_MSG_JOB_DONE: s_outcome (&a->u.outcome, &b->u.outcome); break;
+    case ZL_MSG_BATCH_DONE: s_batch (&a->u.batch_done, &b->u.batch_done); break;
     default: s_fail ("decoded an unknown kind");
     }
     s_field = NULL;
