@@ -346,11 +346,14 @@ zl_batches_take_changes (zl_batches_t *self, zl_arena_t *arena, zl_batch_t ***di
         (*dirty)[i] = self->dirty[i];
         self->dirty[i]->dirty = false;
     }
-    *n_due = self->n_due;
+    // due when listed, and still (a dead job may have been redriven since)
+    *n_due = 0;
     *due = zl_arena_alloc (arena, (self->n_due + 1) * sizeof **due);
     for (size_t i = 0; i < self->n_due; i++) {
-        (*due)[i] = self->due[i];
-        self->due[i]->due = false;
+        zl_batch_t *b = self->due[i];
+        b->due = false;
+        if (b->closed && !b->settled && !b->cancelled && s_pending (b) == 0)
+            (*due)[(*n_due)++] = b;
     }
     self->n_dirty = self->n_due = 0;
 }

@@ -5,7 +5,9 @@
     with their results), the parent_failed cascade, the redrive of a failed
     parent that brings its descendants back, outcomes kept only where they
     are needed and forgotten at their retention, and the recovery of a
-    partly done DAG from the store. Every step checks the gauges (waiting,
+    partly done DAG from the store. Batches too: a batch counts its jobs by
+    their states, settles exactly once when closed and done, and comes back
+    from the store with its counts after a restart. Every step checks the gauges (waiting,
     ready, DLQ, depth) against a recount. The cases run on the LMDB store,
     then (with the PostgreSQL harness) on a PostgreSQL store, a fresh
     database per case: the store.h seam hides which. */
@@ -555,6 +557,236 @@ test_retention (void **state)
     assert_null (zl_jobs_find (fx->jobs, b));
 }
 
+// ---------------------------------------------------------------- batches
+static void s_restart (fx_t *fx);
+
+// Submit a spec with the batch fields given; returns its id.
+static uint64_t
+s_submit_batch (fx_t *fx, const char *join, bool open, const char *open_id, bool no_callback)
+{
+    zl_job_spec_t spec = {.tenant = "acme",
+                          .lane = "work",
+                          .payload = {(const uint8_t *)"cb", 2},
+                          .idempotency_key = "",
+                          .batch = join ? join : "",
+                          .open_batch = open,
+                          .open_batch_id = open_id,
+                          .batch_no_callback = no_callback};
+    uint64_t id = zl_jobs_take_id (fx->jobs);
+    assert_int_equal (zl_jobs_stage (fx->jobs, id, &spec, &fx->lane->cfg, s_now (fx)), ZL_STORE_OK);
+    assert_non_null (zl_jobs_accept (fx->jobs, id, &spec, fx->flow, s_now (fx)));
+    return id;
+}
+
+// The end of a broker turn: batches settle (how many returned, the first
+// in *first), then the commit.
+static size_t
+s_settle (fx_t *fx, zl_batch_info_t *first)
+{
+    zl_batch_info_t *settled;
+    size_t n = zl_jobs_settle_batches (fx->jobs, s_now (fx), fx->arena, &settled);
+    if (n && first)
+        *first = settled[0];
+    s_turn (fx);
+    return n;
+}
+
+static zl_batch_info_t
+s_batch (fx_t *fx, const char *id)
+{
+    zl_batch_info_t b;
+    zl_jobs_batch_info (fx->jobs, id, fx->arena, &b);
+    return b;
+}
+
+// Jobs that join a batch are counted by how they end: acked, dead,
+// cancelled. It settles once it is closed and none is pending, exactly
+// once: its record job becomes its callback, READY, with the summary in
+// its record for the dispatch. Without a callback it is done at once.
+static void
+test_batch_settles (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t cb = s_submit_batch (fx, NULL, true, "nightly", false);
+    uint64_t m[5];
+    for (int i = 0; i < 5; i++)
+        m[i] = s_submit_batch (fx, "nightly", false, NULL, false);
+    assert_int_equal (s_settle (fx, NULL), 0);
+    assert_int_equal (s_state (fx, cb), ZL_JOB_WAITING);
+    zl_batch_info_t b = s_batch (fx, "nightly");
+    assert_true (b.found);
+    assert_false (b.closed);
+    assert_int_equal (b.jobs, 5);
+    assert_int_equal (b.pending, 5);
+    assert_int_equal (b.job_id, cb);
+    s_run (fx, m[0], NULL);
+    s_run (fx, m[1], "r");
+    s_fail (fx, m[2]);
+    zl_cancel_item_t item;
+    assert_int_equal (zl_jobs_cancel (fx->jobs, m[3], s_now (fx), &item), ZL_CANCEL_CANCELLED);
+    zl_batches_close (zl_jobs_batches (fx->jobs),
+                      zl_batches_find (zl_jobs_batches (fx->jobs), "nightly"), s_now (fx).wall_ms);
+    assert_int_equal (s_settle (fx, NULL), 0); // m[4] is pending
+    b = s_batch (fx, "nightly");
+    assert_true (b.closed);
+    assert_int_equal (b.acked, 2);
+    assert_int_equal (b.dead, 1);
+    assert_int_equal (b.cancelled_jobs, 1);
+    assert_int_equal (b.pending, 1);
+    s_run (fx, m[4], NULL);
+    zl_batch_info_t done;
+    assert_int_equal (s_settle (fx, &done), 1);
+    assert_string_equal (done.batch_id, "nightly");
+    assert_int_equal (done.jobs, 5);
+    assert_int_equal (done.acked, 3);
+    assert_int_equal (done.dead, 1);
+    assert_int_equal (done.cancelled_jobs, 1);
+    assert_int_equal (done.n_failed, 2);
+    assert_int_equal (done.failed[0], m[2]);
+    assert_int_equal (done.failed[1], m[3]);
+    assert_int_equal (s_state (fx, cb), ZL_JOB_READY);
+    assert_int_equal (s_settle (fx, NULL), 0); // once
+    // the callback's record holds the summary it is dispatched with
+    zl_arena_reset (fx->arena);
+    zl_job_rec_t rec;
+    assert_int_equal (zl_jobs_load (fx->jobs, zl_jobs_find (fx->jobs, cb), fx->arena, &rec, NULL),
+                      ZL_STORE_OK);
+    assert_non_null (rec.batch_summary);
+    assert_int_equal (rec.batch_summary->acked, 3);
+    assert_string_equal (rec.batch_self, "nightly");
+    b = s_batch (fx, "nightly");
+    assert_true (b.settled);
+    assert_int_equal (b.acked, 3);
+    s_run (fx, cb, NULL);
+    assert_int_equal (s_state (fx, cb), ZL_JOB_DONE); // kept: batch show still answers
+    assert_true (s_batch (fx, "nightly").settled);
+    // a late job may not join (admission refuses it); the batch is settled
+    assert_true (zl_batch_settled (zl_batches_find (zl_jobs_batches (fx->jobs), "nightly")));
+
+    // without a callback, broker-named: done when it settles, nothing runs
+    uint64_t rec_job = s_submit_batch (fx, NULL, true, NULL, true);
+    char name[24];
+    snprintf (name, sizeof name, "%llu", (unsigned long long)rec_job);
+    zl_batch_t *nb = zl_batches_find (zl_jobs_batches (fx->jobs), name);
+    assert_non_null (nb);
+    uint64_t x = s_submit_batch (fx, name, false, NULL, false);
+    zl_batches_close (zl_jobs_batches (fx->jobs), nb, s_now (fx).wall_ms);
+    s_turn (fx);
+    s_run (fx, x, NULL);
+    assert_int_equal (s_settle (fx, &done), 1);
+    assert_false (done.callback);
+    assert_int_equal (done.acked, 1);
+    assert_int_equal (s_state (fx, rec_job), ZL_JOB_DONE);
+    s_no_ready (fx);
+    // its outcome expires with result_retention: the batch is forgotten
+    fx->t += 10000;
+    assert_true (zl_jobs_expire_done (fx->jobs, s_now (fx), 1000, 100) >= 1);
+    s_turn (fx);
+    assert_false (s_batch (fx, name).found);
+}
+
+// A dead job redriven before its batch settles counts as pending again; a
+// dead job purged still counts as dead, its id on the batch's record; a
+// cancelled batch (its record job cancelled) never settles.
+static void
+test_batch_redrive_purge_cancel (void **state)
+{
+    fx_t *fx = *state;
+    zl_batches_t *bs = zl_jobs_batches (fx->jobs);
+    uint64_t c1 = s_submit_batch (fx, NULL, true, "b1", false);
+    uint64_t a = s_submit_batch (fx, "b1", false, NULL, false);
+    uint64_t b = s_submit_batch (fx, "b1", false, NULL, false);
+    zl_batches_close (bs, zl_batches_find (bs, "b1"), s_now (fx).wall_ms);
+    s_turn (fx);
+    s_fail (fx, a);
+    s_fail (fx, b);
+    assert_int_equal (s_batch (fx, "b1").dead, 2);
+    // both dead: it would settle, but first a is redriven in the same turn
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, a), s_now (fx));
+    assert_int_equal (s_settle (fx, NULL), 0);
+    assert_int_equal (s_batch (fx, "b1").pending, 1);
+    zl_jobs_purge (fx->jobs, zl_jobs_find (fx->jobs, b));
+    assert_int_equal (s_settle (fx, NULL), 0); // its id on the batch's record
+    assert_int_equal (s_batch (fx, "b1").dead, 1);
+    s_restart (fx); // the purged one is on the record
+    bs = zl_jobs_batches (fx->jobs);
+    zl_batch_info_t info = s_batch (fx, "b1");
+    assert_int_equal (info.dead, 1);
+    assert_int_equal (info.pending, 1);
+    assert_int_equal (info.n_failed, 1);
+    assert_int_equal (info.failed[0], b);
+    s_run (fx, a, NULL);
+    zl_batch_info_t done;
+    assert_int_equal (s_settle (fx, &done), 1);
+    assert_int_equal (done.acked, 1);
+    assert_int_equal (done.dead, 1);
+    assert_int_equal (done.failed[0], b);
+    s_run (fx, c1, NULL); // the callback
+
+    uint64_t c2 = s_submit_batch (fx, NULL, true, "b2", false);
+    uint64_t y = s_submit_batch (fx, "b2", false, NULL, false);
+    s_turn (fx);
+    zl_cancel_item_t item;
+    assert_int_equal (zl_jobs_cancel (fx->jobs, c2, s_now (fx), &item), ZL_CANCEL_CANCELLED);
+    s_turn (fx);
+    assert_true (s_batch (fx, "b2").cancelled);
+    s_run (fx, y, NULL); // its member still runs
+    zl_batches_close (bs, zl_batches_find (bs, "b2"), s_now (fx).wall_ms);
+    assert_int_equal (s_settle (fx, NULL), 0);
+    s_restart (fx);
+    assert_true (s_batch (fx, "b2").cancelled);
+    assert_int_equal (s_settle (fx, NULL), 0);
+}
+
+// A batch stopped halfway comes back with its counts: the acked jobs (gone
+// from the store) counted from what joined, the dead and the pending from
+// their states; it settles once after the restart, and a restart after it
+// settled does not settle it again. A restart between the last job's ack
+// and the settle settles it on the next turn.
+static void
+test_batch_recover (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t cb = s_submit_batch (fx, NULL, true, "r1", false);
+    uint64_t m[4];
+    for (int i = 0; i < 4; i++)
+        m[i] = s_submit_batch (fx, "r1", false, NULL, false);
+    s_turn (fx);
+    s_run (fx, m[0], NULL); // deleted: not kept
+    assert_null (zl_jobs_find (fx->jobs, m[0]));
+    s_fail (fx, m[1]);
+    assert_int_equal (s_settle (fx, NULL), 0);
+    s_restart (fx);
+    zl_batch_info_t b = s_batch (fx, "r1");
+    assert_true (b.found);
+    assert_false (b.closed);
+    assert_int_equal (b.jobs, 4);
+    assert_int_equal (b.acked, 1);
+    assert_int_equal (b.dead, 1);
+    assert_int_equal (b.pending, 2);
+    assert_int_equal (s_state (fx, cb), ZL_JOB_WAITING);
+    zl_batches_t *bs = zl_jobs_batches (fx->jobs);
+    zl_batches_close (bs, zl_batches_find (bs, "r1"), s_now (fx).wall_ms);
+    assert_int_equal (s_settle (fx, NULL), 0); // the close on the record
+    s_restart (fx);
+    assert_true (s_batch (fx, "r1").closed);
+    s_run (fx, m[2], NULL);
+    s_run (fx, m[3], NULL); // all settled: due, but the broker stops first
+    s_restart (fx);
+    zl_batch_info_t done;
+    assert_int_equal (s_settle (fx, &done), 1);
+    assert_int_equal (done.acked, 3);
+    assert_int_equal (done.dead, 1);
+    assert_int_equal (s_state (fx, cb), ZL_JOB_READY);
+    s_restart (fx);
+    assert_int_equal (s_settle (fx, NULL), 0); // never twice
+    assert_int_equal (s_state (fx, cb), ZL_JOB_READY);
+    b = s_batch (fx, "r1");
+    assert_true (b.settled);
+    assert_int_equal (b.acked, 3);
+    assert_int_equal (b.jobs, 4);
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *st)
@@ -690,6 +922,9 @@ main (void)
         cmocka_unit_test_setup_teardown (test_cancel_cascades, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_retention, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_recover_partly_done_dag, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_settles, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_redrive_purge_cancel, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_recover, s_setup, s_teardown),
     };
     failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
 #ifdef ZLT_PG_DEPS
