@@ -60,6 +60,7 @@
 #define IDEM_SEP '\0'             // formats 1 and 2 kept tenant and key in one string
 #define FORMAT_V1 "zlane-store-1" // idem keys were tenant IDEM_SEP key
 #define FORMAT_V2 "zlane-store-2" // idem keys were key IDEM_SEP tenant
+#define FORMAT_V3 "zlane-store-3" // read as it is: marked 4 at open (record.h)
 #define MIB(x) ((double)(x) / 1048576.0)
 
 enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it is
@@ -552,8 +553,11 @@ s_open_dbs (s_lmdb_t *self, char *err, size_t errlen)
         snprintf (err, errlen, "%s holds an LMDB store that zlane did not make (no format key)",
                   self->dir);
         return s_fail (txn);
-    } else if (rc == 0 && v.mv_size == strlen (ZL_STORE_FORMAT) &&
-               memcmp (v.mv_data, ZL_STORE_FORMAT, v.mv_size) == 0) {
+    } else if (rc == 0 && ((v.mv_size == strlen (ZL_STORE_FORMAT) &&
+                            memcmp (v.mv_data, ZL_STORE_FORMAT, v.mv_size) == 0) ||
+                           (v.mv_size == strlen (FORMAT_V3) &&
+                            memcmp (v.mv_data, FORMAT_V3, v.mv_size) == 0))) {
+        bool v3 = v.mv_size == strlen (FORMAT_V3) && memcmp (v.mv_data, FORMAT_V3, v.mv_size) == 0;
         MDB_val sk = {11, "idem_secret"}, sv;
         rc = s_open_dedup (self, txn, 0);
         if (!rc)
@@ -568,6 +572,12 @@ s_open_dbs (s_lmdb_t *self, char *err, size_t errlen)
             return s_fail (txn);
         }
         memcpy (self->secret, sv.mv_data, sizeof self->secret);
+        if (v3) {
+            rc = s_put_format (self, txn);
+            if (!rc)
+                zl_info ("store", "%s: format %s marked %s (nothing else changes)", self->dir,
+                         FORMAT_V3, ZL_STORE_FORMAT);
+        }
     } else if (rc == 0 && ((v.mv_size == strlen (FORMAT_V1) &&
                             memcmp (v.mv_data, FORMAT_V1, v.mv_size) == 0) ||
                            (v.mv_size == strlen (FORMAT_V2) &&

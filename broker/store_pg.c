@@ -74,7 +74,10 @@
 #include <unistd.h>
 
 #define FORMAT "zlane-pg-store"
-#define SCHEMA_VERSION 1
+// 2: batches (a batch's record job, waiting, its progress in its state):
+// version 1 reads as it is, and is marked 2 so that an older broker, which
+// would run a batch's callback at once, refuses the database
+#define SCHEMA_VERSION 2
 #define SCHEMA_LOCK 0x7a6c616e65LL // pg_advisory_xact_lock key ("zlane") for creating the schema
 #define FENCE_SQLSTATE "ZL001"     // zlane.fence: this epoch no longer leads
 #define IDEM_SEG_MS (60 * 1000)    // an idempotency segment takes keys this long (resend)
@@ -453,8 +456,20 @@ s_schema (s_pg_t *self, char *err, size_t errlen)
             s_exec (self, "ROLLBACK", "schema");
             return -1;
         }
-        // versions below SCHEMA_VERSION would be migrated here, in this
+        // versions below SCHEMA_VERSION are migrated here, in this
         // transaction, under the lock
+        if (version < SCHEMA_VERSION) {
+            char sql[128];
+            snprintf (sql, sizeof sql,
+                      "UPDATE zlane.meta SET value = '%d' WHERE key = 'schema_version'",
+                      SCHEMA_VERSION);
+            if (!s_exec (self, sql, "schema")) {
+                s_exec (self, "ROLLBACK", "schema");
+                return -2;
+            }
+            zl_info ("store", "store %.300s: schema version %d marked %d (nothing else changes)",
+                     self->safe, version, SCHEMA_VERSION);
+        }
     }
     if (!s_meta (self, "secret", value, sizeof value) ||
         s_unhex (value, self->secret, sizeof self->secret) != 0) {

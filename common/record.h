@@ -12,7 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZL_STORE_FORMAT "zlane-store-3"
+/*  Format 4 (batches) reads format 3 as it is: a format-3 store is marked 4
+    when a broker of format 4 opens it, so that an older broker, which would
+    take a batch's record job for a job ready to run, refuses it. */
+#define ZL_STORE_FORMAT "zlane-store-4"
 
 /*  A batch's durable record (zlane_store.proto BatchRec): its progress while
     open, its summary once settled. */

@@ -2445,6 +2445,57 @@ s_has_db (const char *dir, const char *name)
     return has;
 }
 
+// Set the store's format key to `format` (an older broker's store).
+static void
+s_set_format (const char *dir, const char *format)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    MDB_val k = {6, "format"}, v = {strlen (format), (void *)format};
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 8), 0);
+    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "meta", 0, &meta), 0);
+    assert_int_equal (mdb_put (txn, meta, &k, &v, 0), 0);
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+}
+
+// A format-3 store (before batches) is read as it is and marked format 4
+// when it opens, so that an older broker refuses it from then on; its jobs
+// are untouched. Format 5 (newer) is refused.
+static void
+test_format_3_marked_4 (void **state)
+{
+    fx_t *fx = *state;
+    char dir[1100], format[64];
+    snprintf (dir, sizeof dir, "%s/v3", fx->dir);
+    zl_store_t *store = s_open (dir);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    zl_job_rec_t rec = {
+        .tenant = "t", .lane = "a", .payload = {(const uint8_t *)"p", 1}, .idempotency_key = ""};
+    assert_int_equal (zl_store_put_job (store, 7, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+    s_set_format (dir, "zlane-store-3");
+    store = s_open (dir);
+    zl_arena_t *arena = zl_arena_new (4096);
+    zl_job_rec_t back;
+    assert_int_equal (zl_store_get_job (store, 7, arena, &back), ZL_STORE_OK);
+    assert_string_equal (back.tenant, "t");
+    zl_store_close (&store);
+    s_format_of (dir, format, sizeof format);
+    assert_string_equal (format, "zlane-store-4");
+    s_set_format (dir, "zlane-store-5");
+    char err[512] = "";
+    store = zl_store_open (dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
+    assert_null (store);
+    assert_non_null (strstr (err, "not supported"));
+    zl_arena_destroy (&arena);
+}
+
 // A store an older broker left (format 1: idem keys tenant first; format 2:
 // key first) is upgraded in place when it opens, in one transaction: its
 // idempotency keys still answer, for the right tenant, and still expire (as
@@ -2588,6 +2639,7 @@ main (void)
         T (test_full_disk_refuses_then_room_comes_back),
         T (test_foreign_and_damaged_directories),
         T (test_upgrade_from_formats_1_and_2),
+        T (test_format_3_marked_4),
         T (test_upgrade_is_all_or_nothing),
         T (test_damaged_record_stops_recovery),
         T (test_map_full_is_reported_not_fatal),

@@ -13,7 +13,8 @@
     the broker might have enqueued again: the "no more" is an event, not a
     sleep. Then the refusals: joining an unknown or a closed batch, opening
     an id that exists or is all digits, closing an unknown batch; and a
-    batch without a callback, which settles and runs nothing. */
+    batch without a callback, which settles and runs nothing; joining a
+    batch that is closed but not settled. */
 #define _GNU_SOURCE
 #include "zltest.h"
 
@@ -343,9 +344,14 @@ test_batch_refusals_and_no_callback (void **state)
     const char *join[] = {"--tenant", "t",  "--lane",        "a", "--batch", id,
                           "--lines",  "-q", "--close-batch", id,  NULL};
     assert_int_equal (s_submit (&fx, join, lines, NULL, NULL), 0);
-    const char *closed[] = {"--tenant", "t", "--lane", "a", "--batch", id, "late", NULL};
+    // a closed batch that cannot settle yet (its job waits a minute)
+    const char *slow[] = {"--tenant", "t",    "--lane",        "a",    "--batch", "mine", "--delay",
+                          "60s",      "slow", "--close-batch", "mine", NULL};
+    assert_int_equal (s_submit (&fx, slow, NULL, NULL, NULL), 0);
+    const char *closed[] = {"--tenant", "t", "--lane", "a", "--batch", "mine", "late", NULL};
     assert_int_equal (s_submit (&fx, closed, NULL, NULL, &err), 1);
-    assert_true (s_has (err, "batch_closed"));
+    if (!s_has (err, "batch_closed"))
+        fail_msg ("joining a closed batch: %s", err);
     free (err);
     const char *close_unknown[] = {"--close-batch", "nope", NULL};
     assert_int_equal (s_submit (&fx, close_unknown, NULL, NULL, &err), 1);
