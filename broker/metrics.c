@@ -10,23 +10,16 @@
 #include <string.h>
 
 // The store's figures that are levels, not counts of events.
-static const char *const s_gauges[] = {"store_map_bytes",
-                                       "store_used_bytes",
-                                       "store_file_bytes",
-                                       "store_free_bytes",
-                                       "store_jobs",
-                                       "store_states",
-                                       "store_idem_keys",
-                                       "store_idem_resend_log",
-                                       "store_idem_user_log",
-                                       "store_commit_avg_us",
-                                       "store_commit_max_us",
-                                       "store_room_walk_max_us",
-                                       "store_log_rows",
-                                       "store_log_segments",
-                                       "jobs_waiting",
-                                       "outcomes_kept",
-                                       "dep_nodes"};
+static const char *const s_gauges[] = {"store_map_bytes",     "store_used_bytes",
+                                       "store_file_bytes",    "store_free_bytes",
+                                       "store_jobs",          "store_states",
+                                       "store_idem_keys",     "store_idem_resend_log",
+                                       "store_idem_user_log", "store_commit_avg_us",
+                                       "store_commit_max_us", "store_room_walk_max_us",
+                                       "store_log_rows",      "store_log_segments",
+                                       "jobs_waiting",        "outcomes_kept",
+                                       "dep_nodes",           "batches",
+                                       "batch_members"};
 
 static bool
 s_is_gauge (const char *name)

@@ -59,6 +59,8 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     zl_counter_t store[] = {{"jobs_waiting", gs.waiting},
                             {"outcomes_kept", gs.kept},
                             {"dep_nodes", gs.nodes},
+                            {"batches", zl_batches_count (zl_jobs_batches (src->jobs))},
+                            {"batch_members", zl_batches_members (zl_jobs_batches (src->jobs))},
                             {"dep_edges", gs.edges},
                             {"jobs_parent_failed", gs.parent_failed},
                             {"jobs_rearmed", gs.rearmed},

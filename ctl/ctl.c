@@ -68,7 +68,8 @@ s_usage (FILE *out)
         "  cancel ID...                cancel jobs: ready, delayed, dead-lettered or\n"
         "                              running (its worker is told to stop it)\n"
         "  tail [--topic PREFIX]       print each event (dlq.<lane>.<tenant>, alert.dlq,\n"
-        "                              done.<lane>.<tenant> for lanes with publish_done)\n"
+        "                              done.<lane>.<tenant> for lanes with publish_done,\n"
+        "                              batch.<id> when a batch settles)\n"
         "  store copy --from DIR --to LOCATION [--batch N]\n"
         "        move a stopped broker's LMDB store into an empty PostgreSQL store,\n"
         "        then verify the counts (offline: no broker may run on either)\n"
@@ -1132,6 +1133,20 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
             } else
                 printf ("%s %s job=%" PRIu64 " outcome=%s result=%zu bytes error=%.200s\n", now, t,
                         d->job_id, zl_outcome_name (d->outcome), d->result.len, d->error);
+        } else if (m.kind == ZL_MSG_BATCH_DONE) {
+            const zl_batch_info_t *b = &m.u.batch_done;
+            if (o->json) {
+                printf ("{\"topic\":");
+                zl_json_str (stdout, t);
+                printf (",\"event\":\"batch_done\",\"batch_id\":");
+                zl_json_str (stdout, b->batch_id);
+                printf (",\"jobs\":%" PRIu64 ",\"acked\":%" PRIu64 ",\"dead\":%" PRIu64
+                        ",\"cancelled\":%" PRIu64 ",\"callback_job\":%" PRIu64 "}\n",
+                        b->jobs, b->acked, b->dead, b->cancelled_jobs, b->callback ? b->job_id : 0);
+            } else
+                printf ("%s %s jobs=%" PRIu64 " acked=%" PRIu64 " dead=%" PRIu64
+                        " cancelled=%" PRIu64 "\n",
+                        now, t, b->jobs, b->acked, b->dead, b->cancelled_jobs);
         } else if (m.kind == ZL_MSG_DLQ_ALERT) {
             if (o->json)
                 printf ("{\"topic\":\"%s\",\"event\":\"dlq_alert\",\"depth\":%" PRIu64
