@@ -26,6 +26,18 @@ export interface JobSpec {
   leaseMs?: number;
   maxRunMs?: number;
   headers?: Headers;
+  /** Join this open batch (of the same tenant; opened before, or by an earlier spec of the same submitMany). */
+  batch?: string;
+  /**
+   * Open a batch, this job its callback (run once the batch is closed and every job
+   * of it settled; its job.batch the summary): a batch id (1-128 of [A-Za-z0-9._:-],
+   * not all digits), or true / "" for the broker to name it after the job id.
+   */
+  openBatch?: string | boolean;
+  /** With openBatch: nothing runs when the batch settles (the job only places it). */
+  noCallback?: boolean;
+  /** With openBatch: close the batch at once after this Submit's jobs joined it. */
+  close?: boolean;
 }
 
 export interface SubmitOptions {
@@ -42,6 +54,8 @@ export interface SubmitResult {
   idempotencyKey: string;
   /** Times the job went on the wire. */
   sends: number;
+  /** A job that opened a batch: the batch's id; "" otherwise. */
+  batchId: string;
 }
 
 export interface ProducerOptions {
@@ -82,8 +96,48 @@ export class Producer extends EventEmitter {
   submit(spec: JobSpec, opts: SubmitOptions & { detail: true }): Promise<SubmitResult>;
   submitMany(specs: Iterable<JobSpec>, opts?: SubmitOptions & { detail?: false }): Promise<string[]>;
   submitMany(specs: Iterable<JobSpec>, opts: SubmitOptions & { detail: true }): Promise<SubmitResult[]>;
+  /** Submit `spec` as a new batch's callback job; resolves with the batch's id (spec.batchId, or the broker's name). */
+  openBatch(spec: Omit<JobSpec, "openBatch" | "batch"> & { batchId?: string }, opts?: Omit<SubmitOptions, "detail">): Promise<string>;
+  /**
+   * Close a batch once every job submitted before this call was answered; resolves when
+   * the broker confirmed it (closing a closed batch is no error). Rejects with BatchError
+   * (unknown batch, another tenant's, cancelled) or TimeoutError (default: the job deadline).
+   */
+  closeBatch(batchId: string, opts?: { timeoutMs?: number }): Promise<void>;
   flush(timeoutMs?: number): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** A batch's progress (Admin.batchShow), its summary once settled (a callback's job.batch, the batchDone event). */
+export interface BatchInfo {
+  batchId: string;
+  /** false: the broker does not know it (never opened, or forgotten). */
+  found: boolean;
+  tenant: string;
+  /** The callback's lane. */
+  lane: string;
+  /** The callback job (the batch's record). */
+  jobId: string;
+  /** false: opened with noCallback. */
+  callback: boolean;
+  closed: boolean;
+  /** Closed and every job settled: the callback was enqueued. */
+  settled: boolean;
+  /** Its callback job was cancelled: it never settles. */
+  cancelled: boolean;
+  jobs: number;
+  acked: number;
+  /** Dead-lettered (also those purged since). */
+  dead: number;
+  cancelledJobs: number;
+  pending: number;
+  /** Ids of the dead and cancelled jobs, ascending, at most 1000. */
+  failed: string[];
+  /** Failed ids beyond those listed. */
+  failedMore: number;
+  openedAtMs: number;
+  closedAtMs: number;
+  settledAtMs: number;
 }
 
 export interface Job {
@@ -101,6 +155,8 @@ export interface Job {
   maxAttempts: number;
   /** Broker wall clock, ms since the epoch. */
   enqueuedAt: number;
+  /** A batch's callback job: the batch as it settled; undefined for other jobs. */
+  batch?: BatchInfo;
   /** Aborted when the lease is lost (or presumed lost), max run time passes, or a forced stop. */
   signal: AbortSignal;
   text(): string;
@@ -249,6 +305,8 @@ export class Admin {
   cancel(...ids: Array<string | string[]>): Promise<CancelResult[]>;
   pause(lane: string): Promise<void>;
   resume(lane: string): Promise<void>;
+  /** A batch's progress (as zlane-ctl batch show); found is false for one the broker does not know. */
+  batchShow(batchId: string): Promise<BatchInfo>;
   close(): Promise<void>;
 }
 
@@ -262,11 +320,12 @@ export interface CancelResult {
 
 export type ZlaneEvent =
   | ({ type: "deadLetter"; topic: string } & DeadLetter)
-  | { type: "dlqAlert"; topic: string; depth: number; oldestAgeMs: number };
+  | { type: "dlqAlert"; topic: string; depth: number; oldestAgeMs: number }
+  | ({ type: "batchDone"; topic: string } & BatchInfo);
 
 export interface SubscriberOptions {
   endpoints?: Endpoints;
-  /** Topic prefixes ("dlq.", "dlq.emails.", "alert.dlq"); default all. */
+  /** Topic prefixes ("dlq.", "dlq.emails.", "alert.dlq", "batch.", "batch.<id>"); default all. */
   topics?: string | string[];
   curve?: CurveOptions;
 }
@@ -288,6 +347,17 @@ export class InvalidJobError extends RejectedError {}
 export class PayloadTooLargeError extends RejectedError {}
 export class UnknownLaneError extends RejectedError {}
 export class UnauthorizedError extends RejectedError {}
+/** REJECT_UNKNOWN_BATCH: the batch to join is not open here (never opened, settled, another tenant's). */
+export class UnknownBatchError extends RejectedError {}
+/** REJECT_BATCH_CLOSED: the batch to join is closed (or cancelled). */
+export class BatchClosedError extends RejectedError {}
+/** REJECT_BATCH_EXISTS: a batch of the id to open exists. */
+export class BatchExistsError extends RejectedError {}
+/** closeBatch: the broker did not close the batch. */
+export class BatchError extends ZlaneError {
+  batchId: string;
+  reason: string;
+}
 export class QueueFullError extends RejectedError {
   retryAfterMs: number;
 }

@@ -10,6 +10,7 @@ const EC = proto.ErrorCode;
 const Stats = proto.T("Stats");
 const DeadLetter = proto.T("DeadLetter");
 const DlqAlert = proto.T("DlqAlert");
+const BatchInfo = proto.T("BatchInfo");
 
 function filter(f = {}) {
   if (typeof f === "string" || typeof f === "number" || typeof f === "bigint") f = { ids: [f] };
@@ -95,6 +96,17 @@ class Admin {
       state: it.state || "",
       cancelledAtMs: proto.u64Number(it.cancelled_at_ms),
     }));
+  }
+  /**
+   * A batch as zlane-ctl batch show prints it: tenant, lane, jobId (its
+   * callback), closed, settled, cancelled, the counts (jobs, acked, dead,
+   * cancelledJobs, pending), failed (ids, at most 1000; failedMore beyond),
+   * the times. found is false for a batch the broker does not know.
+   */
+  async batchShow(batchId) {
+    if (typeof batchId !== "string" || !batchId) throw new errors.ConfigError("batchShow needs a batch id");
+    const r = await this._request({ batch_show: { batch_id: batchId } });
+    return proto.plain(BatchInfo, r.batch);
   }
   async pause(lane) {
     await this._request({ pause: { lane } });
@@ -229,6 +241,7 @@ class Admin {
  * The events socket as an async iterator of decoded events:
  *   {type: "deadLetter", topic: "dlq.<lane>.<tenant>", ...DeadLetter}
  *   {type: "dlqAlert", topic: "alert.dlq", depth, oldestAgeMs}
+ *   {type: "batchDone", topic: "batch.<id>", ...BatchInfo} (a batch settled, once)
  * It connects to every endpoint of the list at once: only the leader publishes.
  */
 class Subscriber {
@@ -273,6 +286,7 @@ class Subscriber {
         }
         if (m.kind === "dead_letter") yield { type: "deadLetter", topic, ...deadLetter(m.body) };
         else if (m.kind === "dlq_alert") yield { type: "dlqAlert", topic, ...proto.plain(DlqAlert, m.body) };
+        else if (m.kind === "batch_done") yield { type: "batchDone", topic, ...proto.plain(BatchInfo, m.body) };
       }
     } catch (e) {
       if (!this._closed) throw e;

@@ -21,6 +21,24 @@ class InvalidJobError extends RejectedError {}
 class PayloadTooLargeError extends RejectedError {}
 class UnknownLaneError extends RejectedError {}
 class UnauthorizedError extends RejectedError {}
+/** The batch to join is not open here (never opened, settled, another tenant's). */
+class UnknownBatchError extends RejectedError {}
+/** The batch to join is closed (or cancelled). */
+class BatchClosedError extends RejectedError {}
+/** A batch of the id to open exists (opened by another spec). */
+class BatchExistsError extends RejectedError {}
+
+/**
+ * The broker did not close a batch (Producer.closeBatch): `batchId` names
+ * it, `reason` is the broker's words (no such batch, another tenant's, cancelled).
+ */
+class BatchError extends ZlaneError {
+  constructor(batchId, reason) {
+    super(`batch '${batchId}' not closed: ${reason}`, "BATCH_NOT_CLOSED");
+    this.batchId = batchId;
+    this.reason = reason;
+  }
+}
 
 /** No room: no credit (block: false), or Rejected QUEUE_FULL. Retry after `retryAfterMs`. */
 class QueueFullError extends RejectedError {
@@ -88,6 +106,10 @@ module.exports = {
   PayloadTooLargeError,
   UnknownLaneError,
   UnauthorizedError,
+  UnknownBatchError,
+  BatchClosedError,
+  BatchExistsError,
+  BatchError,
   QueueFullError,
   StoreFullError,
   TimeoutError,

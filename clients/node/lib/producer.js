@@ -14,6 +14,11 @@
 // its Hello. Specs go on the wire only within it, max_batch per Submit frame,
 // many frames in flight. submit() with {block: false} refuses a job at once
 // with QueueFullError when there is no credit for it.
+//
+// Batches: a spec joins one (batch) or opens one (openBatch; its Acceptance
+// names the batch). closeBatch waits for every job taken before it to be
+// answered, then sends a Submit of only close_batches (again in every new
+// session until answered) and settles on its Accepted.closed item.
 const { EventEmitter } = require("node:events");
 const zmq = require("zeromq");
 const proto = require("./proto");
@@ -63,6 +68,12 @@ function rejectError(code, reason, retryAfterMs) {
       return new errors.QueueFullError(msg, retryAfterMs, name, reason);
     case RC.REJECT_STORE_FULL:
       return new errors.StoreFullError(msg, retryAfterMs, reason);
+    case RC.REJECT_UNKNOWN_BATCH:
+      return new errors.UnknownBatchError(msg, name, reason);
+    case RC.REJECT_BATCH_CLOSED:
+      return new errors.BatchClosedError(msg, name, reason);
+    case RC.REJECT_BATCH_EXISTS:
+      return new errors.BatchExistsError(msg, name, reason);
     default:
       return new errors.RejectedError(msg, name, reason);
   }
@@ -94,6 +105,33 @@ function u32(v, name) {
   if (!Number.isInteger(n) || n < 0 || n > 0xffffffff)
     throw new errors.InvalidJobError(`${name} must be an integer in 0..2^32-1`, "INVALID", "");
   return n;
+}
+
+const BATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** `v` if it can name a batch; one to open may not be all digits (the broker's names). */
+function batchId(v, what, opening = false) {
+  if (typeof v !== "string" || !BATCH_ID.test(v))
+    throw new errors.InvalidJobError(`${what} must be 1 to 128 characters of [A-Za-z0-9._:-]`, "INVALID", "");
+  if (opening && /^[0-9]+$/.test(v))
+    throw new errors.InvalidJobError(
+      `${what} '${v}' is all digits: those name the batches the broker names (openBatch: true for one)`,
+      "INVALID",
+      "",
+    );
+  return v;
+}
+
+/** The BatchOpen of a spec (openBatch: an id, or true / "" for a broker-named one), or null. */
+function batchOpen(spec) {
+  const o = spec.openBatch;
+  if (o === undefined || o === null || o === false) {
+    if (spec.noCallback || spec.close)
+      throw new errors.InvalidJobError("noCallback and close go with openBatch", "INVALID", "");
+    return null;
+  }
+  const id = o === true || o === "" ? "" : batchId(o, "openBatch", true);
+  return { batch_id: id, no_callback: !!spec.noCallback, close: !!spec.close };
 }
 
 function duration(ms) {
@@ -159,6 +197,8 @@ class PendingJob {
     this.lease_ms = spec.leaseMs ? u32(spec.leaseMs, "leaseMs") : null;
     this.max_run_ms = spec.maxRunMs ? u32(spec.maxRunMs, "maxRunMs") : null;
     this.headers = spec.headers ? toHeaders(spec.headers) ?? null : null;
+    this.batch = spec.batch ? batchId(spec.batch, "batch") : null;
+    this.open_batch = batchOpen(spec);
     this.size = this.payload.length + SPEC_OVERHEAD;
     this.state = S_QUEUED;
     this.cause = "new";
@@ -230,6 +270,7 @@ class Producer extends EventEmitter {
     this._closed = false;
     this._readyWaiters = [];
     this._flushWaiters = [];
+    this._closes = []; // closeBatch calls waiting for their Accepted.closed item
     this.stats = {
       submitted: 0,
       accepted: 0,
@@ -333,6 +374,51 @@ class Producer extends EventEmitter {
     return group.promise;
   }
 
+  /**
+   * Open a batch: submit `spec` as its callback job (run once the batch is
+   * closed and settled, its job.batch the summary) and resolve with the
+   * batch's id once Accepted. spec.batchId names it; without one the broker
+   * does (the job id in decimal). spec.noCallback, spec.close as in submit.
+   */
+  async openBatch(spec = {}, opts = {}) {
+    const { batchId: id, ...rest } = spec;
+    const r = await this.submit({ ...rest, openBatch: id || true }, { ...opts, detail: true });
+    return r.batchId;
+  }
+
+  /**
+   * Close batch `id`: no job joins it from now on; it settles (its callback
+   * runs) once every job of it has. Waits for every job taken before this
+   * call to be answered, then for the broker to confirm the close (sent again
+   * in a new session: a reconnect, a broker restart, a move to the leader;
+   * closing a closed batch is no error). Rejects with BatchError when the
+   * broker refused it (no such batch, another tenant's, cancelled), or
+   * TimeoutError after timeoutMs (default the job deadline).
+   */
+  closeBatch(id, { timeoutMs = this._deadlineMs } = {}) {
+    if (this._closed) return Promise.reject(new errors.ClosedError("producer closed"));
+    try {
+      batchId(id, "batch id");
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise((resolve, reject) => {
+      const c = { batchId: id, mark: this._nextSeq, session: -1, resolve, reject, timer: null };
+      c.timer = setTimeout(() => {
+        this._closes = this._closes.filter((x) => x !== c);
+        const why =
+          c.session < 0 && this._earliestSeq() < c.mark
+            ? "the jobs submitted before it were not answered"
+            : this._connected
+              ? `no answer from broker at ${this._endpoint}`
+              : this._why();
+        reject(new errors.TimeoutError(`batch '${id}' not closed within ${duration(timeoutMs)}: ${why}`, { sent: c.session >= 0 }));
+      }, timeoutMs);
+      this._closes.push(c);
+      this._schedulePump();
+    });
+  }
+
   /** Resolve once every job taken so far has settled (or after timeoutMs: false). */
   flush(timeoutMs = -1) {
     if (this._jobs.size === 0) return Promise.resolve(true);
@@ -368,6 +454,11 @@ class Producer extends EventEmitter {
       w.reject(err);
     }
     this._readyWaiters = [];
+    for (const c of this._closes) {
+      clearTimeout(c.timer);
+      c.reject(new errors.ClosedError(`producer closed before the broker answered the close of batch '${c.batchId}'`));
+    }
+    this._closes = [];
     this._wakeFlush();
   }
 
@@ -424,7 +515,13 @@ class Producer extends EventEmitter {
     job.state = state;
   }
 
-  _finish(job, err, result, duplicate) {
+  /** The lowest seq of a job not finished (jobs are kept in seq order), or Infinity. */
+  _earliestSeq() {
+    const it = this._jobs.keys().next();
+    return it.done ? Infinity : it.value;
+  }
+
+  _finish(job, err, result, duplicate, batch) {
     if (job.state === S_QUEUED) this._nQueued--;
     job.state = -1;
     if (job.retryTimer) clearTimeout(job.retryTimer);
@@ -438,9 +535,12 @@ class Producer extends EventEmitter {
       this._settleJob(
         job,
         null,
-        job.detail ? { jobId: result, duplicate: !!duplicate, idempotencyKey: job.idempotency_key, sends: job.sends } : result,
+        job.detail
+          ? { jobId: result, duplicate: !!duplicate, idempotencyKey: job.idempotency_key, sends: job.sends, batchId: batch || "" }
+          : result,
       );
     }
+    if (this._closes.length) this._schedulePump(); // a close may wait for this job
     if (this._jobs.size === 0) this._wakeFlush();
   }
 
@@ -497,6 +597,7 @@ class Producer extends EventEmitter {
         }
       });
     }
+    if (this._closes.length) this._sendCloses();
     while (this._qHead < this._queue.length) {
       const room = this._creditRoom();
       if (room === 0) break;
@@ -546,6 +647,33 @@ class Producer extends EventEmitter {
     if (this._qHead > 4096 && this._qHead * 2 > this._queue.length) {
       this._queue = this._queue.slice(this._qHead);
       this._qHead = 0;
+    }
+  }
+
+  // A Submit of only close_batches per closeBatch not sent in this session,
+  // once every job taken before it was answered; it takes no credit.
+  _sendCloses() {
+    const earliest = this._earliestSeq();
+    const session = this._session;
+    for (const c of this._closes) {
+      if (c.session === session || earliest < c.mark) continue;
+      c.session = session;
+      this._send("submit", { close_batches: [c.batchId] }).catch(() => {
+        if (c.session !== session || session !== this._session) return;
+        c.session = -1;
+        this._retryBlocked();
+      });
+    }
+  }
+
+  _onClosed(items) {
+    for (const item of items) {
+      for (const c of this._closes.filter((x) => x.session >= 0 && x.batchId === item.batch_id)) {
+        this._closes.splice(this._closes.indexOf(c), 1);
+        clearTimeout(c.timer);
+        if (item.ok) c.resolve();
+        else c.reject(new errors.BatchError(item.batch_id, item.error || "refused"));
+      }
     }
   }
 
@@ -727,8 +855,9 @@ class Producer extends EventEmitter {
           const job = this._jobs.get(proto.u64Number(a.seq));
           if (!job) continue;
           // a generated key is this instance's own: the broker saw it only from our earlier send
-          this._finish(job, null, proto.u64String(a.job_id), a.duplicate && !job.autoKey);
+          this._finish(job, null, proto.u64String(a.job_id), a.duplicate && !job.autoKey, a.batch_id);
         }
+        if (body.closed && body.closed.length) this._onClosed(body.closed);
         break;
       case "rejected":
         this._onRejected(body);

@@ -39,6 +39,7 @@ function headersObject(list) {
 }
 
 const EMPTY = Buffer.alloc(0);
+const BatchInfo = proto.T("BatchInfo");
 
 /**
  * A job as a handler sees it. `payload` is a view into the Dispatch frame
@@ -60,6 +61,8 @@ class Job {
     this.maxRunMs = j.max_run_ms;
     this.maxAttempts = j.max_attempts;
     this.enqueuedAt = proto.u64Number(j.enqueued_at_ms);
+    // a batch's callback job: the batch as it settled (counts, failed ids)
+    this.batch = j.batch ? proto.plain(BatchInfo, j.batch) : undefined;
   }
   /** An AbortSignal, aborted when the lease is lost, the max run time passed, or on a forced stop. */
   get signal() {

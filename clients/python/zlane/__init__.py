@@ -10,11 +10,13 @@ Subscriber are the operator's side. Every message is proto/zlane.proto's.
 
 from .admin import Admin, Subscriber
 from .curve import Curve
-from .errors import (AdminRefused, BrokerError, CurveError, Invalid, PayloadTooLarge, Permanent,
-                     QueueFull, Rejected, ShuttingDown, StoreFull, Throttled, Timeout,
-                     Unauthorized, Unavailable, UnknownLane, ZlaneError)
-from .producer import AsyncProducer, Producer
-from .records import Attempt, DeadLetter, DlqAlert, GroupStats, Latency, Record, Stats
+from .errors import (AdminRefused, BatchClosed, BatchError, BatchExists, BrokerError, CurveError,
+                     Invalid, PayloadTooLarge, Permanent, QueueFull, Rejected, ShuttingDown,
+                     StoreFull, Throttled, Timeout, Unauthorized, Unavailable, UnknownBatch,
+                     UnknownLane, ZlaneError)
+from .producer import AsyncProducer, JobId, Producer
+from .records import (Attempt, BatchInfo, DeadLetter, DlqAlert, GroupStats, Latency, Record,
+                      Stats)
 
 __version__ = "0.1.0"
 
@@ -28,9 +30,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'zlane' has no attribute {name!r}")
 
 __all__ = [
-    "Admin", "AdminRefused", "AsyncProducer", "Attempt", "BrokerError", "Curve", "CurveError",
-    "DeadLetter", "DlqAlert", "GroupStats", "Invalid", "Job", "Latency", "PayloadTooLarge",
-    "Permanent", "Producer", "QueueFull", "Record", "Rejected", "ShuttingDown", "Stats",
-    "StoreFull", "Subscriber", "Throttled", "Timeout", "Unauthorized", "Unavailable",
+    "Admin", "AdminRefused", "AsyncProducer", "Attempt", "BatchClosed", "BatchError",
+    "BatchExists", "BatchInfo", "BrokerError", "Curve", "CurveError", "DeadLetter", "DlqAlert",
+    "GroupStats", "Invalid", "Job", "JobId", "Latency", "PayloadTooLarge", "Permanent",
+    "Producer", "QueueFull", "Record", "Rejected", "ShuttingDown", "Stats", "StoreFull",
+    "Subscriber", "Throttled", "Timeout", "Unauthorized", "Unavailable", "UnknownBatch",
     "UnknownLane", "Worker", "ZlaneError",
 ]

@@ -1,5 +1,5 @@
 """The operator's side: Admin (the admin socket's AdminRequest ops) and Subscriber
-(the events PUB socket: DeadLetter and DlqAlert)."""
+(the events PUB socket: DeadLetter, DlqAlert and a settled batch's BatchInfo)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,16 @@ class Admin:
         r = self._request(cancel=pb.CancelRequest(ids=[int(i) for i in ids]))
         return [(it.job_id, enum_name(pb.CancelOutcome, it.outcome)[len("CANCEL_"):].lower(),
                  it.state) for it in r.cancel.items]
+
+    def batch_show(self, batch_id: str):
+        """A batch's BatchInfo record (as zlane-ctl batch show): tenant, lane, job_id
+        (its callback), closed, settled, cancelled, the counts (jobs, acked, dead,
+        cancelled_jobs, pending), failed (ids of the dead and cancelled, at most 1000;
+        failed_more beyond), the times. `found` is False for a batch the broker does
+        not know (never opened, or forgotten)."""
+        if not isinstance(batch_id, str) or not batch_id:
+            raise ValueError("batch_show needs a batch id (a non-empty str)")
+        return to_record(self._request(batch_show=pb.BatchQuery(batch_id=batch_id)).batch)
 
     def pause(self, lane: str) -> None:
         """Stop dispatching from `lane` (until resume, or a broker restart)."""
@@ -222,11 +232,12 @@ class Admin:
 
 
 class Subscriber:
-    """The broker's events: iterate it for DeadLetter and DlqAlert records.
+    """The broker's events: iterate it for DeadLetter, DlqAlert and BatchInfo records.
 
     `endpoints`: the events endpoint, or every broker of a list (only the leader
     publishes). `topics`: prefixes to subscribe to: "dlq." (every dead letter),
-    "dlq.<lane>." (one lane), "alert.dlq" (the repeating DLQ alert); by default
+    "dlq.<lane>." (one lane), "alert.dlq" (the repeating DLQ alert), "batch." (every
+    batch that settled, once each: BatchInfo), "batch.<id>" (one); by default
     everything. `curve`: (broker's public certificate, a subscriber's or admin's
     secret certificate). Each record also has `.topic`.
 
@@ -286,8 +297,8 @@ class Subscriber:
             poller.poll(int(left * 1000) + 1)
 
     def recv(self, timeout: float | None = None):
-        """The next DeadLetter or DlqAlert record, or None if none came within `timeout`
-        seconds (None = wait)."""
+        """The next DeadLetter, DlqAlert or BatchInfo (a batch settled) record, or None
+        if none came within `timeout` seconds (None = wait)."""
         end = None if timeout is None else now() + timeout
         while True:
             left = None if end is None else max(0, end - now())
@@ -303,7 +314,7 @@ class Subscriber:
                 kind, msg = decode(frames[1])
             except ValueError:
                 continue
-            if kind not in ("dead_letter", "dlq_alert"):
+            if kind not in ("dead_letter", "dlq_alert", "batch_done"):
                 continue
             rec = to_record(msg)
             rec.topic = frames[0].decode("utf-8", "replace")

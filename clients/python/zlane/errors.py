@@ -30,6 +30,16 @@ class BrokerError(ZlaneError):
         super().__init__(f"{self.code_name}: {message}")
 
 
+class BatchError(ZlaneError):
+    """The broker did not close a batch (Producer.close_batch): `batch_id` names it,
+    `error` is the broker's words (no such batch, another tenant's, cancelled)."""
+
+    def __init__(self, batch_id: str, error: str):
+        self.batch_id = batch_id
+        self.error = error
+        super().__init__(f"batch {batch_id!r} not closed: {error}")
+
+
 class AdminRefused(ZlaneError):
     """An admin request the broker could not carry out (AdminReply.ok false)."""
 
@@ -100,8 +110,25 @@ class Unavailable(Rejected):
     code = pb.REJECT_UNAVAILABLE
 
 
+class UnknownBatch(Rejected):
+    """The batch to join is not open at this broker (never opened, settled, or
+    another tenant's): final."""
+    code = pb.REJECT_UNKNOWN_BATCH
+
+
+class BatchClosed(Rejected):
+    """The batch to join is closed (or cancelled): final."""
+    code = pb.REJECT_BATCH_CLOSED
+
+
+class BatchExists(Rejected):
+    """A batch of the id to open exists (opened by another spec): final."""
+    code = pb.REJECT_BATCH_EXISTS
+
+
 _BY_CODE = {cls.code: cls for cls in (Invalid, PayloadTooLarge, UnknownLane, QueueFull,
-                                      StoreFull, Unauthorized, ShuttingDown, Unavailable)}
+                                      StoreFull, Unauthorized, ShuttingDown, Unavailable,
+                                      UnknownBatch, BatchClosed, BatchExists)}
 
 #: Codes the producer retries (after retry_after) until the job's deadline.
 RETRYABLE = frozenset({pb.REJECT_QUEUE_FULL, pb.REJECT_STORE_FULL, pb.REJECT_SHUTTING_DOWN,

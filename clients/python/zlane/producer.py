@@ -18,6 +18,10 @@ futures. It follows the frontend protocol as the C library does
   dial, Error{NOT_LEADER} with leader_endpoints, UNAVAILABLE).
 - QUEUE_FULL, STORE_FULL, SHUTTING_DOWN and UNAVAILABLE rejections are retried
   after retry_after_ms until the job's deadline.
+- Batches: a spec joins one (JobSpec.batch) or opens one (JobSpec.open_batch;
+  its Acceptance names the batch). close_batch waits for every job taken before
+  it to be answered, then sends a Submit with only close_batches (again in
+  every new session until answered) and waits for its Accepted.closed item.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import functools
 import heapq
 import logging
 import os
+import re
 import secrets
 import threading
 from collections import deque
@@ -38,7 +43,7 @@ import zmq
 from ._conn import Backoff, EndpointList, Waker, now
 from ._proto import PROTOCOL_VERSION, check_text, decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
-from .errors import QueueFull, RETRYABLE, Timeout, ZlaneError, rejection
+from .errors import BatchError, QueueFull, RETRYABLE, Timeout, ZlaneError, rejection
 
 log = logging.getLogger("zlane.producer")
 
@@ -60,6 +65,43 @@ _MECHANISM_MISMATCH = zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 _QUEUED, _INFLIGHT, _RETRY, _DONE, _QUEUED_AGAIN, _QUEUED_RETRY = range(6)
 _QUEUED_STATES = (_QUEUED, _QUEUED_AGAIN, _QUEUED_RETRY)
 
+_BATCH_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+
+
+class JobId(int):
+    """The job id (an int) of an accepted job that opened a batch, with `batch_id`:
+    the batch's id (the one given, or the one the broker chose)."""
+
+    def __new__(cls, job_id: int, batch_id: str = ""):
+        self = super().__new__(cls, job_id)
+        self.batch_id = batch_id
+        return self
+
+
+def _batch_id(what: str, value, *, opening: bool = False) -> str:
+    """`value` if it can name a batch (1 to 128 bytes of [A-Za-z0-9._:-]; one to open
+    may not be all digits: those are the names the broker gives), else ValueError."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not _BATCH_ID.match(value):
+        raise ValueError(f"{what} must be 1 to 128 characters of [A-Za-z0-9._:-], not {value!r}")
+    if opening and value.isdigit():
+        raise ValueError(f"{what} {value!r} is all digits: those name the batches the broker "
+                         f"names (open with batch id '' or True for one)")
+    return value
+
+
+class _Close:
+    """A close_batch waiting for its Accepted.closed item: sent once per session."""
+    __slots__ = ("batch_id", "frame", "sent", "agg")
+
+    def __init__(self, batch_id, agg):
+        self.batch_id = batch_id
+        self.frame = pb.Envelope(version=PROTOCOL_VERSION, submit=pb.Submit(
+            close_batches=[batch_id])).SerializePartialToString()
+        self.sent = False
+        self.agg = agg
+
 
 class _Agg:
     """The result of one admission: a submit_many call (one Event) or one submit
@@ -80,7 +122,7 @@ class _Unit:
     while every job in it is queued (the first send, a resend after a new session);
     a part of it (credit short, retries) is cut from the parsed frame."""
     __slots__ = ("first", "n", "frame", "nframe", "st", "nq", "agg", "base", "keys",
-                 "deadline", "why", "open")
+                 "deadline", "why", "open", "opens")
 
     def __init__(self, first, n, agg, base, deadline):
         self.first = first
@@ -95,6 +137,7 @@ class _Unit:
         self.deadline = deadline
         self.why = None             # {i: (code, reason, retry_after)} of rejections retried
         self.open = 0               # jobs not DONE
+        self.opens = False          # a job of it opens a batch (its Acceptance names it)
 
 
 def _noop_done(out):
@@ -182,6 +225,7 @@ class Producer:
         self._deadlines: list = []              # (deadline, n, unit)
         self._deadline_seq = 0
         self._finished: list[_Agg] = []         # results for the callers, outside the lock
+        self._closes: list[_Close] = []         # close_batch calls waiting for their answer
         self._connected = False
         self._hello_pending = False
         self._credit_limit = 0
@@ -215,7 +259,9 @@ class Producer:
     def submit(self, tenant: str, lane: str, payload=b"", *, key: str | None = None,
                delay: float | None = None, max_attempts: int | None = None,
                headers=None, lease: float | None = None, max_run: float | None = None,
-               depends_on=None, block: bool = True, timeout: float | None = None) -> int:
+               depends_on=None, batch: str | None = None, open_batch=None,
+               no_callback: bool = False, close: bool = False, block: bool = True,
+               timeout: float | None = None) -> int:
         """Submit one job and return its job id once the broker Accepted it (durably).
 
         `payload`: bytes (str is UTF-8 encoded). `key`: an idempotency key (a key seen
@@ -225,6 +271,14 @@ class Producer:
         pairs of str; `depends_on` job ids of parents: the job runs once they are all
         acked, with their results (Job.parent_results).
 
+        Batches: `batch` joins the job to that open batch (of the same tenant).
+        `open_batch` opens one with this job as its callback, run once the batch is
+        closed and every job of it settled (its Job.batch the summary): a batch id,
+        or True / "" for the broker to name it (after the job id); `no_callback`: the
+        job only places the batch, nothing runs; `close`: closed at once after this
+        Submit. A job that opened a batch returns a JobId (an int) whose `batch_id`
+        is the batch's.
+
         `block`: wait for credit (True), or raise QueueFull at once when there is
         none or the broker answers QUEUE_FULL / STORE_FULL (False). `timeout`: how
         long (s) to keep trying, the job's deadline (default: the producer's).
@@ -232,9 +286,71 @@ class Producer:
         StoreFull, Unauthorized, ...) or Timeout."""
         fut = self.submit_future(tenant, lane, payload, key=key, delay=delay,
                                  max_attempts=max_attempts, headers=headers, lease=lease,
-                                 max_run=max_run, depends_on=depends_on, block=block,
-                                 timeout=timeout)
+                                 max_run=max_run, depends_on=depends_on, batch=batch,
+                                 open_batch=open_batch, no_callback=no_callback, close=close,
+                                 block=block, timeout=timeout)
         return fut.result()
+
+    def open_batch(self, tenant: str, lane: str, payload=b"", *, batch_id: str = "",
+                   no_callback: bool = False, close: bool = False, **options) -> str:
+        """Open a batch and return its id once the broker Accepted the opening job:
+        the callback job (in `lane`, with `payload` and submit's other options), run
+        once the batch is closed and settled. `batch_id` "" lets the broker name it
+        (the job id in decimal)."""
+        return self.submit(tenant, lane, payload, open_batch=batch_id or True,
+                           no_callback=no_callback, close=close, **options).batch_id
+
+    def close_batch(self, batch_id: str, *, timeout: float | None = None) -> None:
+        """Close batch `batch_id`: no job joins it from now on; it settles (its callback
+        runs) once every job of it has. Waits for every job taken before this call to
+        be answered, then for the broker to confirm the close (sent again in a new
+        session: a reconnect, a broker restart, a move to the leader; closing a closed
+        batch is no error). `timeout` (s, default the producer's deadline) bounds it all.
+        Raises BatchError when the broker refused it (no such batch, another tenant's,
+        cancelled), Timeout when no answer came in time."""
+        _batch_id("batch_id", batch_id)
+        end = now() + (self._deadline if timeout is None else float(timeout))
+        with self._cv:
+            if self._closed:
+                raise ZlaneError("the producer is closed")
+            mark = self._next_seq
+            self._waiters += 1
+            try:  # every job taken before the close answered first: the close comes after
+                while any(u.first < mark for u in self._units):
+                    left = end - now()
+                    if left <= 0:
+                        raise Timeout(f"batch {batch_id!r} not closed: the jobs submitted "
+                                      f"before its close had no answer in time")
+                    self._cv.wait(min(left, 0.1))
+            finally:
+                self._waiters -= 1
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def done(out):
+            if out[0] is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(out[0])
+        c = _Close(batch_id, _Agg(1, done, False))
+        with self._cv:
+            if self._closed:
+                raise ZlaneError("the producer is closed")
+            self._closes.append(c)
+        self._waker.wake()
+        try:
+            fut.result(max(0.0, end - now()))
+            return
+        except concurrent.futures.TimeoutError:
+            with self._cv:
+                waiting = c in self._closes
+                if waiting:
+                    self._closes.remove(c)
+                why = self._last_error
+            if not waiting:  # answered just now
+                fut.result()
+                return
+        raise Timeout(f"batch {batch_id!r}: no answer to its close from broker at "
+                      f"{self._where()} in time" + (f" ({why})" if why else ""), sent=c.sent)
 
     def submit_future(self, tenant: str, lane: str, payload=b"", *, block: bool = True,
                       timeout: float | None = None, **options) -> concurrent.futures.Future:
@@ -373,12 +489,14 @@ class Producer:
 
     def _fill(self, jobs, first: int, env) -> tuple[list, list, int]:
         """Add a JobSpec per job to env.submit (seq first, first+1, ...) through
-        protobuf's own API. Returns (errors as (index, exception), keys or None, bytes)."""
+        protobuf's own API. Returns (errors as (index, exception), keys or None, bytes,
+        whether a job opens a batch)."""
         add = env.submit.jobs.add
         inst = self._instance
         errors = []
         keys = None
         size = 0
+        opens = False
         seq = first - 1
         for i, job in enumerate(jobs):
             seq += 1
@@ -410,11 +528,13 @@ class Producer:
                     keys.append(key)
                 add(**kw)
                 size += len(kw["payload"])
+                if "open_batch" in kw:
+                    opens = True
             except Exception as exc:  # noqa: BLE001 - the job's own error, in its place
                 errors.append((i, exc))
                 if keys is not None:
                     keys.append(None)
-        return errors, keys, size
+        return errors, keys, size, opens
 
     @staticmethod
     def _spec(job):
@@ -457,6 +577,20 @@ class Producer:
                 if not isinstance(parent, int) or not 0 < parent < 1 << 64:
                     raise ValueError("depends_on holds job ids (ints above 0)")
             kw["depends_on"] = list(parents)
+        batch = spec.pop("batch", None)
+        if batch:
+            kw["batch"] = _batch_id("batch", batch)
+        opener = spec.pop("open_batch", None)
+        no_callback = bool(spec.pop("no_callback", False))
+        close = bool(spec.pop("close", False))
+        if opener is not None and opener is not False:
+            if opener is True or opener == "":
+                opener = ""
+            else:
+                _batch_id("open_batch", opener, opening=True)
+            kw["open_batch"] = pb.BatchOpen(batch_id=opener, no_callback=no_callback, close=close)
+        elif no_callback or close:
+            raise ValueError("no_callback and close go with open_batch")
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
         return kw, key or None
@@ -472,14 +606,15 @@ class Producer:
         while i < n:
             k = min(mb, n - i)
             env = pb.Envelope(version=PROTOCOL_VERSION)
-            errs, keys, size = self._fill(jobs[i:i + k] if (i or k < n) else jobs,
-                                          first + i, env)
+            errs, keys, size, opens = self._fill(jobs[i:i + k] if (i or k < n) else jobs,
+                                                 first + i, env)
             if size > _BATCH_MAX_BYTES and k > 1:  # big payloads: fewer jobs a frame
                 k = max(1, k * _BATCH_MAX_BYTES // size)
                 env = pb.Envelope(version=PROTOCOL_VERSION)
-                errs, keys, size = self._fill(jobs[i:i + k], first + i, env)
+                errs, keys, size, opens = self._fill(jobs[i:i + k], first + i, env)
             u = _Unit(first + i, k, agg, base + i, deadline)
             u.keys = keys
+            u.opens = opens
             u.nframe = k - len(errs)
             st = bytearray(k)            # all _QUEUED
             for j, exc in errs:
@@ -632,6 +767,12 @@ class Producer:
                             self._finish(u, i, Timeout(
                                 "the producer was closed before the broker answered",
                                 sent=u.st[i] not in (_QUEUED, _DONE)), "timed_out")
+                for c in self._closes:
+                    c.agg.out[0] = ZlaneError(f"the producer was closed before the broker "
+                                              f"answered the close of batch {c.batch_id!r}")
+                    c.agg.left = 0
+                    self._finished.append(c.agg)
+                self._closes.clear()
                 finished, self._finished = self._finished, []
                 self._close_socket()
                 self._cv.notify_all()
@@ -753,6 +894,11 @@ class Producer:
             if not self._send(_conn_hello(self._client)):
                 return
             self._hello_pending = False
+        for c in self._closes:  # a Submit of only close_batches takes no credit
+            if not c.sent:
+                if not self._send(c.frame):
+                    return
+                c.sent = True
         queue = self._queue
         stats = self.stats
         while queue:
@@ -847,12 +993,25 @@ class Producer:
                 self._units.pop(u, None)
             n += 1
             agg = u.agg
-            agg.out[u.base + i] = a.job_id
+            agg.out[u.base + i] = JobId(a.job_id, a.batch_id) if u.opens and a.batch_id \
+                else a.job_id
             agg.left -= 1
             if not agg.left:
                 done.append(agg)
         self._n_open -= n
         self.stats["accepted"] += n
+        if msg.closed:
+            self._on_closed(msg.closed)
+
+    def _on_closed(self, items) -> None:
+        """Accepted.closed: the answers to close_batch's Submits."""
+        for item in items:
+            for c in [c for c in self._closes if c.sent and c.batch_id == item.batch_id]:
+                self._closes.remove(c)
+                c.agg.out[0] = None if item.ok else BatchError(item.batch_id,
+                                                               item.error or "refused")
+                c.agg.left = 0
+                self._finished.append(c.agg)
 
     def _on_message(self, kind, msg) -> None:
         serves = kind == "credit" or (
@@ -934,6 +1093,8 @@ class Producer:
         self._credit_limit = 0
         self._sent_since_hello = 0
         self._queue.clear()
+        for c in self._closes:  # an unanswered close goes again
+            c.sent = False
         resend = 0
         for u in sorted(self._units, key=lambda u: u.first):
             st = u.st
@@ -1121,6 +1282,19 @@ class AsyncProducer:
             fut = await loop.run_in_executor(None, functools.partial(
                 self._p._submit_job_future, spec, wait=True, timeout=timeout))
         return await asyncio.wrap_future(fut)
+
+    async def open_batch(self, tenant: str, lane: str, payload=b"", *, batch_id: str = "",
+                         no_callback: bool = False, close: bool = False, **options) -> str:
+        """As Producer.open_batch: the batch's id once the opening job was Accepted."""
+        job_id = await self.submit(tenant, lane, payload, open_batch=batch_id or True,
+                                   no_callback=no_callback, close=close, **options)
+        return job_id.batch_id
+
+    async def close_batch(self, batch_id: str, *, timeout: float | None = None) -> None:
+        """As Producer.close_batch, run off the event loop."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, functools.partial(self._p.close_batch, batch_id,
+                                                           timeout=timeout))
 
     async def submit_many(self, jobs: Sequence, **options) -> list:
         """As Producer.submit_many, run off the event loop."""

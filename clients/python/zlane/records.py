@@ -2,7 +2,7 @@
 descriptors (proto/zlane.proto) rather than written out by hand.
 
 `to_record(msg)` turns a protobuf message into an instance of a class named like
-its message type (DeadLetter, DlqAlert, Stats, GroupStats, Attempt, ...), with one
+its message type (DeadLetter, DlqAlert, BatchInfo, Stats, GroupStats, Attempt, ...), with one
 attribute per field: scalars as Python values, enums by name ("OUTCOME_ACKED"),
 nested messages as records, repeated fields as lists, and a repeated field of
 key/value pairs (Header, Counter) as a dict.
@@ -99,6 +99,7 @@ def to_record(msg):
     return record_class(descriptor)(**values)
 
 
+BatchInfo = record_class(pb.BatchInfo.DESCRIPTOR)
 DeadLetter = record_class(pb.DeadLetter.DESCRIPTOR)
 DlqAlert = record_class(pb.DlqAlert.DESCRIPTOR)
 Attempt = record_class(pb.Attempt.DESCRIPTOR)

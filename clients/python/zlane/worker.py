@@ -52,6 +52,7 @@ from ._conn import Backoff, EndpointList, Waker, now
 from ._proto import check_text, clean_text, decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
 from .errors import Permanent, Throttled
+from .records import to_record
 
 log = logging.getLogger("zlane.worker")
 
@@ -71,7 +72,9 @@ class Job:
     tenant, lane, payload (bytes), headers (dict), idempotency_key (the producer's,
     or "job-<id>"), lease_ms, max_run_ms (0 = none), max_attempts, enqueued_at_ms
     (broker wall clock), parent_results (a list of (job_id, result bytes), one per
-    parent of a job in a workflow, in the order it named them). `cancelled` turns
+    parent of a job in a workflow, in the order it named them), batch (a batch's
+    callback job: the BatchInfo record of the batch as it settled, with its counts
+    and failed job ids; None for any other job). `cancelled` turns
     true once the lease is lost (or presumed lost) or the job ran out of time: a
     long handler may check it and return early. A handler that returns bytes or
     str gives the job that result (str as UTF-8): sent with the ack, kept by the
@@ -79,7 +82,7 @@ class Job:
 
     __slots__ = ("id", "lease", "attempt", "tenant", "lane", "payload", "headers",
                  "idempotency_key", "lease_ms", "max_run_ms", "max_attempts", "enqueued_at_ms",
-                 "parent_results", "_event", "_reason", "_next_extend", "_max_run_at",
+                 "parent_results", "batch", "_event", "_reason", "_next_extend", "_max_run_at",
                  "_received", "_held")
 
     def __init__(self, msg=None, **fields):
@@ -104,6 +107,7 @@ class Job:
             self.enqueued_at_ms = msg.enqueued_at_ms
             self.parent_results = ([(int(r.job_id), bytes(r.result)) for r in msg.parent_results]
                                    if len(msg.parent_results) else [])
+            self.batch = to_record(msg.batch) if msg.HasField("batch") else None
             return
         for name in ("id", "lease", "attempt", "lease_ms", "max_run_ms", "max_attempts",
                      "enqueued_at_ms"):
@@ -114,6 +118,7 @@ class Job:
         self.headers = dict(fields.get("headers") or {})
         self.idempotency_key = fields.get("idempotency_key", "")
         self.parent_results = list(fields.get("parent_results") or [])
+        self.batch = fields.get("batch")
 
     @property
     def cancelled(self) -> bool:
