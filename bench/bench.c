@@ -2,6 +2,7 @@
 
     zlane-bench throughput [--jobs N] [--producers P] [--workers W]
                            [--payload BYTES] [--durability fsync|none]
+                           [--priorities 1]
         starts a broker and W worker processes (no-op handler, ack after the
         "work"), submits N jobs from P producer threads as fast as credit
         allows, and reports jobs/s from the first submit to the last ack.
@@ -67,6 +68,7 @@ typedef struct {
     uint64_t jobs;
     size_t payload;
     uint64_t accepted, rejected;
+    bool priorities; // jobs at priorities 0-9 in turn (else none given: 5)
 } producer_arg_t;
 
 static void
@@ -97,8 +99,11 @@ s_producer (void *arg)
         .tenant = "t", .lane = "bench", .payload = payload, .payload_len = p->payload};
     enum { BATCH = 256 };
     zl_producer_job_t jobs[BATCH];
-    for (int i = 0; i < BATCH; i++)
+    for (int i = 0; i < BATCH; i++) {
         jobs[i] = job;
+        jobs[i].has_priority = p->priorities;
+        jobs[i].priority = (uint8_t)(i % 10);
+    }
     uint64_t done = 0;
     while (done < p->jobs) {
         size_t n = p->jobs - done > BATCH ? BATCH : (size_t)(p->jobs - done);
@@ -173,6 +178,7 @@ typedef struct {
     size_t payload;
     const char *durability;
     uint32_t prefetch;
+    int priorities; // --priorities 1: jobs at priorities 0-9 in turn
 } opts_t;
 
 static void
@@ -207,7 +213,8 @@ s_cmd_throughput (const opts_t *o)
     double pcpu0 = zl_benchproc_cpu_seconds (getpid ());
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
-        args[p] = (producer_arg_t){frontend, o->jobs / (uint64_t)o->producers, o->payload, 0, 0};
+        args[p] = (producer_arg_t){
+            frontend, o->jobs / (uint64_t)o->producers, o->payload, 0, 0, o->priorities != 0};
         if (p == 0)
             args[p].jobs += o->jobs % (uint64_t)o->producers;
         pthread_create (&threads[p], NULL, s_producer, &args[p]);
@@ -237,13 +244,13 @@ s_cmd_throughput (const opts_t *o)
         commit_avg = zl_benchbroker_counter_of (st, "store_commit_avg_us");
     }
     double secs = (double)(t1 - t0) / 1e6;
-    printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu: "
+    printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu%s: "
             "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, cpu s: broker %.2f "
             "workers %.2f producers %.2f, %" PRId64 " commits (avg %" PRId64
             " us), rejected %" PRIu64 "\n",
-            o->durability, o->jobs, o->producers, o->workers, o->payload, secs,
-            (double)o->jobs / secs, p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0,
-            pcpu1 - pcpu0, commits, commit_avg, rejected);
+            o->durability, o->jobs, o->producers, o->workers, o->payload,
+            o->priorities ? " priorities=0-9" : "", secs, (double)o->jobs / secs, p50 / 1000.0,
+            p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0, pcpu1 - pcpu0, commits, commit_avg, rejected);
     free (args);
     free (threads);
     s_close_broker ();
@@ -490,7 +497,7 @@ main (int argc, char **argv)
         return s_cmd_worker (argc - 2, argv + 2);
     if (!strcmp (argv[1], "workflow"))
         return s_cmd_workflow (argc - 2, argv + 2);
-    opts_t o = {100000, 1, 2, 100, "fsync", 1024};
+    opts_t o = {100000, 1, 2, 100, "fsync", 1024, 0};
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc)
             zl_benchproc_die ("every option takes a value");
@@ -506,6 +513,8 @@ main (int argc, char **argv)
             o.durability = argv[++i];
         else if (!strcmp (argv[i], "--prefetch"))
             o.prefetch = (uint32_t)atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--priorities"))
+            o.priorities = atoi (argv[++i]);
         else
             zl_benchproc_die ("unknown option");
     }

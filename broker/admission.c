@@ -138,6 +138,9 @@ s_spec_problem (zl_admission_t *self, const zl_job_spec_t *spec)
     }
     if (spec->max_attempts > UINT16_MAX)
         return zl_arena_printf (a, "field 'max_attempts' is above %d", UINT16_MAX);
+    if (spec->has_priority && spec->priority > ZL_PRIORITY_MAX)
+        return zl_arena_printf (a, "field 'priority' is %u: it must be 0 to %d", spec->priority,
+                                ZL_PRIORITY_MAX);
     if (spec->batch && spec->batch[0] && strlen (spec->batch) > ZL_BATCH_ID_MAX)
         return zl_arena_printf (a, "field 'batch' is longer than %d bytes", ZL_BATCH_ID_MAX);
     if (spec->open_batch) {

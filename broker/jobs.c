@@ -807,7 +807,8 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                         .depends_on = spec->depends_on,
                         .batch = spec->batch ? spec->batch : "",
                         .batch_self = spec->open_batch ? zl_jobs_batch_name (self, id, spec) : "",
-                        .batch_no_callback = spec->open_batch && spec->batch_no_callback};
+                        .batch_no_callback = spec->open_batch && spec->batch_no_callback,
+                        .priority_plus1 = spec->has_priority ? spec->priority + 1 : 0};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
         zl_idem_rec_t idem = {id, now.wall_ms, spec->generated_key};
@@ -842,6 +843,7 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
     job->id = id;
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, spec->max_attempts, spec->lease_ms, spec->max_run_ms);
+    job->priority = (uint8_t)(spec->has_priority ? spec->priority : ZL_PRIORITY_DEFAULT);
     job->accepted_us = now.mono_us;
     zl_u64map_put (self->by_id, id, job);
     flow->submitted++;
@@ -1331,6 +1333,7 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
             s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
             job->accepted_us = now.mono_us;
             job->flags |= ZL_JOBF_BATCH_REC | ZL_JOBF_KEEP;
+            job->priority = (uint8_t)zl_record_priority (rec);
             job->state = ZL_JOB_WAITING;
             job->seq = id;
             zl_u64map_put (self->by_id, id, job);
@@ -1363,6 +1366,7 @@ s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *re
     job->id = id;
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
+    job->priority = (uint8_t)zl_record_priority (rec); // (CANCELLED: cancelled_from replaces it)
     job->accepted_us = now.mono_us;
     job->attempt = st ? (uint16_t)st->attempt : 0;
     job->has_history = st && st->n_history > 0;

@@ -351,20 +351,67 @@ s_enqueue (zl_sched_t *self, zl_flow_t *flow)
         s_heap_rekey (h, flow, hi, lo);
 }
 
+// The flow's next job: the head of its highest non-empty priority.
+static void
+s_set_head (zl_flow_t *flow)
+{
+    flow->head = flow->q_mask ? flow->q[31 - __builtin_clz (flow->q_mask)].head : NULL;
+}
+
+// Take `job` out of its priority's FIFO.
+static void
+s_unlink (zl_flow_t *flow, zl_job_t *job)
+{
+    unsigned p = job->priority <= ZL_PRIORITY_MAX ? job->priority : ZL_PRIORITY_DEFAULT;
+    if (job->prev)
+        job->prev->next = job->next;
+    else
+        flow->q[p].head = job->next;
+    if (job->next)
+        job->next->prev = job->prev;
+    else
+        flow->q[p].tail = job->prev;
+    if (!flow->q[p].head)
+        flow->q_mask &= (uint16_t) ~(1u << p);
+    job->next = job->prev = NULL;
+    s_set_head (flow);
+}
+
+int64_t
+zl_sched_oldest_ready_ms (const zl_flow_t *flow)
+{
+    int64_t oldest = -1;
+    for (unsigned m = flow->q_mask, p; m; m &= m - 1) {
+        p = (unsigned)__builtin_ctz (m);
+        int64_t t = flow->q[p].head->ready_ms;
+        if (oldest < 0 || t < oldest)
+            oldest = t;
+    }
+    return oldest;
+}
+
 void
 zl_sched_push (zl_sched_t *self, zl_job_t *job)
 {
     zl_flow_t *flow = job->flow;
+    if (job->priority > ZL_PRIORITY_MAX)
+        job->priority = ZL_PRIORITY_DEFAULT;
+    unsigned p = job->priority;
+    zl_job_t *was_head = flow->head;
     job->next = NULL;
-    job->prev = flow->tail;
-    if (flow->tail)
-        flow->tail->next = job;
+    job->prev = flow->q[p].tail;
+    if (flow->q[p].tail)
+        flow->q[p].tail->next = job;
     else
-        flow->head = job;
-    flow->tail = job;
+        flow->q[p].head = job;
+    flow->q[p].tail = job;
+    flow->q_mask |= (uint16_t)(1u << p);
+    s_set_head (flow);
     flow->ready++;
     if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE)
         s_enqueue (self, flow);
+    else if (flow->heap_idx != NO_SLOT && flow->head != was_head)
+        s_enqueue (self, flow); // a higher priority came first: keyed by it now
 }
 
 void
@@ -372,15 +419,7 @@ zl_sched_remove (zl_sched_t *self, zl_job_t *job)
 {
     zl_flow_t *flow = job->flow;
     bool was_head = flow->head == job;
-    if (job->prev)
-        job->prev->next = job->next;
-    else
-        flow->head = job->next;
-    if (job->next)
-        job->next->prev = job->prev;
-    else
-        flow->tail = job->prev;
-    job->next = job->prev = NULL;
+    s_unlink (flow, job);
     flow->ready--;
     if (!was_head || flow->heap_idx == NO_SLOT)
         return; // its place in the lane heap is its head's: unchanged, or it is parked
@@ -527,12 +566,7 @@ zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms)
     zl_bucket_take (&ls->bucket, now_ms);
     zl_bucket_take (&s_tenant (self, flow->tenant)->bucket, now_ms);
     zl_job_t *job = flow->head;
-    flow->head = job->next;
-    if (flow->head)
-        flow->head->prev = NULL;
-    else
-        flow->tail = NULL;
-    job->next = job->prev = NULL;
+    s_unlink (flow, job);
     flow->ready--;
     if (self->policy == ZL_SCHED_WFQ) {
         double start = flow->vstart;

@@ -1,5 +1,7 @@
 /*  scheduler (zl_sched_t): which ready job goes next. Knows nothing of sockets.
-    Jobs wait in flows (one FIFO per lane x tenant). Each lane keeps a
+    Jobs wait in flows (one per lane x tenant): a FIFO per priority (0-9),
+    the highest non-empty one first, so that within a flow a higher priority
+    goes first and, within a priority, the order of arrival. Each lane keeps a
     min-heap of its backlogged flows: under FIFO the key is the sequence of
     the flow's head job (global arrival order); under WFQ it is the flow's
     virtual start time (start-time fair queuing, charged by worker time /
@@ -33,7 +35,11 @@ typedef struct zl_flow {
     uint32_t index; // position in zl_sched_flows
     zl_lane_t *lane;
     zl_tenant_t *tenant;
-    zl_job_t *head, *tail;     // READY jobs, FIFO
+    zl_job_t *head; // the READY job that goes next: q's highest non-empty head
+    struct {
+        zl_job_t *head, *tail;
+    } q[ZL_PRIORITY_MAX + 1];  // READY jobs, a FIFO per priority
+    uint16_t q_mask;           // bit p: q[p] is not empty
     uint32_t heap_idx;         // UINT32_MAX when not backlogged in the lane heap
     double vstart;             // WFQ: virtual start time of the head job
     uint8_t parked;            // 0, or why it is out of the lane heap
@@ -73,6 +79,9 @@ zl_job_t *zl_sched_pop (zl_sched_t *self, zl_lane_t *lane, int64_t now_ms);
 int zl_sched_has_ready (zl_sched_t *self, zl_lane_t *lane);
 /*  A job of `flow` stopped running: flows its caps held back may run again. */
 void zl_sched_released (zl_sched_t *self, zl_flow_t *flow);
+/*  The monotonic ms since which the flow's oldest READY job has waited, or
+    -1 if it has none (the heads of its priorities: each FIFO). */
+int64_t zl_sched_oldest_ready_ms (const zl_flow_t *flow);
 /*  A worker asked for no more of this flow's jobs before `until_ms`. */
 void zl_sched_pause (zl_sched_t *self, zl_flow_t *flow, int64_t until_ms);
 /*  Put back the flows whose wait ended by `now_ms`. */

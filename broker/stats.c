@@ -19,8 +19,9 @@ s_add_group (zl_group_stats_t *g, const zl_flow_t *f, int64_t now_ms)
     g->delayed += f->delayed;
     g->in_flight += f->in_flight;
     g->dlq += f->dlq;
-    if (f->head) {
-        uint64_t age = (uint64_t)(now_ms - f->head->ready_ms);
+    int64_t oldest = zl_sched_oldest_ready_ms (f);
+    if (oldest >= 0) {
+        uint64_t age = (uint64_t)(now_ms - oldest);
         if (age > g->oldest_ready_age_ms)
             g->oldest_ready_age_ms = age;
     }

@@ -324,24 +324,28 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         o->jobs = ARR (a, s->n_jobs, zl_job_spec_t);
         for (size_t i = 0; i < s->n_jobs; i++) {
             const Zlane__V1__JobSpec *j = s->jobs[i];
-            o->jobs[i] = (zl_job_spec_t){.seq = j->seq,
-                                         .tenant = j->tenant,
-                                         .lane = j->lane,
-                                         .payload = s_bytes (j->payload),
-                                         .idempotency_key = j->idempotency_key,
-                                         .delay_ms = j->delay_ms,
-                                         .max_attempts = j->max_attempts,
-                                         .lease_ms = j->lease_ms,
-                                         .max_run_ms = j->max_run_ms,
-                                         .n_headers = j->n_headers,
-                                         .headers = s_dec_headers (a, j->n_headers, j->headers),
-                                         .generated_key = j->generated_key,
-                                         .n_depends_on = j->n_depends_on,
-                                         .depends_on = j->depends_on,
-                                         .n_depends_on_seq = j->n_depends_on_seq,
-                                         .depends_on_seq = j->depends_on_seq,
-                                         .batch = j->batch,
-                                         .open_batch = j->open_batch != NULL};
+            o->jobs[i] =
+                (zl_job_spec_t){.seq = j->seq,
+                                .tenant = j->tenant,
+                                .lane = j->lane,
+                                .payload = s_bytes (j->payload),
+                                .idempotency_key = j->idempotency_key,
+                                .delay_ms = j->delay_ms,
+                                .max_attempts = j->max_attempts,
+                                .lease_ms = j->lease_ms,
+                                .max_run_ms = j->max_run_ms,
+                                .n_headers = j->n_headers,
+                                .headers = s_dec_headers (a, j->n_headers, j->headers),
+                                .generated_key = j->generated_key,
+                                .n_depends_on = j->n_depends_on,
+                                .depends_on = j->depends_on,
+                                .n_depends_on_seq = j->n_depends_on_seq,
+                                .depends_on_seq = j->depends_on_seq,
+                                .batch = j->batch,
+                                .open_batch = j->open_batch != NULL,
+                                .has_priority = j->priority_given_case ==
+                                                ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY,
+                                .priority = j->priority};
             if (j->open_batch) {
                 o->jobs[i].open_batch_id = j->open_batch->batch_id;
                 o->jobs[i].batch_no_callback = j->open_batch->no_callback;
@@ -1001,6 +1005,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->n_depends_on_seq = j->n_depends_on_seq;
             o->depends_on_seq = (uint64_t *)j->depends_on_seq;
             o->batch = S (j->batch);
+            if (j->has_priority) {
+                o->priority_given_case = ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY;
+                o->priority = j->priority;
+            }
             if (j->open_batch) {
                 o->open_batch = NEW (a, Zlane__V1__BatchOpen, zlane__v1__batch_open__init);
                 o->open_batch->batch_id = S (j->open_batch_id);

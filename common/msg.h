@@ -85,10 +85,14 @@ typedef struct {
     const char *open_batch_id; // open_batch: its id ("" = the broker names it)
     bool batch_no_callback;    // open_batch: nothing runs when it settles
     bool batch_close;          // open_batch: closed at once after this Submit's jobs
+    bool has_priority;         // priority given (else ZL_PRIORITY_DEFAULT)
+    uint32_t priority;         // 0 (lowest) to ZL_PRIORITY_MAX
     const char *invalid;       // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
 
-#define ZL_BATCH_ID_MAX 128 // bytes of a batch id
+#define ZL_BATCH_ID_MAX 128   // bytes of a batch id
+#define ZL_PRIORITY_MAX 9     // priorities are 0 .. 9
+#define ZL_PRIORITY_DEFAULT 5 // a spec that gives none
 
 typedef struct {
     size_t n;

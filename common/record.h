@@ -50,7 +50,16 @@ typedef struct {
     const char *batch_self; // the record and callback job of this batch ("" none)
     bool batch_no_callback;
     const zl_batch_rec_t *batch_summary; // batch_self, settled: its summary (else NULL)
+    // its priority + 1; 0 (a zeroed record, or one written before priorities):
+    // ZL_PRIORITY_DEFAULT (zl_record_priority)
+    uint32_t priority_plus1;
 } zl_job_rec_t;
+
+/*  A job record's priority, 0 to ZL_PRIORITY_MAX. */
+#define zl_record_priority(rec)                                                                    \
+    ((rec)->priority_plus1 >= 1 && (rec)->priority_plus1 <= ZL_PRIORITY_MAX + 1                    \
+         ? (rec)->priority_plus1 - 1                                                               \
+         : ZL_PRIORITY_DEFAULT)
 
 typedef struct {
     uint32_t state; // zl_job_state_t values

@@ -82,6 +82,8 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
     self->spec.open_batch_id = s_put (&cursor, job->open_batch_id, s_len (job->open_batch_id));
     self->spec.batch_no_callback = job->batch_no_callback;
     self->spec.batch_close = job->batch_close;
+    self->spec.has_priority = job->has_priority;
+    self->spec.priority = job->priority;
     for (size_t i = 0; i < job->n_headers; i++) {
         const zl_header_t *h = &job->headers[i];
         self->headers[i].key = s_put (&cursor, h->key, s_len (h->key));

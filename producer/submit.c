@@ -61,6 +61,7 @@ static const char s_usage[] =
     "  --lease D             lease per attempt (default: lane's)\n"
     "  --max-run D           total run time allowed (default: lane's)\n"
     "  --header K=V          a header passed to the handler; repeatable\n"
+    "  --priority N          0 (lowest) to 9, within the lane and tenant (default 5)\n"
     "  --after ID            run only once job ID was acked (its result is handed\n"
     "                        to this job's handler); repeatable\n"
     "  --wait                wait for the job's outcome: print its result (the\n"
@@ -134,6 +135,7 @@ typedef struct {
     const char *open_batch;   // --open-batch ("-": the broker names it)
     bool no_callback;         // --no-callback
     const char *close_batch;  // --close-batch
+    int priority;             // --priority, -1 = none
 } s_args_t;
 
 //  One job's result, kept until every earlier job's line is printed.
@@ -408,7 +410,9 @@ s_fill_job (const s_args_t *args, zl_producer_job_t *job)
                                .open_batch_id = args->open_batch && strcmp (args->open_batch, "-")
                                                     ? args->open_batch
                                                     : NULL,
-                               .batch_no_callback = args->no_callback};
+                               .batch_no_callback = args->no_callback,
+                               .has_priority = args->priority >= 0,
+                               .priority = (uint8_t)(args->priority >= 0 ? args->priority : 0)};
 }
 
 //  Read all of `fd` into a new buffer. Returns 0 or -1 (errno).
@@ -643,7 +647,8 @@ enum {
     OPT_BATCH,
     OPT_OPEN_BATCH,
     OPT_NO_CALLBACK,
-    OPT_CLOSE_BATCH
+    OPT_CLOSE_BATCH,
+    OPT_PRIORITY
 };
 
 static const struct option s_options[] = {
@@ -671,6 +676,7 @@ static const struct option s_options[] = {
     {"open-batch", required_argument, NULL, OPT_OPEN_BATCH},
     {"no-callback", no_argument, NULL, OPT_NO_CALLBACK},
     {"close-batch", required_argument, NULL, OPT_CLOSE_BATCH},
+    {"priority", required_argument, NULL, OPT_PRIORITY},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -686,7 +692,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     *args = (s_args_t){.broker = env_broker && *env_broker ? env_broker : "tcp://127.0.0.1:5570",
                        .curve_server = env_server && *env_server ? env_server : NULL,
                        .cert = env_cert && *env_cert ? env_cert : NULL,
-                       .timeout_ms = 30000};
+                       .timeout_ms = 30000,
+                       .priority = -1};
     uint64_t number;
     int opt;
     opterr = 0;
@@ -757,6 +764,14 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         case OPT_OPEN_BATCH: args->open_batch = optarg; break;
         case OPT_NO_CALLBACK: args->no_callback = true; break;
         case OPT_CLOSE_BATCH: args->close_batch = optarg; break;
+        case OPT_PRIORITY: {
+            char *end;
+            long p = strtol (optarg, &end, 10);
+            if (end == optarg || *end || p < 0 || p > 9)
+                return s_usage_error ("--priority wants 0 to 9, not '%s'", optarg);
+            args->priority = (int)p;
+            break;
+        }
         case OPT_WAIT_TIMEOUT:
             if (s_duration_arg ("--wait-timeout", optarg, &args->wait_timeout_ms) < 0)
                 return -1;

@@ -96,6 +96,10 @@ typedef struct {
     const char *open_batch_id; // NULL or "": the broker names it (the result's batch_id)
     bool batch_no_callback;    // nothing runs when it settles (tenant and lane place it)
     bool batch_close;          // closed at once after the jobs of its Submit
+    // priority within its lane and tenant, 0 (lowest) to 9; has_priority
+    // false: the broker's default, 5 (across tenants fair queuing decides)
+    bool has_priority;
+    uint8_t priority;
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */

@@ -787,6 +787,48 @@ test_batch_recover (void **state)
     assert_int_equal (b.jobs, 4);
 }
 
+// ---------------------------------------------------------------- priorities
+// A job's priority is in its record: jobs come back from a restart in the
+// order they would have run (highest priority first, then arrival), a
+// record without one reads as 5, and a retried job keeps its priority.
+static void
+test_priority_survives_restart (void **state)
+{
+    fx_t *fx = *state;
+    uint8_t prio[] = {2, 9, 5, 9, 7};
+    bool given[] = {true, true, false, true, true};
+    uint64_t id[5];
+    for (int i = 0; i < 5; i++) {
+        zl_job_spec_t spec = {.tenant = "acme",
+                              .lane = "work",
+                              .payload = {(const uint8_t *)"p", 1},
+                              .idempotency_key = "",
+                              .has_priority = given[i],
+                              .priority = prio[i]};
+        id[i] = zl_jobs_take_id (fx->jobs);
+        assert_int_equal (zl_jobs_stage (fx->jobs, id[i], &spec, &fx->lane->cfg, s_now (fx)),
+                          ZL_STORE_OK);
+        assert_non_null (zl_jobs_accept (fx->jobs, id[i], &spec, fx->flow, s_now (fx)));
+    }
+    s_turn (fx);
+    assert_int_equal (zl_jobs_find (fx->jobs, id[2])->priority, ZL_PRIORITY_DEFAULT);
+    s_restart (fx);
+    // 9 (id[1]) runs and fails once: ready again, still 9, behind id[3]
+    zl_job_t *j = s_lease (fx, id[1]);
+    zl_nack_item_t nack = {
+        .job_id = id[1], .lease = j->lease->token, .cls = ZL_FAIL_TRANSIENT, .error = "again"};
+    assert_int_equal (zl_jobs_nack (fx->jobs, fx->w, &nack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+    fx->t += 10000; // its backoff (0 here) has passed
+    zl_jobs_fire_timers (fx->jobs, s_now (fx));
+    s_turn (fx);
+    s_restart (fx);
+    uint64_t want[] = {id[3], id[1], id[4], id[2], id[0]};
+    for (int i = 0; i < 5; i++)
+        s_run (fx, want[i], NULL);
+    s_no_ready (fx);
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *st)
@@ -925,6 +967,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_batch_settles, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_batch_redrive_purge_cancel, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_batch_recover, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_priority_survives_restart, s_setup, s_teardown),
     };
     failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
 #ifdef ZLT_PG_DEPS

@@ -630,7 +630,7 @@ test_accept_ready_copies_spec (void **state)
     assert_null (zl_jobs_find (fx->jobs, 99999));
     // FIFO: the first accepted is at the head
     assert_ptr_equal (fx->flow->head, job);
-    assert_ptr_equal (fx->flow->tail, j2);
+    assert_ptr_equal (fx->flow->q[ZL_PRIORITY_DEFAULT].tail, j2);
 }
 
 // Staging writes the store only; an aborted nested batch leaves nothing.
@@ -1743,7 +1743,7 @@ test_cancel_ready_and_delayed (void **state)
     s_assert_cancelled (fx, late, ZL_JOB_DELAYED, 0);
     assert_int_equal (fx->flow->ready, 1);
     assert_ptr_equal (fx->flow->head, c);
-    assert_ptr_equal (fx->flow->tail, c);
+    assert_ptr_equal (fx->flow->q[ZL_PRIORITY_DEFAULT].tail, c);
     assert_int_equal (fx->lane->depth, 1);
 
     // again: nothing changes, the answer says when and from what

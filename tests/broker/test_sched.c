@@ -160,7 +160,7 @@ test_empty_and_flows (void **state)
     assert_ptr_equal (zl_sched_pop (w->sched, other, S_NO_LIMITS_NOW), j);
     assert_int_equal (of->ready, 0);
     assert_null (of->head);
-    assert_null (of->tail);
+    assert_int_equal (of->q_mask, 0);
     assert_false (zl_sched_has_ready (w->sched, other));
     s_world_destroy (&w);
 }
@@ -229,6 +229,112 @@ test_fifo_orders_by_caller_seq (void **state)
                       (unsigned long long)job->seq, (unsigned long long)in[expect[i]].seq);
     }
     assert_null (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW));
+    s_world_destroy (&w);
+}
+
+// ---------------------------------------------------------------- priorities
+// Push a new job for tenant `t` at priority `p`.
+static zl_job_t *
+s_push_prio (world_t *w, size_t t, uint8_t p)
+{
+    assert_true (w->used < w->n_pool);
+    zl_job_t *job = &w->pool[w->used++];
+    job->id = w->used;
+    job->flow = w->flow[t];
+    job->state = ZL_JOB_READY;
+    job->priority = p;
+    s_push (w, job);
+    return job;
+}
+
+// Within one flow the highest priority goes first, and within a priority
+// the order of arrival; a retried job goes behind its priority's others; a
+// job taken out (a cancel) from the head lets the next priority lead. The
+// oldest ready job is the oldest of any priority.
+static void
+test_priority_within_a_flow (void **state)
+{
+    (void)state;
+    uint32_t weights[1] = {1};
+    zl_sched_policy_t policies[] = {ZL_SCHED_FIFO, ZL_SCHED_WFQ};
+    for (size_t k = 0; k < 2; k++) {
+        world_t *w = s_world (policies[k], weights, 1, 16);
+        uint8_t prio[] = {5, 9, 0, 9, 5, 3};
+        zl_job_t *j[6];
+        for (int i = 0; i < 6; i++) {
+            j[i] = s_push_prio (w, 0, prio[i]);
+            j[i]->ready_ms = 100 + i;
+        }
+        assert_int_equal (w->flow[0]->ready, 6);
+        assert_int_equal (zl_sched_oldest_ready_ms (w->flow[0]), 100); // j[0], priority 5
+        zl_job_t *want[] = {j[1], j[3], j[0], j[4], j[5], j[2]};
+        zl_job_t *got = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
+        assert_ptr_equal (got, want[0]);
+        s_push (w, got); // retried: behind the other 9
+        assert_ptr_equal (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW), j[3]);
+        assert_ptr_equal (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW), j[1]);
+        for (int i = 2; i < 6; i++)
+            assert_ptr_equal (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW), want[i]);
+        assert_null (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW));
+        assert_int_equal (zl_sched_oldest_ready_ms (w->flow[0]), -1);
+        // a removed head: the next priority leads
+        zl_job_t *a = s_push_prio (w, 0, 1), *b = s_push_prio (w, 0, 8);
+        zl_sched_remove (w->sched, b);
+        assert_ptr_equal (w->flow[0]->head, a);
+        assert_ptr_equal (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW), a);
+        assert_int_equal (w->flow[0]->q_mask, 0);
+        assert_int_equal (w->flow[0]->ready, 0);
+        s_world_destroy (&w);
+    }
+}
+
+// Across tenants weighted fair queuing decides as before: a tenant whose
+// jobs all have priority 9 gets no more worker time than one at priority 0
+// with the same weight, and weights 1:3 still split 1:3 whatever the
+// priorities.
+static void
+test_priority_does_not_buy_share (void **state)
+{
+    (void)state;
+    uint32_t weights[2] = {1, 1};
+    world_t *w = s_world (ZL_SCHED_WFQ, weights, 2, 64);
+    for (int k = 0; k < 8; k++) {
+        s_push_prio (w, 0, 9);
+        s_push_prio (w, 1, 0);
+    }
+    uint64_t count[2] = {0};
+    for (int i = 0; i < 20000; i++) {
+        zl_job_t *job = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
+        assert_non_null (job);
+        size_t t = job->flow == w->flow[0] ? 0 : 1;
+        count[t]++;
+        zl_sched_charge (w->sched, job, 1000);
+        s_push (w, job);
+    }
+    double ratio = (double)count[0] / (double)count[1];
+    if (fabs (ratio - 1.0) > 0.02)
+        fail_msg ("priority 9 vs 0 at equal weight: %llu vs %llu dispatches",
+                  (unsigned long long)count[0], (unsigned long long)count[1]);
+    s_world_destroy (&w);
+
+    uint32_t w13[2] = {1, 3};
+    w = s_world (ZL_SCHED_WFQ, w13, 2, 64);
+    for (int k = 0; k < 8; k++) {
+        s_push_prio (w, 0, 9);
+        s_push_prio (w, 1, (uint8_t)(k % 10));
+    }
+    count[0] = count[1] = 0;
+    for (int i = 0; i < 40000; i++) {
+        zl_job_t *job = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
+        size_t t = job->flow == w->flow[0] ? 0 : 1;
+        count[t]++;
+        zl_sched_charge (w->sched, job, 1000);
+        s_push (w, job);
+    }
+    ratio = (double)count[1] / (double)count[0];
+    if (fabs (ratio - 3.0) > 0.06)
+        fail_msg ("weights 1:3 with priorities: %llu vs %llu dispatches",
+                  (unsigned long long)count[0], (unsigned long long)count[1]);
     s_world_destroy (&w);
 }
 
@@ -1513,6 +1619,8 @@ main (void)
         cmocka_unit_test (test_pause_holds_until_then_resumes),
         cmocka_unit_test (test_next_wake_reports_the_earliest),
         cmocka_unit_test (test_parked_flows_cost_nothing_per_pop),
+        cmocka_unit_test (test_priority_within_a_flow),
+        cmocka_unit_test (test_priority_does_not_buy_share),
     };
     int failed = cmocka_run_group_tests_name ("default quantum", tests, NULL, NULL);
     // the fairness tests again with exact start-time fair queuing

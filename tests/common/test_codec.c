@@ -373,7 +373,12 @@ test_batch_fields (void **state)
          .open_batch = true,
          .open_batch_id = "nightly",
          .batch_close = true},
-        {.seq = 2, .tenant = "t", .lane = "a", .batch = "nightly"},
+        {.seq = 2,
+         .tenant = "t",
+         .lane = "a",
+         .batch = "nightly",
+         .has_priority = true,
+         .priority = 0},
         {.seq = 3, .tenant = "t", .lane = "a", .open_batch = true, .batch_no_callback = true}};
     const char *closes[] = {"nightly", "other"};
     zl_msg_t in = {.kind = ZL_MSG_SUBMIT}, out;
@@ -386,6 +391,10 @@ test_batch_fields (void **state)
     assert_false (out.u.submit.jobs[0].batch_no_callback);
     assert_false (out.u.submit.jobs[1].open_batch);
     assert_string_equal (out.u.submit.jobs[1].batch, "nightly");
+    // a priority given, 0 included, is told apart from none
+    assert_true (out.u.submit.jobs[1].has_priority);
+    assert_int_equal (out.u.submit.jobs[1].priority, 0);
+    assert_false (out.u.submit.jobs[0].has_priority);
     assert_true (out.u.submit.jobs[2].open_batch);
     assert_string_equal (out.u.submit.jobs[2].open_batch_id, "");
     assert_true (out.u.submit.jobs[2].batch_no_callback);

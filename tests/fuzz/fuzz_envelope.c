@@ -216,6 +216,8 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             for (size_t k = 0; k < x->n_depends_on_seq; k++)
                 EQ (x->depends_on_seq[k], y->depends_on_seq[k]);
             STR (x->batch, y->batch);
+            EQ (x->has_priority, y->has_priority);
+            EQ (x->priority, y->priority);
             EQ (x->open_batch, y->open_batch);
             if (x->open_batch) {
                 STR (x->open_batch_id, y->open_batch_id);
