@@ -38,6 +38,13 @@ export interface JobSpec {
   noCallback?: boolean;
   /** With openBatch: close the batch at once after this Submit's jobs joined it. */
   close?: boolean;
+  /**
+   * 0 (lowest) to 9 (highest): within the job's flow (lane x tenant) a higher one
+   * runs first, FIFO within a priority; fair queuing across tenants is unchanged.
+   * Omitted (or null): none sent, the broker's default 5. Outside 0..9 (or not an
+   * integer): RangeError, nothing sent.
+   */
+  priority?: number | null;
 }
 
 export interface SubmitOptions {

@@ -107,6 +107,24 @@ function u32(v, name) {
   return n;
 }
 
+const PRIORITY_MIN = 0;
+const PRIORITY_MAX = 9;
+
+/**
+ * A spec's priority (JobSpec.priority, the oneof priority_given): 0 (lowest)
+ * to 9 (highest), or null when it gives none (undefined / null: not sent, the
+ * broker's default 5). A number outside 0..9 or not an integer: RangeError;
+ * anything but a number: TypeError. Both thrown before anything is sent.
+ */
+function priority(v) {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "number")
+    throw new TypeError(`priority must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX} (or undefined for the broker's default 5), not ${typeof v}`);
+  if (!Number.isInteger(v) || v < PRIORITY_MIN || v > PRIORITY_MAX)
+    throw new RangeError(`priority must be an integer from ${PRIORITY_MIN} (lowest) to ${PRIORITY_MAX} (highest), not ${v}`);
+  return v;
+}
+
 const BATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** `v` if it can name a batch; one to open may not be all digits (the broker's names). */
@@ -199,6 +217,8 @@ class PendingJob {
     this.headers = spec.headers ? toHeaders(spec.headers) ?? null : null;
     this.batch = spec.batch ? batchId(spec.batch, "batch") : null;
     this.open_batch = batchOpen(spec);
+    // set, 0 included, it is encoded (the oneof priority_given); null: not sent
+    this.priority = priority(spec.priority);
     this.size = this.payload.length + SPEC_OVERHEAD;
     this.state = S_QUEUED;
     this.cause = "new";

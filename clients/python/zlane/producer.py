@@ -153,6 +153,20 @@ def _ms(seconds, what) -> int:
     return ms
 
 
+PRIORITY_MIN, PRIORITY_MAX = 0, 9  # JobSpec.priority; absent: the broker's default 5
+
+
+def _priority(value) -> int:
+    """`value` as a job priority (an int 0 to 9), else TypeError / ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"priority must be an int from {PRIORITY_MIN} to {PRIORITY_MAX} "
+                        f"(or None for the broker's default 5), not {type(value).__name__}")
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise ValueError(f"priority must be from {PRIORITY_MIN} (lowest) to {PRIORITY_MAX} "
+                         f"(highest), not {value}")
+    return int(value)
+
+
 def _headers(headers) -> list[tuple[str, str]]:
     if not headers:
         return []
@@ -260,8 +274,8 @@ class Producer:
                delay: float | None = None, max_attempts: int | None = None,
                headers=None, lease: float | None = None, max_run: float | None = None,
                depends_on=None, batch: str | None = None, open_batch=None,
-               no_callback: bool = False, close: bool = False, block: bool = True,
-               timeout: float | None = None) -> int:
+               no_callback: bool = False, close: bool = False, priority: int | None = None,
+               block: bool = True, timeout: float | None = None) -> int:
         """Submit one job and return its job id once the broker Accepted it (durably).
 
         `payload`: bytes (str is UTF-8 encoded). `key`: an idempotency key (a key seen
@@ -269,7 +283,10 @@ class Producer:
         key is generated for the library's own resends. `delay`, `lease`, `max_run`
         in seconds; `max_attempts` 0/None = the lane's default; `headers` a dict or
         pairs of str; `depends_on` job ids of parents: the job runs once they are all
-        acked, with their results (Job.parent_results).
+        acked, with their results (Job.parent_results). `priority`: 0 (lowest) to 9
+        (highest) within the job's flow (lane x tenant; FIFO within a priority; fair
+        queuing across tenants unchanged); None sends none: the broker's default 5.
+        Outside 0..9 raises ValueError before anything is sent.
 
         Batches: `batch` joins the job to that open batch (of the same tenant).
         `open_batch` opens one with this job as its callback, run once the batch is
@@ -288,7 +305,7 @@ class Producer:
                                  max_attempts=max_attempts, headers=headers, lease=lease,
                                  max_run=max_run, depends_on=depends_on, batch=batch,
                                  open_batch=open_batch, no_callback=no_callback, close=close,
-                                 block=block, timeout=timeout)
+                                 priority=priority, block=block, timeout=timeout)
         return fut.result()
 
     def open_batch(self, tenant: str, lane: str, payload=b"", *, batch_id: str = "",
@@ -366,6 +383,8 @@ class Producer:
         return self._future(spec, wait=wait, nonblock=False, timeout=timeout)
 
     def _future(self, job, *, wait, nonblock, timeout) -> concurrent.futures.Future:
+        if isinstance(job, dict) and job.get("priority") is not None:
+            _priority(job["priority"])  # refused at once, not after waiting for credit
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def done(out):
@@ -383,7 +402,7 @@ class Producer:
         flight within credit), and return their job ids in order.
 
         Each job is a dict of submit's arguments ({"tenant", "lane", "payload",
-        "key", "headers", ...}) or a tuple (tenant, lane, payload). Jobs are taken as
+        "key", "headers", "priority", ...}) or a tuple (tenant, lane, payload). Jobs are taken as
         credit allows (block=True waits for it). The first failure is raised once every
         job has its result, unless `return_exceptions`, which puts each job's
         exception in its place in the list."""
@@ -591,6 +610,9 @@ class Producer:
             kw["open_batch"] = pb.BatchOpen(batch_id=opener, no_callback=no_callback, close=close)
         elif no_callback or close:
             raise ValueError("no_callback and close go with open_batch")
+        priority = spec.pop("priority", None)
+        if priority is not None:
+            kw["priority"] = _priority(priority)  # sets the oneof priority_given, 0 too
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
         return kw, key or None
