@@ -45,7 +45,8 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
                                             .max_attempts = 5,
                                             .backoff_base_ms = 1000,
                                             .backoff_cap_ms = 300000,
-                                            .jitter = true};
+                                            .jitter = true,
+                                            .max_not_yet = 100};
     cfg->tenant_defaults = (zl_tenant_config_t){.weight = 1};
 }
 
@@ -343,6 +344,7 @@ static const s_key_t s_lane_key_list[] = {
     {"burst", S_REAL (zl_lane_config_t, burst)},
     {"keep_outcomes", S_BOOL (zl_lane_config_t, keep_outcomes)},
     {"publish_done", S_BOOL (zl_lane_config_t, publish_done)},
+    {"max_not_yet", S_U32 (zl_lane_config_t, max_not_yet)},
 };
 
 static const s_key_t s_tenant_key_list[] = {

@@ -24,9 +24,10 @@ typedef struct {
     uint32_t tenant_max_in_flight; // per tenant in this lane, 0 = unlimited
     double rate;                   // jobs/s dispatched, 0 = unlimited
     double burst;
-    bool keep_outcomes; // keep every job's outcome (result_retention), not only where needed
-    bool publish_done;  // publish done.<lane>.<tenant> (JobOutcome) on the events socket
-    uint32_t set_mask;  // keys this lane set itself (defaults do not override them)
+    bool keep_outcomes;   // keep every job's outcome (result_retention), not only where needed
+    bool publish_done;    // publish done.<lane>.<tenant> (JobOutcome) on the events socket
+    uint32_t max_not_yet; // NOT_YET nacks a job may get before it is dead-lettered
+    uint32_t set_mask;    // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 
 typedef struct {

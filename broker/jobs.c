@@ -54,8 +54,9 @@ struct _zl_jobs_t {
     zl_jobs_graph_stats_t gstats;
     struct s_restored_deps *rdeps; // recovery: jobs with parents, resolved at the end
     size_t n_rdeps, cap_rdeps;
-    zl_batches_t *batches; // batches.h: what each batch counts
-    char batch_name[24];   // zl_jobs_batch_name's
+    zl_batches_t *batches;               // batches.h: what each batch counts
+    char batch_name[24];                 // zl_jobs_batch_name's
+    uint64_t not_yet, not_yet_exhausted; // NOT_YET nacks; jobs dead-lettered past max_not_yet
 };
 
 typedef struct s_restored_deps {
@@ -395,6 +396,21 @@ s_fail (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *att, int64_t retry_m
     }
 }
 
+// How many NOT_YET nacks `job` had, from its stored history.
+static uint32_t
+s_not_yet_count (zl_jobs_t *self, const zl_job_t *job)
+{
+    if (!job->has_history)
+        return 0;
+    zl_state_rec_t st;
+    if (zl_store_get_state (self->store, job->id, self->scratch, &st) != ZL_STORE_OK)
+        return 0;
+    uint32_t n = 0;
+    for (size_t i = 0; i < st.n_history; i++)
+        n += st.history[i].outcome == ZL_OUTCOME_NOT_YET;
+    return n;
+}
+
 // The attempt record for the lease `job` holds, ending now.
 static zl_attempt_t
 s_attempt (zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
@@ -706,6 +722,8 @@ zl_jobs_expire_done (zl_jobs_t *self, zl_now_t now, uint64_t keep_ms, uint64_t m
 void
 zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out)
 {
+    self->gstats.not_yet = self->not_yet;
+    self->gstats.not_yet_exhausted = self->not_yet_exhausted;
     *out = self->gstats;
     out->nodes = zl_deps_count (self->deps);
 }
@@ -977,6 +995,11 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
             zl_sched_pause (self->sched, job->flow, now.mono_ms + retry_ms);
         }
         break;
+    case ZL_FAIL_NOT_YET:
+        outcome = ZL_OUTCOME_NOT_YET;
+        self->not_yet++;
+        retry_ms = nack->retry_after_ms ? nack->retry_after_ms : ZL_NOT_YET_DEFAULT_MS;
+        break;
     default:
         outcome = ZL_OUTCOME_TRANSIENT;
         job->flow->nacked_transient++;
@@ -984,6 +1007,25 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
     }
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, nack->error), now);
+    if (outcome == ZL_OUTCOME_NOT_YET) {
+        // not an attempt spent: the next one has the same number; bounded by
+        // the lane's max_not_yet, counted in the history (durable)
+        uint32_t times = 1 + s_not_yet_count (self, job);
+        uint32_t max = job->flow->lane->cfg.max_not_yet;
+        job->attempt--;
+        if (times > max) {
+            att.error = zl_arena_printf (self->scratch,
+                                         "not_yet %u times, past the lane's max_not_yet (%u): %s",
+                                         times, max, att.error);
+            self->not_yet_exhausted++;
+            char *wn = zl_strdup (att.worker);
+            att.worker = wn;
+            s_unlease (self, job);
+            s_bury (self, job, &att, now);
+            free (wn);
+            return ZL_SETTLE_OK;
+        }
+    }
     char *worker_name = zl_strdup (att.worker);
     att.worker = worker_name;
     s_unlease (self, job);

@@ -71,14 +71,18 @@ typedef enum {
 
 /*  The workflow and result side of the table. */
 typedef struct {
-    uint64_t waiting;       // WAITING jobs (gauge)
-    uint64_t kept;          // DONE jobs: outcomes kept (gauge)
-    uint64_t nodes;         // jobs in the dependency graph (gauge)
-    uint64_t edges;         // dependency edges linked (counter)
-    uint64_t parent_failed; // jobs dead-lettered because a parent was (counter)
-    uint64_t rearmed;       // of those, brought back by a parent's redrive (counter)
-    uint64_t expired;       // kept outcomes forgotten at result_retention (counter)
+    uint64_t waiting;           // WAITING jobs (gauge)
+    uint64_t kept;              // DONE jobs: outcomes kept (gauge)
+    uint64_t nodes;             // jobs in the dependency graph (gauge)
+    uint64_t edges;             // dependency edges linked (counter)
+    uint64_t parent_failed;     // jobs dead-lettered because a parent was (counter)
+    uint64_t rearmed;           // of those, brought back by a parent's redrive (counter)
+    uint64_t expired;           // kept outcomes forgotten at result_retention (counter)
+    uint64_t not_yet;           // NOT_YET nacks (counter)
+    uint64_t not_yet_exhausted; // jobs dead-lettered for passing max_not_yet (counter)
 } zl_jobs_graph_stats_t;
+
+#define ZL_NOT_YET_DEFAULT_MS 1000 // a NOT_YET nack's delay when it gives none
 
 typedef void (zl_jobs_listener_fn) (void *ctx, zl_jobs_event_t ev, zl_job_t *job);
 
@@ -122,7 +126,10 @@ void zl_jobs_lease (zl_jobs_t *self, zl_job_t *job, zl_worker_conn_t *worker, zl
 zl_settle_rc_t zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack,
                             zl_now_t now);
 /*  Nack (job_id, lease) from `worker`: retry with backoff, honour THROTTLED's
-    retry-after, or dead-letter (PERMANENT, or attempts used up). */
+    retry-after, or dead-letter (PERMANENT, or attempts used up). NOT_YET:
+    ready again after its retry_after_ms (ZL_NOT_YET_DEFAULT_MS if 0)
+    without spending an attempt (the history records it), dead-lettered
+    once the job had more than its lane's max_not_yet of them. */
 zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *nack,
                              zl_now_t now);
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the

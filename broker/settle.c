@@ -69,10 +69,10 @@ zl_settle_nack (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_nack_t
     zl_refusals_init (&ref, env->replies, env->sock, env->peer, "nack", nack->n, true);
     for (size_t i = 0; i < nack->n; i++) {
         const zl_nack_item_t *it = &nack->items[i];
-        if ((unsigned)it->cls > ZL_FAIL_PERMANENT) {
+        if ((unsigned)it->cls > ZL_FAIL_NOT_YET) {
             zl_refusals_add (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, it->job_id, it->lease,
                              "nack for job %" PRIu64 ": unknown failure class %u (TRANSIENT 1, "
-                             "THROTTLED 2, PERMANENT 3)",
+                             "THROTTLED 2, PERMANENT 3, NOT_YET 4)",
                              it->job_id, (unsigned)it->cls);
             continue;
         }

@@ -118,6 +118,7 @@ zl_fail_class_name (zl_fail_class_t cls)
     switch (cls) {
     case ZL_FAIL_THROTTLED: return "throttled";
     case ZL_FAIL_PERMANENT: return "permanent";
+    case ZL_FAIL_NOT_YET: return "not_yet";
     default: return "transient";
     }
 }
@@ -126,8 +127,9 @@ const char *
 zl_outcome_name (zl_outcome_t outcome)
 {
     static const char *names[ZL_OUTCOME_COUNT] = {
-        "unspecified", "acked",   "transient",      "throttled",     "permanent", "lease_expired",
-        "worker_dead", "max_run", "broker_restart", "leader_change", "cancelled", "parent_failed"};
+        "unspecified",   "acked",         "transient", "throttled",      "permanent",
+        "lease_expired", "worker_dead",   "max_run",   "broker_restart", "leader_change",
+        "cancelled",     "parent_failed", "not_yet"};
     return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 

@@ -195,7 +195,8 @@ typedef enum {
     ZL_FAIL_UNSPECIFIED = 0, // treated as transient
     ZL_FAIL_TRANSIENT = 1,
     ZL_FAIL_THROTTLED = 2,
-    ZL_FAIL_PERMANENT = 3
+    ZL_FAIL_PERMANENT = 3,
+    ZL_FAIL_NOT_YET = 4 // retried after its delay without spending an attempt
 } zl_fail_class_t;
 
 /*  Return "transient", "throttled" or "permanent". */
@@ -332,6 +333,7 @@ typedef enum {
     ZL_OUTCOME_LEADER_CHANGE = 9,  // another broker took the lead while it ran
     ZL_OUTCOME_CANCELLED = 10,     // an operator cancelled the job while it ran
     ZL_OUTCOME_PARENT_FAILED = 11, // a parent was dead-lettered: the job never ran
+    ZL_OUTCOME_NOT_YET = 12,       // the handler said "not yet"
     ZL_OUTCOME_COUNT
 } zl_outcome_t;
 

@@ -754,8 +754,8 @@ s_report (zl_worker_result_t *result, bool status_known, int status, zl_worker_c
         outcome = ZL_WORKER_ACK;
     else if (!prefix && code == ZL_EXEC_EX_DATAERR)
         outcome = ZL_WORKER_PERMANENT;
-    else if (!prefix && code == ZL_EXEC_EX_TEMPFAIL) {
-        outcome = ZL_WORKER_THROTTLED;
+    else if (!prefix && (code == ZL_EXEC_EX_TEMPFAIL || code == ZL_EXEC_NOT_YET)) {
+        outcome = code == ZL_EXEC_NOT_YET ? ZL_WORKER_NOT_YET : ZL_WORKER_THROTTLED;
         retry_after_ms = cap->has_retry ? cap->retry_after_ms : ZL_EXEC_RETRY_AFTER_DEFAULT_MS;
     }
     if (outcome == ZL_WORKER_ACK) {

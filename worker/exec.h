@@ -12,6 +12,9 @@
         75 (EX_TEMPFAIL)  -> THROTTLED Nack; retry after the duration on the
                              last stderr line "retry-after=<duration>"
                              (e.g. "retry-after=5s"), 1 s if there is none
+        79                -> NOT_YET Nack (what the job needs is not there yet):
+                             retried after "retry-after=<duration>" as for 75
+                             (1 s if none) without spending an attempt
         anything else, death by a signal included -> TRANSIENT Nack
     The error text is the tail of stderr (made valid UTF-8: bad bytes and
     NULs become U+FFFD) plus "exit status N" or "killed by signal S". When
@@ -31,6 +34,7 @@
 
 #define ZL_EXEC_EX_DATAERR 65
 #define ZL_EXEC_EX_TEMPFAIL 75
+#define ZL_EXEC_NOT_YET 79 // above sysexits' range (64-78): zlane's own
 #define ZL_EXEC_RETRY_AFTER_DEFAULT_MS 1000
 #define ZL_EXEC_RESULT_MAX (64 << 20) // bytes read from $ZLANE_RESULT_FILE at most
 

@@ -407,6 +407,7 @@ zl_worker_outcome_name (zl_worker_outcome_t outcome)
     case ZL_WORKER_ACK: return "ack";
     case ZL_WORKER_TRANSIENT: return "transient";
     case ZL_WORKER_THROTTLED: return "throttled";
+    case ZL_WORKER_NOT_YET: return "not_yet";
     case ZL_WORKER_PERMANENT: return "permanent";
     }
     return "unknown";
@@ -1171,10 +1172,12 @@ s_on_result (zl_worker_t *self, zl_held_job_t *h)
     } else {
         zl_fail_class_t cls = r->outcome == ZL_WORKER_PERMANENT   ? ZL_FAIL_PERMANENT
                               : r->outcome == ZL_WORKER_THROTTLED ? ZL_FAIL_THROTTLED
+                              : r->outcome == ZL_WORKER_NOT_YET   ? ZL_FAIL_NOT_YET
                                                                   : ZL_FAIL_TRANSIENT;
         zl_info (S_COMPONENT, "job %" PRIu64 " attempt %u: nack %s (%" PRIu64 " us): %s",
                  h->pub.job_id, h->pub.attempt, zl_fail_class_name (cls), h->run_us, r->error);
-        s_settle (self, h, false, cls, r->error, cls == ZL_FAIL_THROTTLED ? r->retry_after_ms : 0,
+        s_settle (self, h, false, cls, r->error,
+                  cls == ZL_FAIL_THROTTLED || cls == ZL_FAIL_NOT_YET ? r->retry_after_ms : 0,
                   h->run_us);
     }
     s_held_forget (self, h);

@@ -101,14 +101,16 @@ typedef enum {
     ZL_WORKER_ACK = 0,   // done: Ack
     ZL_WORKER_TRANSIENT, // failed, retry with backoff
     ZL_WORKER_THROTTLED, // failed, retry after retry_after_ms
-    ZL_WORKER_PERMANENT  // failed for good: dead-letter it
+    ZL_WORKER_PERMANENT, // failed for good: dead-letter it
+    ZL_WORKER_NOT_YET    // not yet (what it needs has not arrived): again after
+                         // retry_after_ms, no attempt spent (the lane's max_not_yet bounds it)
 } zl_worker_outcome_t;
 
 /*  What a handler reports. The worker zeroes it (outcome ACK) before each
     call. `error` is sent with Nacks; NUL-terminated, truncated to fit. */
 typedef struct {
     zl_worker_outcome_t outcome;
-    uint32_t retry_after_ms; // THROTTLED: when to retry
+    uint32_t retry_after_ms; // THROTTLED, NOT_YET: when to retry
     char error[ZL_WORKER_ERROR_MAX];
     uint8_t *data; // ACK: the job's result (zl_worker_result_data), owned by the worker
     size_t data_len;

@@ -288,15 +288,20 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
         fail_msg ("job %llu: %s in memory, %s in the store", (unsigned long long)id,
                   zl_job_state_name (job->state), zl_job_state_name (st.state));
     assert_int_equal (st.attempt, job->attempt);
-    // one history entry per finished attempt
-    uint32_t finished = job->attempt - (job->state == ZL_JOB_LEASED ? 1 : 0);
-    if (st.n_history != finished)
+    // one history entry per finished attempt, and one per NOT_YET (which
+    // spends none: it has the number of the attempt that comes again)
+    uint32_t finished = job->attempt - (job->state == ZL_JOB_LEASED ? 1 : 0), spent = 0;
+    size_t not_yet = 0;
+    for (size_t i = 0; i < st.n_history; i++)
+        not_yet += st.history[i].outcome == ZL_OUTCOME_NOT_YET;
+    if (st.n_history - not_yet != finished)
         fail_msg ("job %llu (%s, attempt %u): %zu attempts in the stored history",
                   (unsigned long long)id, zl_job_state_name (job->state), job->attempt,
-                  st.n_history);
+                  st.n_history - not_yet);
     assert_int_equal (job->has_history != 0, st.n_history > 0);
     for (size_t i = 0; i < st.n_history; i++) {
-        assert_int_equal (st.history[i].attempt, i + 1);
+        assert_int_equal (st.history[i].attempt, spent + 1);
+        spent += st.history[i].outcome != ZL_OUTCOME_NOT_YET;
         assert_true (st.history[i].ended_at_ms >= st.history[i].started_at_ms);
         assert_true (st.history[i].outcome > ZL_OUTCOME_ACKED);
         assert_true (st.history[i].outcome < ZL_OUTCOME_COUNT);
@@ -1120,6 +1125,70 @@ test_nack_throttled_honours_retry_after (void **state)
     else
         assert_int_equal (job->state, ZL_JOB_READY);
     assert_int_equal (s_state (fx, job)->n_history, 2);
+}
+
+static void s_restart (fx_t *fx, int64_t t);
+
+// NOT_YET: ready again after the delay it gives (1 s without one), no
+// attempt spent (the next lease has the same number; the history records
+// each), and dead-lettered once the job had more than its lane's
+// max_not_yet; the count lives in the stored history, so a restart keeps
+// it. A transient failure after them still has its attempts.
+static void
+test_nack_not_yet_spends_no_attempt (void **state)
+{
+    fx_t *fx = *state;
+    zl_broker_config_lane (&fx->cfg, "work")->max_not_yet = 3;
+    fx->lane->cfg.max_not_yet = 3;
+    zl_job_t *job = s_accept (fx, 0, 0, at (0));
+    uint64_t id = job->id;
+    int64_t t = 0;
+    for (uint32_t k = 1; k <= 3; k++) {
+        s_lease (fx, fx->w1, job, at (t));
+        assert_int_equal (job->attempt, 1);
+        uint32_t delay = k == 2 ? 0 : 2000;
+        assert_int_equal (s_nack (fx, fx->w1, id, job->lease->token, ZL_FAIL_NOT_YET,
+                                  "row not there", delay, at (t + 10)),
+                          ZL_SETTLE_OK);
+        assert_int_equal (job->state, ZL_JOB_DELAYED);
+        assert_int_equal (job->attempt, 0);
+        assert_int_equal (job->due_ms,
+                          at (t + 10 + (delay ? delay : ZL_NOT_YET_DEFAULT_MS)).mono_ms);
+        const zl_state_rec_t *st = s_state (fx, job);
+        assert_int_equal (st->n_history, k);
+        assert_int_equal (st->history[k - 1].outcome, ZL_OUTCOME_NOT_YET);
+        assert_int_equal (st->history[k - 1].attempt, 1);
+        assert_int_equal (st->attempt, 0);
+        s_wait_ready (fx, job, &t);
+        if (k == 2) { // the count survives a restart
+            s_restart (fx, t);
+            job = zl_jobs_find (fx->jobs, id);
+            assert_non_null (job);
+        }
+    }
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    assert_int_equal (gs.not_yet, 1); // (counted since the restart)
+    // a transient failure now: attempt 1 of LANE_ATTEMPTS, retried
+    s_lease (fx, fx->w1, job, at (t));
+    assert_int_equal (
+        s_nack (fx, fx->w1, id, job->lease->token, ZL_FAIL_TRANSIENT, "flaky", 0, at (t + 10)),
+        ZL_SETTLE_OK);
+    assert_int_not_equal (job->state, ZL_JOB_DEAD);
+    assert_int_equal (job->attempt, 1);
+    s_wait_ready (fx, job, &t);
+    // the fourth NOT_YET passes max_not_yet (3): dead-lettered, saying why
+    s_lease (fx, fx->w1, job, at (t));
+    assert_int_equal (
+        s_nack (fx, fx->w1, id, job->lease->token, ZL_FAIL_NOT_YET, "still not", 500, at (t + 10)),
+        ZL_SETTLE_OK);
+    assert_int_equal (job->state, ZL_JOB_DEAD);
+    const zl_state_rec_t *st = s_state (fx, job);
+    assert_int_equal (st->history[st->n_history - 1].outcome, ZL_OUTCOME_NOT_YET);
+    assert_non_null (strstr (st->history[st->n_history - 1].error,
+                             "not_yet 4 times, past the lane's max_not_yet (3): still not"));
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    assert_int_equal (gs.not_yet_exhausted, 1);
 }
 
 static void
@@ -1976,6 +2045,7 @@ main (void)
         T (test_nack_transient_backs_off_with_jitter),
         T (test_nack_transient_without_jitter_waits_the_bound),
         T (test_nack_throttled_honours_retry_after),
+        T (test_nack_not_yet_spends_no_attempt),
         T (test_nack_permanent_dead_letters_at_once),
         T (test_transient_failures_dead_after_max_attempts),
         T (test_history_builds_up_inside_one_batch),

@@ -213,6 +213,22 @@ test_exit_75_default (void **state)
     assert_int_equal (r.retry_after_ms, ZL_EXEC_RETRY_AFTER_DEFAULT_MS);
 }
 
+// Exit 79: NOT_YET, with the same retry-after= as 75 (1 s without one).
+static void
+test_exit_79_not_yet (void **state)
+{
+    s_fixture_t *f = *state;
+    zl_worker_result_t r;
+    s_run ("echo 'order 17 not there yet' >&2; echo retry-after=3s >&2; exit 79", f->job, 1000,
+           &r);
+    assert_int_equal (r.outcome, ZL_WORKER_NOT_YET);
+    assert_int_equal (r.retry_after_ms, 3000);
+    assert_non_null (strstr (r.error, "(exit status 79)"));
+    s_run ("exit 79", f->job, 1000, &r);
+    assert_int_equal (r.outcome, ZL_WORKER_NOT_YET);
+    assert_int_equal (r.retry_after_ms, ZL_EXEC_RETRY_AFTER_DEFAULT_MS);
+}
+
 static void
 test_exit_other_transient (void **state)
 {
@@ -926,6 +942,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_exit_65_permanent, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_exit_75_retry_after, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_exit_75_default, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_exit_79_not_yet, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_exit_other_transient, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_signal_transient, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stderr_tail, s_setup, s_teardown),
