@@ -219,8 +219,7 @@ test_exit_79_not_yet (void **state)
 {
     s_fixture_t *f = *state;
     zl_worker_result_t r;
-    s_run ("echo 'order 17 not there yet' >&2; echo retry-after=3s >&2; exit 79", f->job, 1000,
-           &r);
+    s_run ("echo 'order 17 not there yet' >&2; echo retry-after=3s >&2; exit 79", f->job, 1000, &r);
     assert_int_equal (r.outcome, ZL_WORKER_NOT_YET);
     assert_int_equal (r.retry_after_ms, 3000);
     assert_non_null (strstr (r.error, "(exit status 79)"));
