@@ -141,6 +141,13 @@ s_spec_problem (zl_admission_t *self, const zl_job_spec_t *spec)
     if (spec->has_priority && spec->priority > ZL_PRIORITY_MAX)
         return zl_arena_printf (a, "field 'priority' is %u: it must be 0 to %d", spec->priority,
                                 ZL_PRIORITY_MAX);
+    if (spec->deadline_ms && spec->open_batch)
+        return "a batch's callback (open_batch) has no deadline: it waits for the batch";
+    if (spec->deadline_ms && (int64_t)spec->deadline_ms <= zl_clock_wall_ms () + spec->delay_ms)
+        return zl_arena_printf (a,
+                                "field 'deadline_ms' (%" PRIu64 ") has passed%s: the job could "
+                                "never run",
+                                spec->deadline_ms, spec->delay_ms ? " when its delay ends" : "");
     if (spec->batch && spec->batch[0] && strlen (spec->batch) > ZL_BATCH_ID_MAX)
         return zl_arena_printf (a, "field 'batch' is longer than %d bytes", ZL_BATCH_ID_MAX);
     if (spec->open_batch) {

@@ -559,8 +559,9 @@ static void
 s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
 {
     zl_broker_t *self = arg;
-    if (ev == ZL_JOBS_EV_CANCELLED) {
-        self->counters[ZL_CTR_CANCELLED]++;
+    if (ev == ZL_JOBS_EV_CANCELLED || ev == ZL_JOBS_EV_EXPIRING) {
+        if (ev == ZL_JOBS_EV_CANCELLED)
+            self->counters[ZL_CTR_CANCELLED]++;
         if (job->state == ZL_JOB_LEASED && job->lease->worker)
             zl_replies_cancel (self->replies, job->lease->worker, job->id, job->lease->token);
         return;
@@ -592,6 +593,8 @@ static void
 s_fire_timers (zl_broker_t *self, zl_now_t now)
 {
     zl_jobs_fire_timers (self->jobs, now);
+    // deadlines passed: dead-lettered (expired), bounded per turn
+    self->counters[ZL_CTR_EXPIRED] += zl_jobs_expire_deadlines (self->jobs, now, MAX_EXPIRE);
     if (now.mono_ms >= self->next_heartbeat_ms) {
         s_liveness (self, now);
         s_heartbeat (self);
@@ -1088,8 +1091,13 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
         return wake;
     if (self->n_gone)
         return now_ms;
+    int64_t deadline = zl_jobs_next_deadline (self->jobs); // wall clock
+    if (deadline >= 0) {
+        int64_t in_ms = deadline - zl_clock_wall_ms ();
+        deadline = now_ms + (in_ms > 0 ? in_ms : 0);
+    }
     int64_t next[] = {self->next_heartbeat_ms, self->next_alert_ms, zl_jobs_next_timer (self->jobs),
-                      zl_sched_next_wake (self->sched)};
+                      zl_sched_next_wake (self->sched), deadline};
     for (size_t i = 0; i < sizeof next / sizeof next[0]; i++)
         if (next[i] >= 0 && next[i] < wake)
             wake = next[i];

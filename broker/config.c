@@ -345,6 +345,7 @@ static const s_key_t s_lane_key_list[] = {
     {"keep_outcomes", S_BOOL (zl_lane_config_t, keep_outcomes)},
     {"publish_done", S_BOOL (zl_lane_config_t, publish_done)},
     {"max_not_yet", S_U32 (zl_lane_config_t, max_not_yet)},
+    {"max_age", S_DUR (zl_lane_config_t, max_age_ms)},
 };
 
 static const s_key_t s_tenant_key_list[] = {

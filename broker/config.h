@@ -27,6 +27,7 @@ typedef struct {
     bool keep_outcomes;   // keep every job's outcome (result_retention), not only where needed
     bool publish_done;    // publish done.<lane>.<tenant> (JobOutcome) on the events socket
     uint32_t max_not_yet; // NOT_YET nacks a job may get before it is dead-lettered
+    uint64_t max_age_ms;  // a job's deadline from acceptance, 0 = none
     uint32_t set_mask;    // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 

@@ -54,6 +54,7 @@
     X (CANCELS_SENT, "cancels_sent")                                                               \
     X (CANCELLED_EXPIRED, "cancelled_expired")                                                     \
     X (DLQ_EXPIRED, "dlq_expired")                                                                 \
+    X (EXPIRED, "jobs_expired")                                                                    \
     X (DEAD_WORKERS, "workers_dead")                                                               \
     X (WORKERS_READY, "workers_ready")                                                             \
     X (WORKERS_RECONNECTED, "workers_reconnected")                                                 \

@@ -2,6 +2,7 @@
 
 #include "clock.h"
 #include "deps.h"
+#include "heap.h"
 #include "hist.h"
 #include "log.h"
 #include "text.h"
@@ -9,6 +10,7 @@
 #include "zl_alloc.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +59,63 @@ struct _zl_jobs_t {
     zl_batches_t *batches;               // batches.h: what each batch counts
     char batch_name[24];                 // zl_jobs_batch_name's
     uint64_t not_yet, not_yet_exhausted; // NOT_YET nacks; jobs dead-lettered past max_not_yet
+    // deadlines: only jobs that have one, earliest first (lazily dropped once
+    // their job finished)
+    zl_u64map_t *deadline_of; // job id -> s_deadline_t
+    zl_heap_t *deadlines;
+    uint64_t expired; // jobs dead-lettered at their deadline
 };
+
+typedef struct {
+    int64_t at_ms; // wall clock
+    uint64_t id;
+    uint32_t slot;
+} s_deadline_t;
+
+static bool
+s_deadline_less (const void *a, const void *b)
+{
+    const s_deadline_t *x = a, *y = b;
+    return x->at_ms < y->at_ms || (x->at_ms == y->at_ms && x->id < y->id);
+}
+
+static void
+s_deadline_set (zl_jobs_t *self, uint64_t id, int64_t at_ms)
+{
+    if (!at_ms)
+        return;
+    s_deadline_t *d = zl_u64map_get (self->deadline_of, id);
+    if (!d) {
+        d = ZL_NEW (s_deadline_t);
+        d->id = id;
+        d->slot = UINT32_MAX;
+        zl_u64map_put (self->deadline_of, id, d);
+    }
+    d->at_ms = at_ms;
+    zl_heap_set (self->deadlines, d);
+}
+
+static void
+s_deadline_drop (zl_jobs_t *self, uint64_t id)
+{
+    s_deadline_t *d = zl_u64map_remove (self->deadline_of, id);
+    if (d) {
+        zl_heap_remove (self->deadlines, d);
+        free (d);
+    }
+}
+
+// A job's deadline, from its spec and its lane (0 = none).
+static int64_t
+s_deadline_of (const zl_job_spec_t *spec, const zl_lane_config_t *lc, zl_now_t now)
+{
+    int64_t d = (int64_t)spec->deadline_ms;
+    int64_t ages[2] = {spec->max_age_ms, (int64_t)lc->max_age_ms};
+    for (int i = 0; i < 2; i++)
+        if (ages[i] > 0 && (d == 0 || now.wall_ms + ages[i] < d))
+            d = now.wall_ms + ages[i];
+    return d;
+}
 
 typedef struct s_restored_deps {
     zl_job_t *job;
@@ -128,6 +186,8 @@ zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *
     self->deps = zl_deps_new ();
     self->graph = zl_arena_new (16 * 1024);
     self->batches = zl_batches_new ();
+    self->deadline_of = zl_u64map_new ();
+    self->deadlines = zl_heap_new (s_deadline_less, offsetof (s_deadline_t, slot), UINT32_MAX);
     return self;
 }
 
@@ -154,6 +214,12 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     free (self->restored);
     zl_deps_destroy (&self->deps);
     zl_batches_destroy (&self->batches);
+    size_t dc = 0;
+    s_deadline_t *d;
+    while ((d = zl_u64map_next (self->deadline_of, &dc, NULL)))
+        free (d);
+    zl_u64map_destroy (&self->deadline_of);
+    zl_heap_destroy (&self->deadlines);
     zl_arena_destroy (&self->graph);
     free (self->stack);
     for (size_t i = 0; i < self->n_rdeps; i++)
@@ -336,6 +402,7 @@ s_delete (zl_jobs_t *self, zl_job_t *job)
         zl_batches_moved (self->batches, job->id, ZL_BATCH_GONE);
     if (job->flags & ZL_JOBF_BATCH_REC)
         zl_batches_forget (self->batches, job->id);
+    s_deadline_drop (self, job->id);
     s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
     zl_u64map_remove (self->by_id, job->id);
     if (job->flags & ZL_JOBF_DEPS)
@@ -826,7 +893,8 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                         .batch = spec->batch ? spec->batch : "",
                         .batch_self = spec->open_batch ? zl_jobs_batch_name (self, id, spec) : "",
                         .batch_no_callback = spec->open_batch && spec->batch_no_callback,
-                        .priority_plus1 = spec->has_priority ? spec->priority + 1 : 0};
+                        .priority_plus1 = spec->has_priority ? spec->priority + 1 : 0,
+                        .deadline_ms = spec->open_batch ? 0 : s_deadline_of (spec, lc, now)};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
         zl_idem_rec_t idem = {id, now.wall_ms, spec->generated_key};
@@ -862,6 +930,8 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, spec->max_attempts, spec->lease_ms, spec->max_run_ms);
     job->priority = (uint8_t)(spec->has_priority ? spec->priority : ZL_PRIORITY_DEFAULT);
+    if (!spec->open_batch) // (a batch's callback has none: it waits for the batch)
+        s_deadline_set (self, id, s_deadline_of (spec, &flow->lane->cfg, now));
     job->accepted_us = now.mono_us;
     zl_u64map_put (self->by_id, id, job);
     flow->submitted++;
@@ -1409,6 +1479,7 @@ s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *re
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
     job->priority = (uint8_t)zl_record_priority (rec); // (CANCELLED: cancelled_from replaces it)
+    s_deadline_set (self, id, rec->deadline_ms);
     job->accepted_us = now.mono_us;
     job->attempt = st ? (uint16_t)st->attempt : 0;
     job->has_history = st && st->n_history > 0;
@@ -1747,4 +1818,77 @@ zl_jobs_batch_info (zl_jobs_t *self, const char *id, zl_arena_t *arena, zl_batch
         zl_store_get_job (self->store, zl_batch_job (b), arena, &rec) == ZL_STORE_OK)
         sum = rec.batch_summary;
     zl_batches_info (b, sum, arena, out);
+}
+
+// ---------------------------------------------------------------- deadlines
+// Dead-letter `job`, still live and not yet final, at its deadline: out of
+// its queue, timer or lease (its worker told to stop it), then buried with
+// outcome EXPIRED (its waiting descendants follow, parent_failed).
+static void
+s_expire (zl_jobs_t *self, zl_job_t *job, int64_t deadline_ms, zl_now_t now)
+{
+    zl_arena_reset (self->scratch);
+    const char *error =
+        zl_arena_printf (self->scratch, "expired: its deadline passed (%" PRId64 " ms ago)",
+                         now.wall_ms - deadline_ms);
+    // not running: the attempt that would have come, never started (no worker)
+    zl_attempt_t att = {.attempt = job->attempt + 1u,
+                        .worker = "",
+                        .started_at_ms = (uint64_t)now.wall_ms,
+                        .ended_at_ms = (uint64_t)now.wall_ms,
+                        .outcome = ZL_OUTCOME_EXPIRED,
+                        .error = error};
+    switch ((zl_job_state_t)job->state) {
+    case ZL_JOB_READY: zl_sched_remove (self->sched, job); break;
+    case ZL_JOB_DELAYED:
+        zl_timers_cancel (self->timers, job);
+        job->flow->delayed--;
+        break;
+    case ZL_JOB_WAITING: s_waiting_count (self, job, -1); break;
+    case ZL_JOB_LEASED:
+        s_tell (self, ZL_JOBS_EV_EXPIRING, job); // its worker is told to stop it
+        zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
+        att = s_attempt (job, ZL_OUTCOME_EXPIRED, error, now);
+        att.worker = zl_arena_strndup (self->scratch, att.worker, strlen (att.worker));
+        s_unlease (self, job);
+        break;
+    default: return;
+    }
+    self->expired++;
+    s_bury (self, job, &att, now);
+}
+
+size_t
+zl_jobs_expire_deadlines (zl_jobs_t *self, zl_now_t now, size_t max)
+{
+    size_t n = 0;
+    s_deadline_t *d;
+    while (n < max && (d = zl_heap_top (self->deadlines)) && d->at_ms <= now.wall_ms) {
+        zl_heap_pop (self->deadlines);
+        zl_u64map_remove (self->deadline_of, d->id);
+        zl_job_t *job = zl_u64map_get (self->by_id, d->id);
+        int64_t at = d->at_ms;
+        free (d);
+        if (!job || (job->flags & ZL_JOBF_BATCH_REC))
+            continue;
+        if (job->state == ZL_JOB_READY || job->state == ZL_JOB_DELAYED ||
+            job->state == ZL_JOB_LEASED || job->state == ZL_JOB_WAITING) {
+            s_expire (self, job, at, now);
+            n++;
+        }
+    }
+    return n;
+}
+
+int64_t
+zl_jobs_next_deadline (zl_jobs_t *self)
+{
+    s_deadline_t *d = zl_heap_top (self->deadlines);
+    return d ? d->at_ms : -1;
+}
+
+uint64_t
+zl_jobs_expired (zl_jobs_t *self)
+{
+    return self->expired;
 }

@@ -61,12 +61,14 @@ typedef enum {
 } zl_settle_rc_t;
 
 typedef enum {
-    ZL_JOBS_EV_DEAD = 1,    // job was dead-lettered
-    ZL_JOBS_EV_ACKED,       // job completed (called before it is freed; zl_jobs_outcome works)
-    ZL_JOBS_EV_CANCELLED,   // job is being cancelled, told before it leaves its state: a
-                            // LEASED job still holds its lease (job->lease), so that the
-                            // listener can tell its worker
-    ZL_JOBS_EV_CANCEL_FINAL // ... and once it is CANCELLED (its outcome is final)
+    ZL_JOBS_EV_DEAD = 1,     // job was dead-lettered
+    ZL_JOBS_EV_ACKED,        // job completed (called before it is freed; zl_jobs_outcome works)
+    ZL_JOBS_EV_CANCELLED,    // job is being cancelled, told before it leaves its state: a
+                             // LEASED job still holds its lease (job->lease), so that the
+                             // listener can tell its worker
+    ZL_JOBS_EV_CANCEL_FINAL, // ... and once it is CANCELLED (its outcome is final)
+    ZL_JOBS_EV_EXPIRING      // a LEASED job's deadline passed: told while it holds its lease,
+                             // so that the listener can tell its worker to stop it
 } zl_jobs_event_t;
 
 /*  The workflow and result side of the table. */
@@ -215,6 +217,19 @@ size_t zl_jobs_settle_batches (zl_jobs_t *self, zl_now_t now, zl_arena_t *arena,
 /*  Batch `id` as the protocol shows it (found false if unknown). Data in
     `arena`. */
 void zl_jobs_batch_info (zl_jobs_t *self, const char *id, zl_arena_t *arena, zl_batch_info_t *out);
+
+/*  Deadlines (JobSpec.deadline_ms, max_age_ms, the lane's max_age): dead-
+    letter the jobs whose deadline passed by `now` (wall clock), at most
+    `max`, with outcome EXPIRED: a READY, DELAYED or WAITING job leaves its
+    queue; a LEASED one's attempt ends (the listener told first,
+    ZL_JOBS_EV_EXPIRING, to stop its worker); descendants waiting for it are
+    buried parent_failed. A batch's callback has no deadline. Returns how
+    many. */
+size_t zl_jobs_expire_deadlines (zl_jobs_t *self, zl_now_t now, size_t max);
+/*  The earliest deadline held (wall clock ms), or -1. */
+int64_t zl_jobs_next_deadline (zl_jobs_t *self);
+/*  Jobs dead-lettered at their deadline (counter). */
+uint64_t zl_jobs_expired (zl_jobs_t *self);
 
 /*  The workflow and result counters and gauges. */
 void zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out);

@@ -129,7 +129,7 @@ zl_outcome_name (zl_outcome_t outcome)
     static const char *names[ZL_OUTCOME_COUNT] = {
         "unspecified",   "acked",         "transient", "throttled",      "permanent",
         "lease_expired", "worker_dead",   "max_run",   "broker_restart", "leader_change",
-        "cancelled",     "parent_failed", "not_yet"};
+        "cancelled",     "parent_failed", "not_yet",   "expired"};
     return (unsigned)outcome < ZL_OUTCOME_COUNT ? names[outcome] : "unknown";
 }
 
@@ -345,6 +345,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                 .depends_on_seq = j->depends_on_seq,
                                 .batch = j->batch,
                                 .open_batch = j->open_batch != NULL,
+                                .deadline_ms = j->deadline_ms,
+                                .max_age_ms = j->max_age_ms,
                                 .has_priority = j->priority_given_case ==
                                                 ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY,
                                 .priority = j->priority};
@@ -1007,6 +1009,8 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->n_depends_on_seq = j->n_depends_on_seq;
             o->depends_on_seq = (uint64_t *)j->depends_on_seq;
             o->batch = S (j->batch);
+            o->deadline_ms = j->deadline_ms;
+            o->max_age_ms = j->max_age_ms;
             if (j->has_priority) {
                 o->priority_given_case = ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY;
                 o->priority = j->priority;

@@ -85,6 +85,8 @@ typedef struct {
     const char *open_batch_id; // open_batch: its id ("" = the broker names it)
     bool batch_no_callback;    // open_batch: nothing runs when it settles
     bool batch_close;          // open_batch: closed at once after this Submit's jobs
+    uint64_t deadline_ms;      // wall clock, 0 = none
+    uint32_t max_age_ms;       // from acceptance, 0 = none
     bool has_priority;         // priority given (else ZL_PRIORITY_DEFAULT)
     uint32_t priority;         // 0 (lowest) to ZL_PRIORITY_MAX
     const char *invalid;       // decode: why a string field of this spec is bad, or NULL
@@ -334,6 +336,7 @@ typedef enum {
     ZL_OUTCOME_CANCELLED = 10,     // an operator cancelled the job while it ran
     ZL_OUTCOME_PARENT_FAILED = 11, // a parent was dead-lettered: the job never ran
     ZL_OUTCOME_NOT_YET = 12,       // the handler said "not yet"
+    ZL_OUTCOME_EXPIRED = 13,       // its deadline passed
     ZL_OUTCOME_COUNT
 } zl_outcome_t;
 

@@ -101,6 +101,7 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     m->batch_self = S (r->batch_self);
     m->batch_no_callback = r->batch_no_callback;
     m->batch_summary = s_batch_prepare (a, r->batch_summary);
+    m->deadline_ms = r->deadline_ms;
     if (r->priority_plus1) {
         m->priority_given_case = ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY;
         m->priority = r->priority_plus1 - 1;
@@ -190,6 +191,7 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
     out->batch_self = s_text (arena, m->batch_self);
     out->batch_no_callback = m->batch_no_callback;
     out->batch_summary = s_batch_decode (arena, m->batch_summary);
+    out->deadline_ms = m->deadline_ms;
     out->priority_plus1 =
         m->priority_given_case == ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY &&
                 m->priority <= ZL_PRIORITY_MAX

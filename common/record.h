@@ -53,6 +53,7 @@ typedef struct {
     // its priority + 1; 0 (a zeroed record, or one written before priorities):
     // ZL_PRIORITY_DEFAULT (zl_record_priority)
     uint32_t priority_plus1;
+    int64_t deadline_ms; // wall clock, 0 = none
 } zl_job_rec_t;
 
 /*  A job record's priority, 0 to ZL_PRIORITY_MAX. */

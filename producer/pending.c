@@ -83,6 +83,8 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
     self->spec.batch_no_callback = job->batch_no_callback;
     self->spec.batch_close = job->batch_close;
     self->spec.has_priority = job->has_priority;
+    self->spec.deadline_ms = job->deadline_ms;
+    self->spec.max_age_ms = job->max_age_ms;
     self->spec.priority = job->priority;
     for (size_t i = 0; i < job->n_headers; i++) {
         const zl_header_t *h = &job->headers[i];

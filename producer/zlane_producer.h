@@ -100,6 +100,11 @@ typedef struct {
     // false: the broker's default, 5 (across tenants fair queuing decides)
     bool has_priority;
     uint8_t priority;
+    // a deadline: never run after it, dead-lettered EXPIRED (a running
+    // attempt is stopped); the earliest of deadline_ms (broker wall clock,
+    // 0 none), acceptance + max_age_ms (0 none) and the lane's max_age
+    uint64_t deadline_ms;
+    uint32_t max_age_ms;
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */

@@ -222,7 +222,7 @@ export interface Attempt {
   worker: string;
   startedAtMs: number;
   endedAtMs: number;
-  /** "acked", "transient", "throttled", "permanent", "lease_expired", "worker_dead", "max_run", "broker_restart", "leader_change" */
+  /** "acked", "transient", "throttled", "permanent", "not_yet", "lease_expired", "worker_dead", "max_run", "broker_restart", "leader_change" */
   outcome: string;
   error: string;
 }
@@ -385,6 +385,15 @@ export class PermanentError extends ZlaneError {
 }
 export class ThrottledError extends ZlaneError {
   constructor(message: string, retryAfterMs?: number);
+  retryAfterMs: number;
+}
+/**
+ * Thrown by a handler: what the job needs has not arrived yet (Nack NOT_YET).
+ * Retried after retryAfterMs (0, the default: the broker's 1 s) without spending
+ * an attempt; dead-lettered past the lane's max_not_yet.
+ */
+export class NotYetError extends ZlaneError {
+  constructor(message?: string, retryAfterMs?: number);
   retryAfterMs: number;
 }
 

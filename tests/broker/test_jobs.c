@@ -289,11 +289,14 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
                   zl_job_state_name (job->state), zl_job_state_name (st.state));
     assert_int_equal (st.attempt, job->attempt);
     // one history entry per finished attempt, and one per NOT_YET (which
-    // spends none: it has the number of the attempt that comes again)
+    // spends none: it has the number of the attempt that comes again), and
+    // an expiry of a job not running (no worker: the attempt that never came)
     uint32_t finished = job->attempt - (job->state == ZL_JOB_LEASED ? 1 : 0), spent = 0;
     size_t not_yet = 0;
+#define S_UNSPENT(h)                                                                               \
+    ((h).outcome == ZL_OUTCOME_NOT_YET || ((h).outcome == ZL_OUTCOME_EXPIRED && !(h).worker[0]))
     for (size_t i = 0; i < st.n_history; i++)
-        not_yet += st.history[i].outcome == ZL_OUTCOME_NOT_YET;
+        not_yet += S_UNSPENT (st.history[i]);
     if (st.n_history - not_yet != finished)
         fail_msg ("job %llu (%s, attempt %u): %zu attempts in the stored history",
                   (unsigned long long)id, zl_job_state_name (job->state), job->attempt,
@@ -301,7 +304,7 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
     assert_int_equal (job->has_history != 0, st.n_history > 0);
     for (size_t i = 0; i < st.n_history; i++) {
         assert_int_equal (st.history[i].attempt, spent + 1);
-        spent += st.history[i].outcome != ZL_OUTCOME_NOT_YET;
+        spent += !S_UNSPENT (st.history[i]);
         assert_true (st.history[i].ended_at_ms >= st.history[i].started_at_ms);
         assert_true (st.history[i].outcome > ZL_OUTCOME_ACKED);
         assert_true (st.history[i].outcome < ZL_OUTCOME_COUNT);
@@ -1191,6 +1194,97 @@ test_nack_not_yet_spends_no_attempt (void **state)
     assert_int_equal (gs.not_yet_exhausted, 1);
 }
 
+// Deadlines: a job past its deadline is dead-lettered EXPIRED whatever it
+// is doing: ready (never dispatched), delayed (its timer dropped), leased
+// (its attempt ends, the listener told first to stop the worker, a late ack
+// refused); max_age counts from acceptance, the lane's max_age too, the
+// earliest wins; one acked in time leaves nothing behind; a restart keeps
+// the deadline.
+static void
+test_deadline_expires_in_every_state (void **state)
+{
+    fx_t *fx = *state;
+    zl_job_spec_t spec = {.tenant = "acme",
+                          .lane = "work",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "",
+                          .max_age_ms = 1000};
+    zl_job_t *ready = s_accept_full (fx, fx->flow, &spec, at (0));
+    spec.max_age_ms = 0;
+    spec.deadline_ms = (uint64_t)at (1500).wall_ms;
+    spec.delay_ms = 5000;
+    zl_job_t *delayed = s_accept_full (fx, fx->flow, &spec, at (0));
+    spec.delay_ms = 0;
+    spec.deadline_ms = (uint64_t)at (2000).wall_ms;
+    spec.max_age_ms = 1800; // earlier: 1800
+    zl_job_t *leased = s_accept_full (fx, fx->flow, &spec, at (0));
+    spec.deadline_ms = 0;
+    spec.max_age_ms = 0;
+    zl_job_t *plain = s_accept_full (fx, fx->flow, &spec, at (0));
+    spec.max_age_ms = 500;
+    zl_job_t *in_time = s_accept_full (fx, fx->flow, &spec, at (0));
+    uint64_t ids[] = {ready->id, delayed->id, leased->id, plain->id, in_time->id};
+    assert_int_equal (zl_jobs_next_deadline (fx->jobs), at (500).wall_ms);
+    // `leased` and `in_time` run; in_time is acked at once
+    zl_sched_remove (fx->sched, leased);
+    zl_jobs_lease (fx->jobs, leased, fx->w1, at (10));
+    s_step (fx);
+    zl_sched_remove (fx->sched, in_time);
+    zl_jobs_lease (fx->jobs, in_time, fx->w2, at (10));
+    s_step (fx);
+    assert_int_equal (s_ack (fx, fx->w2, ids[4], in_time->lease->token, 100, at (20)),
+                      ZL_SETTLE_OK);
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (999), 100), 0);
+    s_step (fx);
+    s_restart (fx, 999); // deadlines come back from the records
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (1000), 100), 1);
+    s_step (fx);
+    zl_job_t *j = zl_jobs_find (fx->jobs, ids[0]);
+    assert_int_equal (j->state, ZL_JOB_DEAD);
+    const zl_state_rec_t *st = s_state (fx, j);
+    assert_int_equal (st->history[st->n_history - 1].outcome, ZL_OUTCOME_EXPIRED);
+    assert_non_null (strstr (st->history[st->n_history - 1].error, "expired"));
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (1500), 100), 1);
+    s_step (fx);
+    assert_int_equal (zl_jobs_find (fx->jobs, ids[1])->state, ZL_JOB_DEAD);
+    // the leased one was released by the restart: it is ready again (the
+    // broker_restart attempt counted); lease it and let the deadline pass
+    j = zl_jobs_find (fx->jobs, ids[2]);
+    assert_int_equal (j->state, ZL_JOB_READY);
+    zl_sched_remove (fx->sched, j);
+    zl_jobs_lease (fx->jobs, j, fx->w1, at (1600));
+    s_step (fx);
+    uint64_t token = j->lease->token;
+    size_t before = fx->n_events;
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (1800), 100), 1);
+    s_step (fx);
+    assert_true (fx->n_events >= before + 2);
+    assert_int_equal (fx->events[before].ev, ZL_JOBS_EV_EXPIRING);
+    assert_int_equal (fx->events[before].state, ZL_JOB_LEASED); // told while it held its lease
+    assert_int_equal (j->state, ZL_JOB_DEAD);
+    st = s_state (fx, j);
+    assert_int_equal (st->history[st->n_history - 1].outcome, ZL_OUTCOME_EXPIRED);
+    assert_string_equal (st->history[st->n_history - 1].worker, "w1");
+    assert_int_not_equal (s_ack (fx, fx->w1, ids[2], token, 100, at (1900)), ZL_SETTLE_OK);
+    // the plain one never expires; the acked one left nothing
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (100000), 100), 0);
+    assert_int_equal (zl_jobs_find (fx->jobs, ids[3])->state, ZL_JOB_READY);
+    assert_int_equal (zl_jobs_next_deadline (fx->jobs), -1);
+    assert_int_equal (zl_jobs_expired (fx->jobs), 3); // ready, delayed, leased
+
+    // the lane's max_age applies to a job that gives none
+    zl_broker_config_lane (&fx->cfg, "work")->max_age_ms = 300;
+    fx->lane->cfg.max_age_ms = 300;
+    zl_job_t *lane_aged = s_accept_full (fx, fx->flow, &spec, at (200000)); // its own 500
+    spec.max_age_ms = 0;
+    zl_job_t *lane_only = s_accept_full (fx, fx->flow, &spec, at (200000));
+    assert_int_equal (zl_jobs_next_deadline (fx->jobs), at (200300).wall_ms);
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (200300), 100), 2);
+    s_step (fx);
+    assert_int_equal (lane_aged->state, ZL_JOB_DEAD);
+    assert_int_equal (lane_only->state, ZL_JOB_DEAD);
+}
+
 static void
 test_nack_permanent_dead_letters_at_once (void **state)
 {
@@ -2046,6 +2140,7 @@ main (void)
         T (test_nack_transient_without_jitter_waits_the_bound),
         T (test_nack_throttled_honours_retry_after),
         T (test_nack_not_yet_spends_no_attempt),
+        T (test_deadline_expires_in_every_state),
         T (test_nack_permanent_dead_letters_at_once),
         T (test_transient_failures_dead_after_max_attempts),
         T (test_history_builds_up_inside_one_batch),

@@ -378,6 +378,8 @@ test_batch_fields (void **state)
          .lane = "a",
          .batch = "nightly",
          .has_priority = true,
+         .deadline_ms = UINT64_MAX - 1,
+         .max_age_ms = 60000,
          .priority = 0},
         {.seq = 3, .tenant = "t", .lane = "a", .open_batch = true, .batch_no_callback = true}};
     const char *closes[] = {"nightly", "other"};
@@ -395,6 +397,8 @@ test_batch_fields (void **state)
     assert_true (out.u.submit.jobs[1].has_priority);
     assert_int_equal (out.u.submit.jobs[1].priority, 0);
     assert_false (out.u.submit.jobs[0].has_priority);
+    assert_int_equal (out.u.submit.jobs[1].deadline_ms, UINT64_MAX - 1);
+    assert_int_equal (out.u.submit.jobs[1].max_age_ms, 60000);
     assert_true (out.u.submit.jobs[2].open_batch);
     assert_string_equal (out.u.submit.jobs[2].open_batch_id, "");
     assert_true (out.u.submit.jobs[2].batch_no_callback);
@@ -1684,8 +1688,9 @@ test_names (void **state)
     assert_string_equal (zl_error_code_name ((zl_error_code_t)-1), "unknown");
 
     static const char *outcome[] = {
-        "unspecified", "acked",   "transient",      "throttled",     "permanent", "lease_expired",
-        "worker_dead", "max_run", "broker_restart", "leader_change", "cancelled", "parent_failed"};
+        "unspecified",   "acked",         "transient", "throttled",      "permanent",
+        "lease_expired", "worker_dead",   "max_run",   "broker_restart", "leader_change",
+        "cancelled",     "parent_failed", "not_yet",   "expired"};
     assert_int_equal (sizeof outcome / sizeof *outcome, ZL_OUTCOME_COUNT);
     for (int c = 0; c < ZL_OUTCOME_COUNT; c++)
         assert_string_equal (zl_outcome_name ((zl_outcome_t)c), outcome[c]);
@@ -1695,6 +1700,7 @@ test_names (void **state)
     assert_string_equal (zl_fail_class_name (ZL_FAIL_UNSPECIFIED), "transient");
     assert_string_equal (zl_fail_class_name (ZL_FAIL_TRANSIENT), "transient");
     assert_string_equal (zl_fail_class_name (ZL_FAIL_THROTTLED), "throttled");
+    assert_string_equal (zl_fail_class_name (ZL_FAIL_NOT_YET), "not_yet");
     assert_string_equal (zl_fail_class_name (ZL_FAIL_PERMANENT), "permanent");
     assert_string_equal (zl_fail_class_name ((zl_fail_class_t)42), "transient");
 }

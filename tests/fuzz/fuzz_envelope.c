@@ -217,6 +217,8 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
                 EQ (x->depends_on_seq[k], y->depends_on_seq[k]);
             STR (x->batch, y->batch);
             EQ (x->has_priority, y->has_priority);
+            EQ (x->deadline_ms, y->deadline_ms);
+            EQ (x->max_age_ms, y->max_age_ms);
             EQ (x->priority, y->priority);
             EQ (x->open_batch, y->open_batch);
             if (x->open_batch) {

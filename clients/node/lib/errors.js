@@ -99,6 +99,20 @@ class ThrottledError extends ZlaneError {
   }
 }
 
+/**
+ * Throw from a handler: what the job needs has not arrived yet (Nack NOT_YET).
+ * The broker retries it after `retryAfterMs` (0: its default, 1 s) without
+ * spending an attempt, and dead-letters it past the lane's max_not_yet (100).
+ */
+class NotYetError extends ZlaneError {
+  constructor(message = "not yet", retryAfterMs = 0) {
+    super(message, "FAILURE_NOT_YET");
+    if (!Number.isFinite(retryAfterMs) || retryAfterMs < 0)
+      throw new RangeError(`NotYetError: retryAfterMs must be a number >= 0, not ${retryAfterMs}`);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
 module.exports = {
   ZlaneError,
   RejectedError,
@@ -118,4 +132,5 @@ module.exports = {
   AdminError,
   PermanentError,
   ThrottledError,
+  NotYetError,
 };

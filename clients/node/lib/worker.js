@@ -515,6 +515,9 @@ class Worker extends EventEmitter {
       this._settle(h, { cls: FC.FAILURE_PERMANENT, error: err.message, runUs });
     else if (err instanceof errors.ThrottledError || err?.code === "FAILURE_THROTTLED")
       this._settle(h, { cls: FC.FAILURE_THROTTLED, error: err.message, retryAfterMs: err.retryAfterMs ?? 1000, runUs });
+    else if (err instanceof errors.NotYetError || err?.code === "FAILURE_NOT_YET")
+      // not an attempt spent; 0 ms: the broker's default delay
+      this._settle(h, { cls: FC.FAILURE_NOT_YET, error: err.message, retryAfterMs: Math.min(0xffffffff, Math.max(0, Math.round(err.retryAfterMs || 0))), runUs });
     else this._settle(h, { cls: FC.FAILURE_TRANSIENT, error: (err && (err.stack || err.message)) || String(err), runUs });
     this.emit(err ? "failed" : "completed", h.job, err);
     this._startJobs();

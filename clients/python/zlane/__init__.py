@@ -11,7 +11,7 @@ Subscriber are the operator's side. Every message is proto/zlane.proto's.
 from .admin import Admin, Subscriber
 from .curve import Curve
 from .errors import (AdminRefused, BatchClosed, BatchError, BatchExists, BrokerError, CurveError,
-                     Invalid, PayloadTooLarge, Permanent, QueueFull, Rejected, ShuttingDown,
+                     Invalid, NotYet, PayloadTooLarge, Permanent, QueueFull, Rejected, ShuttingDown,
                      StoreFull, Throttled, Timeout, Unauthorized, Unavailable, UnknownBatch,
                      UnknownLane, ZlaneError)
 from .producer import AsyncProducer, JobId, Producer
@@ -32,7 +32,7 @@ def __getattr__(name):
 __all__ = [
     "Admin", "AdminRefused", "AsyncProducer", "Attempt", "BatchClosed", "BatchError",
     "BatchExists", "BatchInfo", "BrokerError", "Curve", "CurveError", "DeadLetter", "DlqAlert",
-    "GroupStats", "Invalid", "Job", "JobId", "Latency", "PayloadTooLarge", "Permanent",
+    "GroupStats", "Invalid", "Job", "JobId", "Latency", "NotYet", "PayloadTooLarge", "Permanent",
     "Producer", "QueueFull", "Record", "Rejected", "ShuttingDown", "Stats", "StoreFull",
     "Subscriber", "Throttled", "Timeout", "Unauthorized", "Unavailable", "UnknownBatch",
     "UnknownLane", "Worker", "ZlaneError",

@@ -155,3 +155,18 @@ class Throttled(Exception):
     def __init__(self, retry_after: float = 1.0, message: str = ""):
         self.retry_after = float(retry_after)
         super().__init__(message or f"throttled: retry after {self.retry_after:g} s")
+
+
+class NotYet(Exception):
+    """Raise from a handler: what the job needs has not arrived yet (Nack NOT_YET).
+    The broker retries it after `retry_after` seconds (None or 0: the broker's
+    default, 1 s) without spending an attempt (the next delivery has the same
+    attempt number), and dead-letters it once it has had more than the lane's
+    max_not_yet (default 100) of these."""
+
+    def __init__(self, retry_after: float | None = None, message: str = ""):
+        self.retry_after = 0.0 if retry_after is None else float(retry_after)
+        if self.retry_after < 0:
+            raise ValueError("NotYet: retry_after must be >= 0")
+        super().__init__(message or (f"not yet: retry after {self.retry_after:g} s"
+                                     if self.retry_after else "not yet"))

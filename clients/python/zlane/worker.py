@@ -15,6 +15,7 @@ protocol as the C library does (worker/zlane_worker.c):
   connection is lost.
 - A handler that returns acks the job; one that raises Permanent nacks it
   PERMANENT (dead-lettered at once), Throttled(retry_after) nacks it THROTTLED,
+  NotYet(retry_after) nacks it NOT_YET (retried without spending an attempt),
   anything else TRANSIENT with the traceback as the error text. run_us, the
   handler's run time (at least 1), goes with each.
 - Settlements stay pending until Settled and are resent after a reconnect
@@ -51,7 +52,7 @@ import zmq
 from ._conn import Backoff, EndpointList, Waker, now
 from ._proto import check_text, clean_text, decode, enum_name, parse_endpoints, pb
 from .curve import as_curve
-from .errors import Permanent, Throttled
+from .errors import NotYet, Permanent, Throttled
 from .records import to_record
 
 log = logging.getLogger("zlane.worker")
@@ -62,6 +63,7 @@ LIVE, LEASE_LOST, DISCONNECTED, MAX_RUN, SHUTDOWN, BROKER_CANCELLED = (
 
 _ACK, _TRANSIENT, _THROTTLED, _PERMANENT = "ack", pb.FAILURE_TRANSIENT, pb.FAILURE_THROTTLED, \
     pb.FAILURE_PERMANENT
+_NOT_YET = pb.FAILURE_NOT_YET
 _FENCED = (pb.ERROR_STALE_LEASE, pb.ERROR_UNKNOWN_JOB, pb.ERROR_NOT_HOLDER, pb.ERROR_CANCELLED)
 _CANCEL_LOCK = threading.Lock()  # a job's cancellation and its lazily made Event
 _EXTEND, _MAX_RUN = 0, 1         # the kinds of timer of a held job
@@ -710,6 +712,9 @@ class Worker:
         elif isinstance(exc, Throttled):
             p = _Settle(job, False, _THROTTLED, str(exc),
                         max(0, min(0xFFFFFFFF, int(exc.retry_after * 1000))), run_us)
+        elif isinstance(exc, NotYet):  # 0 ms: the broker's default delay
+            p = _Settle(job, False, _NOT_YET, str(exc),
+                        max(0, min(0xFFFFFFFF, int(exc.retry_after * 1000))), run_us)
         else:
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             p = _Settle(job, False, _TRANSIENT, text, run_us=run_us)
@@ -920,7 +925,8 @@ def main(argv=None) -> int:
         description="Run a Python handler for zlane jobs. MODULE:FUNCTION names a handler "
                     "(def f(job) or async def f(job)) or a zlane.Worker with its handlers. "
                     "Returning acks the job; raising zlane.Permanent dead-letters it; "
-                    "zlane.Throttled(seconds) retries after that delay; any other exception "
+                    "zlane.Throttled(seconds) retries after that delay; zlane.NotYet(seconds) "
+                    "retries after it without spending an attempt; any other exception "
                     "retries with backoff. SIGTERM or SIGINT drains and exits.")
     ap.add_argument("target", metavar="MODULE:FUNCTION")
     ap.add_argument("--broker", default=os.environ.get("ZLANE_BROKER", "tcp://127.0.0.1:5571"),
