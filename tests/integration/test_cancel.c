@@ -17,6 +17,11 @@
        a CancelRequest of no ids is refused INVALID; unknown and finished
        ids are answered as such, per id.
 
+    3. A deadline (issue 16): a job submitted with zlane-submit --max-age
+       1s to a raw worker that holds it: when the deadline passes the
+       worker gets Cancel with its lease, its late Ack is refused, and the
+       job is a dead letter with outcome expired (zlane-ctl job show).
+
     The test is a child subreaper: the command's processes are held by
     pidfds and reaped by pid. */
 #define _GNU_SOURCE
@@ -331,6 +336,63 @@ test_exec_job_cancelled_mid_run (void **state)
 }
 
 // ---------------------------------------------------------------- by hand
+static void
+test_deadline_stops_a_running_job (void **state)
+{
+    (void)state;
+    zlt_broker_t *broker = zlt_broker_start (NULL);
+    assert_non_null (broker);
+    zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "admin"));
+    zlt_client_t *worker = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (broker, "backend"));
+    const char *lanes[] = {"a"};
+    zl_msg_t ready = {.kind = ZL_MSG_READY,
+                      .u.ready = {.name = "raw", .n_lanes = 1, .lanes = lanes, .capacity = 2}};
+    assert_int_equal (zlt_client_send (worker, &ready), 0);
+    assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
+
+    char *bin = zlt_bin ("zlane-submit");
+    char *out = zlt_path (zlt_broker_dir (broker), "deadline.out");
+    char *err = zlt_path (zlt_broker_dir (broker), "deadline.err");
+    const char *argv[] = {bin,        "--broker",  zlt_broker_endpoint (broker, "frontend"),
+                          "--tenant", "acme",      "--lane",
+                          "a",        "--max-age", "1s",
+                          "slow",     NULL};
+    assert_int_equal (zlt_run (argv, NULL, out, err, WAIT_MS), 0);
+    char *text = zlt_read_file (out, NULL);
+    uint64_t id = 0;
+    assert_int_equal (zlt_ids_parse (text, &id, 1, "zlane-submit output"), 1);
+    free (text);
+    zl_msg_t m;
+    assert_int_equal (zlt_client_expect (worker, ZL_MSG_DISPATCH, &m, WAIT_MS), 0);
+    assert_int_equal (m.u.dispatch.jobs[0].job_id, id);
+    uint64_t lease = m.u.dispatch.jobs[0].lease;
+    // the worker holds it (the lease is 30 s): the deadline stops it
+    assert_int_equal (zlt_client_expect (worker, ZL_MSG_CANCEL, &m, WAIT_MS), 0);
+    assert_int_equal (m.u.cancel.items[0].job_id, id);
+    assert_int_equal (m.u.cancel.items[0].lease, lease);
+    assert_int_equal (zlt_counter (admin, "jobs_expired"), 1);
+    zl_ack_item_t ack = {id, lease, 10};
+    zl_msg_t am = {.kind = ZL_MSG_ACK, .u.ack = {1, &ack}};
+    assert_int_equal (zlt_client_send (worker, &am), 0);
+    assert_int_equal (zlt_client_expect (worker, ZL_MSG_ERROR, &m, WAIT_MS), 0);
+    assert_int_equal (zlt_counter (admin, "jobs_acked"), 0);
+    char ids[32];
+    snprintf (ids, sizeof ids, "%" PRIu64, id);
+    const char *show[] = {"--json", "job", "show", ids, NULL};
+    char *json = NULL;
+    assert_int_equal (s_ctl (broker, show, &json), 0);
+    if (!strstr (json, "\"state\":\"dead\"") || !strstr (json, "\"outcome\":\"expired\"") ||
+        !strstr (json, "deadline passed"))
+        fail_msg ("job show after the deadline: %s", json);
+    free (json);
+    free (out);
+    free (err);
+    free (bin);
+    zlt_client_destroy (&worker);
+    zlt_client_destroy (&admin);
+    zlt_broker_destroy (&broker);
+}
+
 static zl_msg_t
 s_cancel_request (uint64_t request_id, const uint64_t *ids, size_t n)
 {
@@ -458,6 +520,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown (test_exec_job_cancelled_mid_run, s_teardown),
         cmocka_unit_test_teardown (test_protocol_by_hand, s_teardown),
+        cmocka_unit_test_teardown (test_deadline_stops_a_running_job, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
