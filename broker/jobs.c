@@ -673,6 +673,8 @@ s_rearm (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 
 // `root` was redriven: its descendants dead-lettered because of it (and
 // theirs because of them) come back from the DLQ as s_rearm decides.
+static void s_deadline_again (zl_jobs_t *self, const zl_job_t *job);
+
 static void
 s_rearm_children (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
 {
@@ -694,6 +696,7 @@ s_rearm_children (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
             self->gstats.rearmed++;
             s_rearm (self, c, now);
             s_batch_note (self, c);
+            s_deadline_again (self, c);
             if (c->state != ZL_JOB_DEAD)
                 s_stack_push (self, c);
         }
@@ -1209,9 +1212,21 @@ zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *arena, zl_job_re
     return rc;
 }
 
+// A job back from the DLQ keeps its deadline (in its record): one that
+// passed expires it again.
+static void
+s_deadline_again (zl_jobs_t *self, const zl_job_t *job)
+{
+    zl_job_rec_t rec;
+    zl_arena_reset (self->scratch);
+    if (zl_store_get_job (self->store, job->id, self->scratch, &rec) == ZL_STORE_OK)
+        s_deadline_set (self, job->id, rec.deadline_ms);
+}
+
 void
 zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
+    s_deadline_again (self, job);
     zl_dlq_remove (self->dlq, job);
     job->flow->dlq--;
     job->attempt = 0;

@@ -1199,7 +1199,7 @@ test_nack_not_yet_spends_no_attempt (void **state)
 // (its attempt ends, the listener told first to stop the worker, a late ack
 // refused); max_age counts from acceptance, the lane's max_age too, the
 // earliest wins; one acked in time leaves nothing behind; a restart keeps
-// the deadline.
+// the deadline, and so does a redrive.
 static void
 test_deadline_expires_in_every_state (void **state)
 {
@@ -1244,6 +1244,13 @@ test_deadline_expires_in_every_state (void **state)
     const zl_state_rec_t *st = s_state (fx, j);
     assert_int_equal (st->history[st->n_history - 1].outcome, ZL_OUTCOME_EXPIRED);
     assert_non_null (strstr (st->history[st->n_history - 1].error, "expired"));
+    // redriven, it keeps its deadline: it expires again at once
+    zl_jobs_redrive (fx->jobs, j, at (1100));
+    s_step (fx);
+    assert_int_equal (j->state, ZL_JOB_READY);
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (1100), 100), 1);
+    s_step (fx);
+    assert_int_equal (j->state, ZL_JOB_DEAD);
     assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (1500), 100), 1);
     s_step (fx);
     assert_int_equal (zl_jobs_find (fx->jobs, ids[1])->state, ZL_JOB_DEAD);
@@ -1270,7 +1277,7 @@ test_deadline_expires_in_every_state (void **state)
     assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, at (100000), 100), 0);
     assert_int_equal (zl_jobs_find (fx->jobs, ids[3])->state, ZL_JOB_READY);
     assert_int_equal (zl_jobs_next_deadline (fx->jobs), -1);
-    assert_int_equal (zl_jobs_expired (fx->jobs), 3); // ready, delayed, leased
+    assert_int_equal (zl_jobs_expired (fx->jobs), 4); // ready (twice), delayed, leased
 
     // the lane's max_age applies to a job that gives none
     zl_broker_config_lane (&fx->cfg, "work")->max_age_ms = 300;
