@@ -45,6 +45,22 @@ export interface JobSpec {
    * integer): RangeError, nothing sent.
    */
   priority?: number | null;
+  /**
+   * The broker's deadline for the job, an absolute time: ms since the epoch (the
+   * broker's wall clock) or a Date. Past it (or past maxAgeMs, or the lane's max_age,
+   * whichever comes first) the job is never dispatched again (a running attempt is
+   * stopped) and is dead-lettered with outcome "expired". Omitted, null or 0: none.
+   * Already past at submit: rejected by the broker (InvalidJobError). Not a number or
+   * Date: TypeError; negative or not an integer: RangeError; nothing sent.
+   * (Not ProducerOptions.deadlineMs, this client's own time to keep trying.)
+   */
+  deadlineMs?: number | Date | null;
+  /**
+   * The job's maximum age, ms counted from its acceptance (0..2^32-1): past it, as
+   * deadlineMs. Omitted, null or 0: none. Not a number: TypeError; negative, not an
+   * integer or above 2^32-1: RangeError; nothing sent.
+   */
+  maxAgeMs?: number | null;
 }
 
 export interface SubmitOptions {

@@ -125,6 +125,40 @@ function priority(v) {
   return v;
 }
 
+/**
+ * A spec's deadlineMs (JobSpec.deadline_ms): the broker wall clock, ms since the
+ * epoch, as a number or a Date; undefined / null / 0: none (0 on the wire). A time
+ * already past is sent as it is: the broker rejects it (InvalidJobError). Not a
+ * number or Date: TypeError; negative, not an integer, beyond 2^53 or an invalid
+ * Date: RangeError. Both thrown before anything is sent.
+ */
+function deadlineMs(v) {
+  if (v === undefined || v === null) return null;
+  let ms = v;
+  if (v instanceof Date) {
+    ms = v.getTime();
+    if (Number.isNaN(ms)) throw new RangeError("deadlineMs is an invalid Date");
+  } else if (typeof v !== "number") {
+    throw new TypeError(`deadlineMs must be a number (ms since the epoch) or a Date, not ${typeof v}`);
+  }
+  if (!Number.isSafeInteger(ms) || ms < 0)
+    throw new RangeError(`deadlineMs must be a whole number of ms since the epoch (>= 0), not ${ms}`);
+  return ms === 0 ? null : ms;
+}
+
+/**
+ * A spec's maxAgeMs (JobSpec.max_age_ms): ms counted from the job's acceptance,
+ * 0..2^32-1 (about 49.7 days); undefined / null / 0: none. Not a number:
+ * TypeError; negative, not an integer or above 2^32-1: RangeError.
+ */
+function maxAgeMs(v) {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "number") throw new TypeError(`maxAgeMs must be a number of ms, not ${typeof v}`);
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff)
+    throw new RangeError(`maxAgeMs must be a whole number of ms from 0 to 2^32-1, not ${v}`);
+  return v === 0 ? null : v;
+}
+
 const BATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** `v` if it can name a batch; one to open may not be all digits (the broker's names). */
@@ -219,6 +253,9 @@ class PendingJob {
     this.open_batch = batchOpen(spec);
     // set, 0 included, it is encoded (the oneof priority_given); null: not sent
     this.priority = priority(spec.priority);
+    // the broker's deadline: the earliest of these and the lane's max_age; null: not sent
+    this.deadline_ms = deadlineMs(spec.deadlineMs);
+    this.max_age_ms = maxAgeMs(spec.maxAgeMs);
     this.size = this.payload.length + SPEC_OVERHEAD;
     this.state = S_QUEUED;
     this.cause = "new";

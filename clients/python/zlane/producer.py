@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import functools
 import heapq
 import logging
+import math
+import numbers
 import os
 import re
 import secrets
@@ -151,6 +154,56 @@ def _ms(seconds, what) -> int:
     if ms < 0 or ms > 0xFFFFFFFF:
         raise ValueError(f"{what} must be between 0 and {0xFFFFFFFF // 1000} seconds")
     return ms
+
+
+_U32_MAX = 0xFFFFFFFF
+_U64_MAX = (1 << 64) - 1
+
+
+def _seconds(what: str, value) -> float:
+    """`value` as a finite number >= 0 (an int or float, not a bool), else TypeError /
+    ValueError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    f = float(value)
+    if not math.isfinite(f) or f < 0:
+        raise ValueError(f"{what} must be a finite number >= 0, not {value!r}")
+    return f
+
+
+def _deadline_ms(value) -> int:
+    """A job's `deadline` (an absolute time: epoch seconds as an int or float, or a
+    timezone-aware datetime) as JobSpec.deadline_ms (ms since the epoch); None or 0:
+    0, none. A time in the past is sent as it is: the broker rejects it (Invalid)."""
+    if value is None:
+        return 0
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("deadline as a datetime must be timezone-aware "
+                             "(e.g. datetime.now(timezone.utc) + timedelta(minutes=5))")
+        value = value.timestamp()
+        if value < 0:
+            raise ValueError("deadline must not be before the epoch")
+    elif isinstance(value, datetime.date):
+        raise TypeError("deadline must be epoch seconds or a timezone-aware datetime, not a date")
+    secs = _seconds("deadline (epoch seconds)", value)
+    ms = int(value) * 1000 if isinstance(value, int) else int(round(secs * 1000))
+    if ms > _U64_MAX:
+        raise ValueError(f"deadline {value!r} is beyond what deadline_ms holds")
+    return ms if ms or not secs else 1  # a time, however early, never "none"
+
+
+def _max_age_ms(value) -> int:
+    """A job's `max_age` (seconds from its acceptance) as JobSpec.max_age_ms; None or
+    0: 0, none. Above 2^32-1 ms (about 49.7 days): ValueError."""
+    if value is None:
+        return 0
+    secs = _seconds("max_age", value)
+    ms = int(round(secs * 1000))
+    if ms > _U32_MAX:
+        raise ValueError(f"max_age must be at most {_U32_MAX / 1000:.3f} seconds "
+                         f"(2^32-1 ms), not {value!r}")
+    return ms if ms or not secs else 1  # under a ms, not "none"
 
 
 PRIORITY_MIN, PRIORITY_MAX = 0, 9  # JobSpec.priority; absent: the broker's default 5
@@ -275,6 +328,7 @@ class Producer:
                headers=None, lease: float | None = None, max_run: float | None = None,
                depends_on=None, batch: str | None = None, open_batch=None,
                no_callback: bool = False, close: bool = False, priority: int | None = None,
+               deadline=None, max_age: float | None = None,
                block: bool = True, timeout: float | None = None) -> int:
         """Submit one job and return its job id once the broker Accepted it (durably).
 
@@ -287,6 +341,16 @@ class Producer:
         (highest) within the job's flow (lane x tenant; FIFO within a priority; fair
         queuing across tenants unchanged); None sends none: the broker's default 5.
         Outside 0..9 raises ValueError before anything is sent.
+
+        Deadline (the broker's, JobSpec.deadline_ms / max_age_ms): `deadline` an
+        absolute time, epoch seconds (int or float, the broker's wall clock) or a
+        timezone-aware datetime; `max_age` seconds counted from the job's acceptance.
+        The broker takes the earliest of them and the lane's max_age; past it the job
+        is never dispatched again (a running attempt is stopped) and is dead-lettered
+        with outcome EXPIRED. None (or 0) sends none. A `deadline` already past is
+        rejected by the broker (Invalid). Negative, NaN, a naive datetime or a
+        max_age above 2^32-1 ms raises ValueError, a non-number TypeError, before
+        anything is sent. (Not to be confused with `timeout`, this client's own.)
 
         Batches: `batch` joins the job to that open batch (of the same tenant).
         `open_batch` opens one with this job as its callback, run once the batch is
@@ -305,7 +369,8 @@ class Producer:
                                  max_attempts=max_attempts, headers=headers, lease=lease,
                                  max_run=max_run, depends_on=depends_on, batch=batch,
                                  open_batch=open_batch, no_callback=no_callback, close=close,
-                                 priority=priority, block=block, timeout=timeout)
+                                 priority=priority, deadline=deadline, max_age=max_age,
+                                 block=block, timeout=timeout)
         return fut.result()
 
     def open_batch(self, tenant: str, lane: str, payload=b"", *, batch_id: str = "",
@@ -383,8 +448,13 @@ class Producer:
         return self._future(spec, wait=wait, nonblock=False, timeout=timeout)
 
     def _future(self, job, *, wait, nonblock, timeout) -> concurrent.futures.Future:
-        if isinstance(job, dict) and job.get("priority") is not None:
-            _priority(job["priority"])  # refused at once, not after waiting for credit
+        if isinstance(job, dict):  # refused at once, not after waiting for credit
+            if job.get("priority") is not None:
+                _priority(job["priority"])
+            if job.get("deadline") is not None:
+                _deadline_ms(job["deadline"])
+            if job.get("max_age") is not None:
+                _max_age_ms(job["max_age"])
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def done(out):
@@ -402,7 +472,7 @@ class Producer:
         flight within credit), and return their job ids in order.
 
         Each job is a dict of submit's arguments ({"tenant", "lane", "payload",
-        "key", "headers", "priority", ...}) or a tuple (tenant, lane, payload). Jobs are taken as
+        "key", "headers", "priority", "deadline", "max_age", ...}) or a tuple (tenant, lane, payload). Jobs are taken as
         credit allows (block=True waits for it). The first failure is raised once every
         job has its result, unless `return_exceptions`, which puts each job's
         exception in its place in the list."""
@@ -613,6 +683,12 @@ class Producer:
         priority = spec.pop("priority", None)
         if priority is not None:
             kw["priority"] = _priority(priority)  # sets the oneof priority_given, 0 too
+        deadline_ms = _deadline_ms(spec.pop("deadline", None))
+        if deadline_ms:
+            kw["deadline_ms"] = deadline_ms
+        max_age_ms = _max_age_ms(spec.pop("max_age", None))
+        if max_age_ms:
+            kw["max_age_ms"] = max_age_ms
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
         return kw, key or None
