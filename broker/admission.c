@@ -143,11 +143,6 @@ s_spec_problem (zl_admission_t *self, const zl_job_spec_t *spec)
                                 ZL_PRIORITY_MAX);
     if (spec->deadline_ms && spec->open_batch)
         return "a batch's callback (open_batch) has no deadline: it waits for the batch";
-    if (spec->deadline_ms && (int64_t)spec->deadline_ms <= zl_clock_wall_ms () + spec->delay_ms)
-        return zl_arena_printf (a,
-                                "field 'deadline_ms' (%" PRIu64 ") has passed%s: the job could "
-                                "never run",
-                                spec->deadline_ms, spec->delay_ms ? " when its delay ends" : "");
     if (spec->batch && spec->batch[0] && strlen (spec->batch) > ZL_BATCH_ID_MAX)
         return zl_arena_printf (a, "field 'batch' is longer than %d bytes", ZL_BATCH_ID_MAX);
     if (spec->open_batch) {
@@ -239,6 +234,15 @@ zl_admission_decide (zl_admission_t *self, zl_producer_conn_t *p, const zl_job_s
         self->env.counters[ZL_CTR_DUPLICATES]++;
         return (zl_verdict_t){.admit = ZL_ADMIT_DUPLICATE, .original = orig};
     }
+    // (after the key: a resend of an accepted job is its duplicate, even
+    // once its deadline passed)
+    if (spec->deadline_ms && (int64_t)spec->deadline_ms <= now.wall_ms + spec->delay_ms)
+        return s_refuse (
+            ZL_CTR_INVALID, ZL_REJECT_INVALID,
+            zl_arena_printf (
+                turn, "field 'deadline_ms' (%" PRIu64 ") has passed%s: the job could never run",
+                spec->deadline_ms, spec->delay_ms ? " when its delay ends" : ""),
+            0);
     const char *full = NULL;
     if (batch->depth >= cfg->max_depth)
         full = "the broker's queue is full";

@@ -17,6 +17,7 @@
     and redrive are not there. */
 #include "broker.h"
 #include "broker_harness.h"
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "msg.h"
@@ -745,6 +746,40 @@ test_turn_return_codes (void **state)
     assert_int_equal (zl_broker_feed (T.broker, "nowhere", "p", 1, &byte, 1), ZL_TURN_BAD_SOCKET);
 }
 
+// A resend of an accepted job whose deadline has passed since is still its
+// duplicate (the same id, not INVALID): the key is checked first. A new job
+// with a deadline already past is refused INVALID.
+static void
+test_deadline_resend_is_a_duplicate (void **state)
+{
+    (void)state;
+    s_hello (0);
+    zl_job_spec_t spec = {.seq = 1,
+                          .tenant = "t",
+                          .lane = "a",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "order-1",
+                          .deadline_ms = (uint64_t)zl_clock_wall_ms () + 50};
+    zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
+    m.u.submit = (zl_submit_t){1, &spec};
+    s_feed_ok (ZLH_FRONTEND, 0, &m);
+    const seen_t *acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    uint64_t id = acc->ids[0];
+    zlh_clock_advance_us (100 * 1000); // (the harness's clock) the deadline passes
+    spec.seq = 2;
+    s_feed_ok (ZLH_FRONTEND, 0, &m);
+    acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    assert_int_equal (acc->ids[0], id);
+    spec.seq = 3;
+    spec.idempotency_key = "order-2";
+    s_feed_ok (ZLH_FRONTEND, 0, &m);
+    const seen_t *rej = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_REJECTED);
+    assert_non_null (rej);
+    assert_int_equal (rej->reject, ZL_REJECT_INVALID);
+}
+
 #define T_(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
 int
@@ -759,6 +794,7 @@ main (void)
         T_ (test_full_write_in_a_submit),
         T_ (test_io_error_in_a_submit),
         T_ (test_turn_return_codes),
+        T_ (test_deadline_resend_is_a_duplicate),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
