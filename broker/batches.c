@@ -573,3 +573,9 @@ zl_batches_members (zl_batches_t *self)
 {
     return zl_u64map_size (self->members);
 }
+
+bool
+zl_batches_pending_changes (const zl_batches_t *self)
+{
+    return self->n_dirty || self->n_due;
+}

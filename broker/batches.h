@@ -85,6 +85,8 @@ void zl_batches_forget (zl_batches_t *self, uint64_t job_id);
     each list in `arena`; both lists are emptied. */
 void zl_batches_take_changes (zl_batches_t *self, zl_arena_t *arena, zl_batch_t ***dirty,
                               size_t *n_dirty, zl_batch_t ***due, size_t *n_due);
+/*  True if zl_batches_take_changes has something to hand out. */
+bool zl_batches_pending_changes (const zl_batches_t *self);
 /*  `b`'s progress as its record holds it (arrays in `arena`). */
 void zl_batches_progress (const zl_batch_t *b, zl_arena_t *arena, zl_batch_rec_t *out);
 /*  Settle `b` at `at_ms`: fill `out` with its summary (arrays in `arena`),

@@ -34,7 +34,9 @@
     Each noun has its own module: admission and credit (admission.c over
     producers.c), the job state machine (jobs.c) with its leases (lease.c),
     lanes and tenants (lane.c), the scheduler (scheduler.c), the worker
-    registry (workers.c), what is sent and when (replies.c), the store
+    registry (workers.c), what is sent and when (replies.c), who is told
+    when a job ends (notices.c: watchers, done and batch events, Cancel to
+    the worker of a job cancelled or expired while it ran), the store
     (store.c), operator requests (admin.c) and stats (stats.c). */
 #include "broker.h"
 
@@ -62,7 +64,7 @@
 #include "store.h"
 #include "text.h"
 #include "timers.h"
-#include "watches.h"
+#include "notices.h"
 #include "wire.h"
 #include "workers.h"
 #include "zl_alloc.h"
@@ -78,9 +80,6 @@
 #define DRAIN_BATCH 256          // messages per socket per turn
 #define MAX_EXPIRE 10000         // dead letters purged by dlq_retention per turn
 #define MAX_EXPIRE_CANCELLED 256 // cancelled jobs deleted by result_retention per turn
-#define MAX_WATCHES 100000       // Watch: job ids watched at once, by all producers
-#define MAX_WATCH_IDS 10000      // Watch: job ids in one message
-#define MAX_WATCHERS_TOLD 1024   // producers told of one job's outcome
 
 struct _zl_broker_t {
     zl_broker_config_t *cfg;
@@ -112,7 +111,7 @@ struct _zl_broker_t {
     zl_workers_t *workers;
     zl_producers_t *producers;
     zl_admission_t *admission;
-    zl_watches_t *watches; // Watch: who waits for which job's outcome
+    zl_notices_t *notices; // who is told when a job ends (watchers, events, workers)
     bool loaded;           // the core holds the store's state (recovered): the broker may lead
     uint64_t stored_next_id;
     size_t worker_rr;
@@ -202,43 +201,30 @@ s_on_submit (ctx_t *ctx, const zl_msg_t *msg)
 /*  Watch: each job id answered by its outcome after the commit, at once
     when it is final (or unknown), else when it becomes final. With CURVE,
     a job of a tenant this key is not bound to is answered as unknown. */
+// A job of a tenant the watcher's key is not bound to is answered unknown.
+static bool
+s_may_see_tenant (void *arg, const char *tenant)
+{
+    return s_bound ((ctx_t *)arg, "tenants", tenant);
+}
+
 static void
 s_on_watch (ctx_t *ctx, const zl_msg_t *msg)
 {
     zl_broker_t *self = ctx->self;
     const zl_watch_t *w = &msg->u.watch;
-    if (w->n == 0 || w->n > MAX_WATCH_IDS) {
+    if (w->n == 0 || w->n > ZL_NOTICES_MAX_WATCH_IDS) {
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "Watch: %zu job ids (give 1 to %d)",
-                  w->n, MAX_WATCH_IDS);
+                  w->n, ZL_NOTICES_MAX_WATCH_IDS);
         return;
     }
-    size_t refused = 0;
-    for (size_t i = 0; i < w->n; i++) {
-        zl_job_t *job = w->job_ids[i] ? zl_jobs_find (self->jobs, w->job_ids[i]) : NULL;
-        if (job && !s_bound (ctx, "tenants", job->flow->tenant->name))
-            job = NULL;
-        if (job && job->state != ZL_JOB_DONE && job->state != ZL_JOB_DEAD) {
-            if (zl_watches_add (self->watches, job->id, ctx->peer) != 0) {
-                refused++;
-                continue;
-            }
-            zl_jobs_keep (self->jobs, job);
-            self->counters[ZL_CTR_WATCHES]++;
-            continue;
-        }
-        zl_job_outcome_t o;
-        if (zl_jobs_outcome (self->jobs, job ? job->id : 0, self->turn, &o) != 0) {
-            o = (zl_job_outcome_t){
-                .found = false, .state = "", .error = "", .tenant = "", .lane = ""};
-        }
-        o.job_id = w->job_ids[i];
-        zl_replies_outcome (self->replies, ctx->peer, NULL, &o);
-    }
+    size_t refused =
+        zl_notices_watch (self->notices, ctx->peer, w->job_ids, w->n, s_may_see_tenant, ctx);
     if (refused)
         s_reject (ctx, ZL_CTR_WATCH_REFUSED, ZL_ERR_INVALID, 0, 0,
                   "Watch: %zu of %zu job id(s) not watched: the broker watches %d jobs at most; "
                   "watch again later",
-                  refused, w->n, MAX_WATCHES);
+                  refused, w->n, ZL_NOTICES_MAX_WATCHES);
 }
 
 // ---------------------------------------------------------------- workers
@@ -551,44 +537,6 @@ s_heartbeat (zl_broker_t *self)
         zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &hb);
 }
 
-// The job state machine's news: a dead letter's event goes after the
-// commit, and so does the Cancel that tells a cancelled job's worker to stop
-// it; a final outcome goes to its watchers and, in a lane with publish_done,
-// on the events socket.
-static void
-s_on_job_event (void *arg, zl_jobs_event_t ev, zl_job_t *job)
-{
-    zl_broker_t *self = arg;
-    if (ev == ZL_JOBS_EV_CANCELLED || ev == ZL_JOBS_EV_EXPIRING) {
-        if (ev == ZL_JOBS_EV_CANCELLED)
-            self->counters[ZL_CTR_CANCELLED]++;
-        if (job->state == ZL_JOB_LEASED && job->lease->worker)
-            zl_replies_cancel (self->replies, job->lease->worker, job->id, job->lease->token);
-        return;
-    }
-    if (ev == ZL_JOBS_EV_DEAD) {
-        self->counters[ZL_CTR_DEAD_LETTERED]++;
-        zl_replies_dead (self->replies, job->id);
-    }
-    // (not while recovering: nobody watches yet, and the turn's arena that
-    // would hold the outcome may be reset before the replies go)
-    bool publish = job->flow->lane->cfg.publish_done;
-    if (!self->loaded || (!publish && !zl_watches_any (self->watches, job->id)))
-        return;
-    zl_job_outcome_t o;
-    if (zl_jobs_outcome (self->jobs, job->id, self->turn, &o) != 0)
-        return;
-    zl_peer_t *peers = zl_arena_alloc (self->turn, MAX_WATCHERS_TOLD * sizeof *peers);
-    size_t n = zl_watches_take (self->watches, job->id, peers, MAX_WATCHERS_TOLD);
-    for (size_t i = 0; i < n; i++)
-        zl_replies_outcome (self->replies, &peers[i], NULL, &o);
-    if (publish)
-        zl_replies_outcome (self->replies, NULL,
-                            zl_arena_printf (self->turn, "done.%s.%s", job->flow->lane->name,
-                                             job->flow->tenant->name),
-                            &o);
-}
-
 static void
 s_fire_timers (zl_broker_t *self, zl_now_t now)
 {
@@ -621,17 +569,6 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
             zl_jobs_expire_done (self->jobs, now, self->cfg->result_retention_ms, MAX_EXPIRE);
         self->next_prune_ms = now.mono_ms + 1000;
     }
-}
-
-// ---------------------------------------------------------------- batches
-static void
-s_settle_batches (zl_broker_t *self, zl_now_t now)
-{
-    zl_batch_info_t *settled;
-    size_t n = zl_jobs_settle_batches (self->jobs, now, self->turn, &settled);
-    self->counters[ZL_CTR_BATCHES_SETTLED] += n;
-    for (size_t i = 0; i < n; i++)
-        zl_replies_batch_done (self->replies, &settled[i]);
 }
 
 // ---------------------------------------------------------------- dispatch
@@ -757,7 +694,13 @@ s_core_new (zl_broker_t *self, zl_now_t now)
     zl_sched_set_quantum (self->sched, cfg->wfq_quantum_us);
     self->timers = zl_timers_new ();
     self->jobs = zl_jobs_new (self->sched, self->timers, &self->rng, self->store);
-    zl_jobs_set_listener (self->jobs, s_on_job_event, self);
+    zl_notices_env_t nenv = {.jobs = self->jobs,
+                             .replies = self->replies,
+                             .counters = self->counters,
+                             .turn = self->turn,
+                             .live = &self->loaded};
+    self->notices = zl_notices_new (&nenv);
+    zl_jobs_set_listener (self->jobs, zl_notices_job_event, self->notices);
     self->workers = zl_workers_new ();
     self->producers = zl_producers_new ();
     zl_replies_rebind (self->replies, self->jobs);
@@ -771,7 +714,6 @@ s_core_new (zl_broker_t *self, zl_now_t now)
                                .counters = self->counters,
                                .turn = self->turn};
     self->admission = zl_admission_new (&aenv);
-    self->watches = zl_watches_new (MAX_WATCHES);
     self->loaded = false;
     self->stored_next_id = 0;
     self->worker_rr = 0;
@@ -790,7 +732,7 @@ s_core_destroy (zl_broker_t *self)
     zl_workers_destroy (&self->workers);
     zl_producers_destroy (&self->producers);
     zl_admission_destroy (&self->admission);
-    zl_watches_destroy (&self->watches);
+    zl_notices_destroy (&self->notices);
     zl_lanes_destroy (&self->lanes);
 }
 
@@ -1047,7 +989,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 
     // batches whose last job settled this turn: their callbacks are ready
     // (and dispatched below), their records and events go with this commit
-    s_settle_batches (self, now);
+    zl_notices_settle_batches (self->notices, now);
 
     // 5. dispatch
     s_dispatch (self, now);

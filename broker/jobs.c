@@ -1800,6 +1800,10 @@ zl_jobs_settle_batches (zl_jobs_t *self, zl_now_t now, zl_arena_t *arena, zl_bat
 {
     zl_batch_t **dirty, **due;
     size_t n_dirty, n_due, n = 0;
+    if (!zl_batches_pending_changes (self->batches)) { // every turn: O(1) while none
+        *settled = NULL;
+        return 0;
+    }
     zl_batches_take_changes (self->batches, arena, &dirty, &n_dirty, &due, &n_due);
     *settled = zl_arena_alloc (arena, (n_due + 1) * sizeof **settled);
     for (size_t i = 0; i < n_due; i++)
