@@ -127,29 +127,7 @@ s_end (fx_t *fx)
 static int
 s_run (fx_t *fx, const char *prog, const char *const *args, const char *in, char **out, char **err)
 {
-    static int runs;
-    char name[64];
-    snprintf (name, sizeof name, "run%d.out", ++runs);
-    char *out_path = zlt_path (fx->dir, name);
-    snprintf (name, sizeof name, "run%d.err", runs);
-    char *err_path = zlt_path (fx->dir, name);
-    char *bin = zlt_bin (prog);
-    const char *argv[32] = {bin};
-    size_t n = 1;
-    for (; args[n - 1] && n < 31; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc = zlt_run (argv, in, out_path, err_path, RUN_MS);
-    if (out)
-        *out = zlt_read_file (out_path, NULL);
-    if (err)
-        *err = zlt_read_file (err_path, NULL);
-    if (rc != 0 && !err)
-        zlt_dump_file (prog, err_path, 2000);
-    free (bin);
-    free (out_path);
-    free (err_path);
-    return rc;
+    return zlt_run_program (fx->dir, prog, args, in, out, err, RUN_MS);
 }
 
 // zlane-submit with `more` flags (NULL-terminated) after the broker's.

@@ -135,30 +135,7 @@ s_end (fx_t *fx)
 static int
 s_run (fx_t *fx, const char *prog, const char *const *args, char **out, char **err)
 {
-    const char *dir = zlt_broker_dir (fx->broker);
-    static int runs;
-    char name[64];
-    snprintf (name, sizeof name, "run%d.out", ++runs);
-    char *out_path = zlt_path (dir, name);
-    snprintf (name, sizeof name, "run%d.err", runs);
-    char *err_path = zlt_path (dir, name);
-    char *bin = zlt_bin (prog);
-    const char *argv[24] = {bin};
-    size_t n = 1;
-    for (; args[n - 1] && n < 23; n++)
-        argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc = zlt_run (argv, NULL, out_path, err_path, WAIT_MS);
-    if (out)
-        *out = zlt_read_file (out_path, NULL);
-    if (err)
-        *err = zlt_read_file (err_path, NULL);
-    if (rc < 0)
-        zlt_dump_file (prog, err_path, 2000);
-    free (bin);
-    free (out_path);
-    free (err_path);
-    return rc;
+    return zlt_run_program (zlt_broker_dir (fx->broker), prog, args, NULL, out, err, WAIT_MS);
 }
 
 // zlane-submit a job of `payload` in `lane`, extra flags in `more`.

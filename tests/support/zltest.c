@@ -666,6 +666,35 @@ zlt_run (const char *const argv[], const char *in_path, const char *out_path, co
     return code;
 }
 
+int
+zlt_run_program (const char *dir, const char *prog, const char *const *args, const char *in_path,
+                 char **out, char **err, int timeout_ms)
+{
+    static int runs; // a file per run
+    char name[64];
+    snprintf (name, sizeof name, "run%d.out", ++runs);
+    char *out_path = zlt_path (dir, name);
+    snprintf (name, sizeof name, "run%d.err", runs);
+    char *err_path = zlt_path (dir, name);
+    char *bin = zlt_bin (prog);
+    const char *argv[32] = {bin};
+    size_t n = 1;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    int rc = zlt_run (argv, in_path, out_path, err_path, timeout_ms);
+    if (out)
+        *out = zlt_read_file (out_path, NULL);
+    if (err)
+        *err = zlt_read_file (err_path, NULL);
+    if (rc < 0 || (rc != 0 && !err))
+        zlt_dump_file (prog, err_path, 2000);
+    free (bin);
+    free (out_path);
+    free (err_path);
+    return rc;
+}
+
 // ---------------------------------------------------------------- broker
 // Parse the ports file; returns 0 once all four endpoints are there.
 static int

@@ -83,6 +83,13 @@ void zlt_proc_destroy (zlt_proc_t **self_p);
     could not start or did not finish in time (then it is killed). */
 int zlt_run (const char *const argv[], const char *in_path, const char *out_path,
              const char *err_path, int timeout_ms);
+/*  Run the built program `prog` (zlt_bin) with `args` (NULL-terminated, at
+    most 30), stdin from `in_path` if given, its stdout and stderr in files
+    of their own under `dir`, within `timeout_ms`. Returns as zlt_run; the
+    output in *out and *err when asked (caller frees). Its stderr is printed
+    when it fails and the caller did not ask for it, or did not finish. */
+int zlt_run_program (const char *dir, const char *prog, const char *const *args,
+                     const char *in_path, char **out, char **err, int timeout_ms);
 
 // ---------------------------------------------------------------- broker
 typedef struct _zlt_broker_t zlt_broker_t;
