@@ -535,19 +535,22 @@ s_close_batch (zl_admission_t *self, zl_producer_conn_t *p, const char *id,
     zl_arena_t *a = self->env.turn;
     zl_batch_t *b = zl_batches_find (zl_jobs_batches (self->env.jobs), id);
     const char *error = NULL;
+    zl_counter_id_t counter = ZL_CTR_UNKNOWN_BATCH; // a refusal's
     if (!b)
         error = "no such batch here";
-    else if (may && !may (may_arg, zl_batch_tenant (b)))
+    else if (may && !may (may_arg, zl_batch_tenant (b))) {
         error =
             zl_arena_printf (a, "this key may not submit for tenant '%.128s'", zl_batch_tenant (b));
-    else if (zl_batch_cancelled (b))
+        counter = ZL_CTR_UNAUTHORIZED;
+    } else if (zl_batch_cancelled (b)) {
         error = "the batch was cancelled";
-    else if (!zl_batch_closed (b) && !zl_batch_settled (b)) {
+        counter = ZL_CTR_BATCH_CLOSED;
+    } else if (!zl_batch_closed (b) && !zl_batch_settled (b)) {
         zl_batches_close (zl_jobs_batches (self->env.jobs), b, now.wall_ms);
         self->env.counters[ZL_CTR_BATCHES_CLOSED]++;
     }
     if (error)
-        self->env.counters[ZL_CTR_UNKNOWN_BATCH]++;
+        self->env.counters[counter]++;
     if (!quiet)
         zl_replies_batch_closed (self->env.replies, p, zl_arena_strndup (a, id, strlen (id)),
                                  error);

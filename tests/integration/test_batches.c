@@ -332,8 +332,10 @@ test_batch_refusals_and_no_callback (void **state)
         fail_msg ("joining a closed batch: %s", err);
     free (err);
     const char *close_unknown[] = {"--close-batch", "nope", NULL};
+    uint64_t unknown_before = zlt_counter (fx.admin, "err_unknown_batch");
     assert_int_equal (s_submit (&fx, close_unknown, NULL, NULL, &err), 1);
     assert_true (s_has (err, "no such batch"));
+    assert_int_equal (zlt_counter (fx.admin, "err_unknown_batch"), unknown_before + 1); // counted
     free (err);
 
     // it settles with nothing to run: batch show says so, and no callback ran
