@@ -145,6 +145,14 @@ s_spec_problem (zl_admission_t *self, const zl_job_spec_t *spec)
         return "a batch's callback (open_batch) has no deadline: it waits for the batch";
     if (spec->batch && spec->batch[0] && strlen (spec->batch) > ZL_BATCH_ID_MAX)
         return zl_arena_printf (a, "field 'batch' is longer than %d bytes", ZL_BATCH_ID_MAX);
+    if (spec->ordering_key && spec->ordering_key[0]) {
+        if (strlen (spec->ordering_key) > ZL_ORDERING_KEY_MAX)
+            return zl_arena_printf (a, "field 'ordering_key' is longer than %d bytes",
+                                    ZL_ORDERING_KEY_MAX);
+        if (spec->n_depends_on || spec->n_depends_on_seq || spec->open_batch)
+            return "a job with an ordering_key may not have parents (depends_on) or open a "
+                   "batch (open_batch): its key's order is what it waits for";
+    }
     if (spec->open_batch) {
         if ((spec->batch && spec->batch[0]) || spec->n_depends_on || spec->n_depends_on_seq)
             return "a spec that opens a batch (open_batch) may not join one (batch) or have "

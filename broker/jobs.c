@@ -5,6 +5,7 @@
 #include "heap.h"
 #include "hist.h"
 #include "log.h"
+#include "ordering.h"
 #include "text.h"
 #include "u64map.h"
 #include "zl_alloc.h"
@@ -63,8 +64,18 @@ struct _zl_jobs_t {
     // their job finished)
     zl_u64map_t *deadline_of; // job id -> s_deadline_t
     zl_heap_t *deadlines;
-    uint64_t expired; // jobs dead-lettered at their deadline
+    uint64_t expired;              // jobs dead-lettered at their deadline
+    zl_ordering_t *ordering;       // ordering keys: who goes next in each group
+    struct s_restored_order *rord; // recovery: jobs with an ordering key, grouped at the end
+    size_t n_rord, cap_rord;
 };
+
+// A recovered job of an ordering key: its group and place, joined in order
+// once every job is in.
+typedef struct s_restored_order {
+    zl_job_t *job;
+    uint64_t group, seq;
+} s_restored_order_t;
 
 typedef struct {
     int64_t at_ms; // wall clock
@@ -188,6 +199,7 @@ zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *
     self->batches = zl_batches_new ();
     self->deadline_of = zl_u64map_new ();
     self->deadlines = zl_heap_new (s_deadline_less, offsetof (s_deadline_t, slot), UINT32_MAX);
+    self->ordering = zl_ordering_new ();
     return self;
 }
 
@@ -225,6 +237,8 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     for (size_t i = 0; i < self->n_rdeps; i++)
         free (self->rdeps[i].parents);
     free (self->rdeps);
+    free (self->rord);
+    zl_ordering_destroy (&self->ordering);
     free (self);
     *self_p = NULL;
 }
@@ -354,6 +368,9 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
         zl_dep_t *dep = zl_deps_get (self->deps, job->id, false);
         st.failed_parent = dep ? dep->failed_parent : 0;
     }
+    if (job->flags & ZL_JOBF_ORDER)
+        st.order_seq = zl_ordering_seq (self->ordering, job->id);
+    st.ordering_head = job->state == ZL_JOB_DEAD && (job->flags & ZL_JOBF_ORDER_DIED);
     s_check (self, zl_store_put_state (self->store, job->id, &st), "state", job->id);
 }
 
@@ -381,6 +398,41 @@ s_make_delayed (zl_jobs_t *self, zl_job_t *job, uint64_t delay_ms, zl_now_t now)
     job->due_ms = now.mono_ms + (int64_t)delay_ms;
     job->flow->delayed++;
     zl_timers_set (self->timers, job);
+}
+
+static void s_waiting_count (zl_jobs_t *self, zl_job_t *job, int delta);
+
+// A job of an ordering key is held behind another: WAITING (its own delay,
+// if it has one, counted from its acceptance, kept in due_ms).
+static void
+s_hold (zl_jobs_t *self, zl_job_t *job, int64_t due_ms)
+{
+    job->state = ZL_JOB_WAITING;
+    job->due_ms = due_ms;
+    s_waiting_count (self, job, +1);
+}
+
+// `job` leaves its ordering key's group (its turn ended, or it was taken
+// out while held): the next job of the key goes, READY, or DELAYED until
+// its own delay ends. Its stored state needs no write: recovery finds the
+// order again from the records. A head that dies is marked so in the DLQ.
+// Called before `job` is linked into the DLQ or another list (a held job's
+// next/prev are its group's links) and without using the scratch.
+static void
+s_order_leave (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
+{
+    if (!(job->flags & ZL_JOBF_ORDER))
+        return;
+    if (job->state == ZL_JOB_DEAD && !(job->flags & ZL_JOBF_HELD))
+        job->flags |= ZL_JOBF_ORDER_DIED;
+    zl_job_t *next = zl_ordering_leave (self->ordering, job);
+    if (!next)
+        return;
+    s_waiting_count (self, next, -1);
+    if (next->due_ms > now.mono_ms)
+        s_make_delayed (self, next, (uint64_t)(next->due_ms - now.mono_ms), now);
+    else
+        s_make_ready (self, next, now);
 }
 
 static void
@@ -421,6 +473,7 @@ s_entomb (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *last, zl_now_t now
     job->flow->dlq++;
     job->flow->dead_lettered++;
     s_depth (job, -1);
+    s_order_leave (self, job, now); // (first: a held job's links are the DLQ's next)
     zl_dlq_add (self->dlq, job);
     s_put_state (self, job, last, NULL, 0, 0);
     zl_info ("jobs", "job %llu dead-lettered after %u attempt(s), lane=%s tenant=%s: %s",
@@ -796,6 +849,8 @@ zl_jobs_graph_stats (zl_jobs_t *self, zl_jobs_graph_stats_t *out)
     self->gstats.not_yet_exhausted = self->not_yet_exhausted;
     *out = self->gstats;
     out->nodes = zl_deps_count (self->deps);
+    out->ordering_keys = zl_ordering_groups (self->ordering);
+    out->ordering_held = zl_ordering_held (self->ordering);
 }
 
 void
@@ -897,6 +952,7 @@ zl_jobs_stage (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, const zl
                         .batch_self = spec->open_batch ? zl_jobs_batch_name (self, id, spec) : "",
                         .batch_no_callback = spec->open_batch && spec->batch_no_callback,
                         .priority_plus1 = spec->has_priority ? spec->priority + 1 : 0,
+                        .ordering_key = spec->ordering_key ? spec->ordering_key : "",
                         .deadline_ms = spec->open_batch ? 0 : s_deadline_of (spec, lc, now)};
     zl_store_rc_t rc = zl_store_put_job (self->store, id, &rec);
     if (rc == ZL_STORE_OK && spec->idempotency_key[0]) {
@@ -955,6 +1011,14 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
         if (b) {
             job->flags |= ZL_JOBF_BATCH;
             zl_batches_join (self->batches, b, id);
+        }
+    }
+    if (spec->ordering_key && spec->ordering_key[0]) { // (admission: no parents then)
+        uint64_t group = zl_ordering_group (self->ordering, flow, spec->ordering_key);
+        if (!zl_ordering_join (self->ordering, job, group, id)) {
+            job->seq = id;
+            s_hold (self, job, spec->delay_ms ? now.mono_ms + spec->delay_ms : 0);
+            return job;
         }
     }
     if (spec->n_depends_on) {
@@ -1022,6 +1086,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack
                 job->flow->lane->cfg.keep_outcomes;
     job->state = ZL_JOB_DONE;
     job->dead_at_ms = now.wall_ms;
+    s_order_leave (self, job, now); // the next job of its ordering key goes
     s_batch_note (self, job);
     self->ack_job = job;
     self->ack_result = ack->result;
@@ -1226,12 +1291,29 @@ s_deadline_again (zl_jobs_t *self, const zl_job_t *job)
 void
 zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
-    s_deadline_again (self, job);
+    // it keeps its deadline (in its record), and its ordering key: it joins
+    // the key's line again at its end, as a job accepted now would
+    zl_job_rec_t rec;
+    zl_arena_reset (self->scratch);
+    uint64_t group = 0;
+    if (zl_store_get_job (self->store, job->id, self->scratch, &rec) == ZL_STORE_OK) {
+        s_deadline_set (self, job->id, rec.deadline_ms);
+        if (rec.ordering_key && rec.ordering_key[0])
+            group = zl_ordering_group (self->ordering, job->flow, rec.ordering_key);
+    }
     zl_dlq_remove (self->dlq, job);
     job->flow->dlq--;
     job->attempt = 0;
     job->has_history = 0; // the history starts again with the fresh attempts
+    job->flags &= (uint8_t)~ZL_JOBF_ORDER_DIED;
     s_depth (job, +1);
+    if (group && !zl_ordering_join (self->ordering, job, group, zl_jobs_take_id (self))) {
+        s_hold (self, job, 0);
+        s_batch_note (self, job);
+        zl_arena_reset (self->scratch);
+        s_put_state (self, job, NULL, NULL, 0, 0); // its new place (order_seq)
+        return;
+    }
     if (!(job->flags & ZL_JOBF_DEPS)) {
         s_make_ready (self, job, now);
         s_batch_note (self, job);
@@ -1271,6 +1353,8 @@ zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *aren
     d->enqueued_at_ms = (uint64_t)rec.enqueued_at_ms;
     d->dead_at_ms = (uint64_t)job->dead_at_ms;
     d->error = st.n_history ? st.history[st.n_history - 1].error : "";
+    d->ordering_key = rec.ordering_key ? rec.ordering_key : "";
+    d->ordering_head = st.ordering_head;
     if (full) {
         d->payload = rec.payload;
         d->n_headers = rec.n_headers;
@@ -1384,6 +1468,7 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
     job->state = ZL_JOB_CANCELLED;
     job->cancelled_at_ms = now.wall_ms;
     job->seq = zl_jobs_take_id (self); // order of cancellation
+    s_order_leave (self, job, now);    // (before its links are the kept list's)
     s_cancelled_add (self, job);
     s_put_state (self, job, extra, NULL, 0, 0);
     zl_info ("jobs", "job %llu cancelled (it was %s), lane=%s tenant=%s", (unsigned long long)id,
@@ -1483,6 +1568,50 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
         job->flags |= ZL_JOBF_BATCH;
         zl_batches_restore_member (self->batches, rec->batch, id, s_batch_class (job));
     }
+    // (a held job was stored READY, DELAYED or, redriven, WAITING: all come
+    // back READY or DELAYED here, and wait their turn again at the end)
+    if (rec->ordering_key && rec->ordering_key[0] &&
+        (job->state == ZL_JOB_READY || job->state == ZL_JOB_DELAYED)) {
+        if (self->n_rord == self->cap_rord) {
+            self->cap_rord = self->cap_rord ? self->cap_rord * 2 : 256;
+            self->rord = zl_realloc (self->rord, self->cap_rord * sizeof *self->rord);
+        }
+        self->rord[self->n_rord++] =
+            (s_restored_order_t){job, zl_ordering_group (self->ordering, flow, rec->ordering_key),
+                                 st && st->order_seq ? st->order_seq : id};
+    }
+}
+
+static int
+s_cmp_order (const void *a, const void *b)
+{
+    const s_restored_order_t *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+// Recovery's end for ordering keys: each key's jobs join its group in their
+// order; the first still to run is its head (as restored), the others are
+// held again.
+static void
+s_restore_order (zl_jobs_t *self)
+{
+    if (self->n_rord)
+        qsort (self->rord, self->n_rord, sizeof *self->rord, s_cmp_order);
+    for (size_t i = 0; i < self->n_rord; i++) {
+        s_restored_order_t *r = &self->rord[i];
+        zl_job_t *job = r->job;
+        if (zl_ordering_join (self->ordering, job, r->group, r->seq))
+            continue;
+        if (job->state == ZL_JOB_DELAYED) {
+            zl_timers_cancel (self->timers, job);
+            job->flow->delayed--;
+            s_hold (self, job, job->due_ms);
+        } else
+            s_hold (self, job, 0); // (still in the restored list: not pushed)
+    }
+    free (self->rord);
+    self->rord = NULL;
+    self->n_rord = self->cap_rord = 0;
 }
 
 static void
@@ -1677,6 +1806,7 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
 {
     if (next_id > self->next_id)
         self->next_id = next_id;
+    s_restore_order (self);
     if (self->n_restored) // qsort of NULL is undefined even for 0 items
         qsort (self->restored, self->n_restored, sizeof (zl_job_t *), s_cmp_restored);
     for (size_t i = 0; i < self->n_restored; i++) {
@@ -1685,7 +1815,7 @@ zl_jobs_restore_done (zl_jobs_t *self, uint64_t next_id, zl_now_t now)
             zl_dlq_add (self->dlq, job);
         else if (job->state == ZL_JOB_CANCELLED)
             s_cancelled_add (self, job);
-        else {
+        else if (job->state == ZL_JOB_READY) { // (not one held for its ordering key)
             job->ready_ms = now.mono_ms;
             zl_sched_push (self->sched, job);
         }

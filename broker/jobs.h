@@ -82,6 +82,8 @@ typedef struct {
     uint64_t expired;           // kept outcomes forgotten at result_retention (counter)
     uint64_t not_yet;           // NOT_YET nacks (counter)
     uint64_t not_yet_exhausted; // jobs dead-lettered for passing max_not_yet (counter)
+    uint64_t ordering_keys;     // ordering keys with jobs (gauge)
+    uint64_t ordering_held;     // jobs waiting for their ordering key's turn (gauge)
 } zl_jobs_graph_stats_t;
 
 #define ZL_NOT_YET_DEFAULT_MS 1000 // a NOT_YET nack's delay when it gives none

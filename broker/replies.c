@@ -648,7 +648,8 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
                           .lease_ms = job->lease_ms,
                           .max_run_ms = job->max_run_ms,
                           .max_attempts = job->max_attempts,
-                          .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms};
+                          .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms,
+                          .ordering_key = rec.ordering_key};
     if (rec.n_depends_on)
         zl_jobs_parent_results (self->env.jobs, &rec, self->frame, &out->n_parent_results,
                                 &out->parent_results);

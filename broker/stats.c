@@ -67,6 +67,8 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"jobs_rearmed", gs.rearmed},
                             {"jobs_not_yet", gs.not_yet},
                             {"jobs_not_yet_exhausted", gs.not_yet_exhausted},
+                            {"ordering_keys", gs.ordering_keys},
+                            {"jobs_ordering_held", gs.ordering_held},
                             {"store_map_bytes", ss.map_size},
                             {"store_used_bytes", ss.used_bytes},
                             {"store_file_bytes", ss.file_bytes},

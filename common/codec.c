@@ -197,6 +197,8 @@ s_dec_dead_letter (zl_arena_t *a, zl_dead_letter_t *out, const Zlane__V1__DeadLe
     }
     out->n_headers = in->n_headers;
     out->headers = s_dec_headers (a, in->n_headers, in->headers);
+    out->ordering_key = in->ordering_key;
+    out->ordering_head = in->ordering_head;
 }
 
 static void
@@ -349,7 +351,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                 .max_age_ms = j->max_age_ms,
                                 .has_priority = j->priority_given_case ==
                                                 ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY,
-                                .priority = j->priority};
+                                .priority = j->priority,
+                                .ordering_key = j->ordering_key};
             if (j->open_batch) {
                 o->jobs[i].open_batch_id = j->open_batch->batch_id;
                 o->jobs[i].batch_no_callback = j->open_batch->no_callback;
@@ -454,7 +457,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                .max_run_ms = j->max_run_ms,
                                .max_attempts = j->max_attempts,
                                .enqueued_at_ms = j->enqueued_at_ms,
-                               .n_parent_results = j->n_parent_results};
+                               .n_parent_results = j->n_parent_results,
+                               .ordering_key = j->ordering_key};
             zl_parent_result_t *pr = ARR (a, j->n_parent_results, zl_parent_result_t);
             for (size_t k = 0; k < j->n_parent_results; k++)
                 pr[k] = (zl_parent_result_t){j->parent_results[k]->job_id,
@@ -850,6 +854,8 @@ s_enc_dead_letter (zl_arena_t *a, const zl_dead_letter_t *in)
     }
     d->n_headers = in->n_headers;
     d->headers = s_enc_headers (a, in->n_headers, in->headers);
+    d->ordering_key = S (in->ordering_key);
+    d->ordering_head = in->ordering_head;
     return d;
 }
 
@@ -1011,6 +1017,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->batch = S (j->batch);
             o->deadline_ms = j->deadline_ms;
             o->max_age_ms = j->max_age_ms;
+            o->ordering_key = S (j->ordering_key);
             if (j->has_priority) {
                 o->priority_given_case = ZLANE__V1__JOB_SPEC__PRIORITY_GIVEN_PRIORITY;
                 o->priority = j->priority;
@@ -1174,6 +1181,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             }
             if (j->batch)
                 o->batch = s_enc_batch (a, j->batch);
+            o->ordering_key = S (j->ordering_key);
             e->dispatch->jobs[i] = o;
         }
         break;

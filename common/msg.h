@@ -89,12 +89,14 @@ typedef struct {
     uint32_t max_age_ms;       // from acceptance, 0 = none
     bool has_priority;         // priority given (else ZL_PRIORITY_DEFAULT)
     uint32_t priority;         // 0 (lowest) to ZL_PRIORITY_MAX
+    const char *ordering_key;  // FIFO group within (lane, tenant) ("" none)
     const char *invalid;       // decode: why a string field of this spec is bad, or NULL
 } zl_job_spec_t;
 
-#define ZL_BATCH_ID_MAX 128   // bytes of a batch id
-#define ZL_PRIORITY_MAX 9     // priorities are 0 .. 9
-#define ZL_PRIORITY_DEFAULT 5 // a spec that gives none
+#define ZL_BATCH_ID_MAX 128     // bytes of a batch id
+#define ZL_PRIORITY_MAX 9       // priorities are 0 .. 9
+#define ZL_PRIORITY_DEFAULT 5   // a spec that gives none
+#define ZL_ORDERING_KEY_MAX 256 // bytes of an ordering key
 
 typedef struct {
     size_t n;
@@ -256,6 +258,7 @@ typedef struct {
     size_t n_parent_results; // one per parent, in depends_on order
     const struct zl_parent_result *parent_results;
     const zl_batch_info_t *batch; // a batch's callback: the batch as it settled (else NULL)
+    const char *ordering_key;     // "" none
 } zl_job_msg_t;
 
 typedef struct {
@@ -365,6 +368,8 @@ typedef struct {
     zl_attempt_t *attempts;
     size_t n_headers;
     zl_header_t *headers;
+    const char *ordering_key; // "" none
+    bool ordering_head;       // it died at the head of its ordering key
 } zl_dead_letter_t;
 
 typedef struct {

@@ -102,6 +102,7 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     m->batch_no_callback = r->batch_no_callback;
     m->batch_summary = s_batch_prepare (a, r->batch_summary);
     m->deadline_ms = r->deadline_ms;
+    m->ordering_key = S (r->ordering_key);
     if (r->priority_plus1) {
         m->priority_given_case = ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY;
         m->priority = r->priority_plus1 - 1;
@@ -145,6 +146,8 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     m->done_at_ms = r->done_at_ms;
     m->failed_parent = r->failed_parent;
     m->batch = s_batch_prepare (a, r->batch);
+    m->order_seq = r->order_seq;
+    m->ordering_head = r->ordering_head;
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -192,6 +195,7 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
     out->batch_no_callback = m->batch_no_callback;
     out->batch_summary = s_batch_decode (arena, m->batch_summary);
     out->deadline_ms = m->deadline_ms;
+    out->ordering_key = s_text (arena, m->ordering_key);
     out->priority_plus1 =
         m->priority_given_case == ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY &&
                 m->priority <= ZL_PRIORITY_MAX
@@ -233,6 +237,8 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->done_at_ms = m->done_at_ms;
     out->failed_parent = m->failed_parent;
     out->batch = s_batch_decode (arena, m->batch);
+    out->order_seq = m->order_seq;
+    out->ordering_head = m->ordering_head;
     return 0;
 }
 

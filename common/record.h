@@ -53,7 +53,8 @@ typedef struct {
     // its priority + 1; 0 (a zeroed record, or one written before priorities):
     // ZL_PRIORITY_DEFAULT (zl_record_priority)
     uint32_t priority_plus1;
-    int64_t deadline_ms; // wall clock, 0 = none
+    int64_t deadline_ms;      // wall clock, 0 = none
+    const char *ordering_key; // "" none
 } zl_job_rec_t;
 
 /*  A job record's priority, 0 to ZL_PRIORITY_MAX. */
@@ -78,6 +79,8 @@ typedef struct {
     int64_t done_at_ms;          // done: wall clock of the ack
     uint64_t failed_parent;      // dead for a parent: that parent
     const zl_batch_rec_t *batch; // a batch's record job, waiting: its progress (else NULL)
+    uint64_t order_seq;          // its place among its ordering key's jobs (0: its id)
+    bool ordering_head;          // dead: it died at the head of its ordering key
 } zl_state_rec_t;
 
 typedef struct {

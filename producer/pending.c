@@ -52,6 +52,7 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
     bytes += s_len (job->tenant) + 1 + s_len (job->lane) + 1 + s_len (use_key) + 1;
     bytes += job->payload_len + 1;
     bytes += s_len (job->batch) + 1 + s_len (job->open_batch_id) + 1;
+    bytes += s_len (job->ordering_key) + 1;
     for (size_t i = 0; i < job->n_headers; i++)
         bytes += s_len (job->headers[i].key) + 1 + s_len (job->headers[i].value) + 1;
 
@@ -86,6 +87,7 @@ zl_pending_job_new (const zl_producer_job_t *job, uint64_t seq, const char *key,
     self->spec.deadline_ms = job->deadline_ms;
     self->spec.max_age_ms = job->max_age_ms;
     self->spec.priority = job->priority;
+    self->spec.ordering_key = s_put (&cursor, job->ordering_key, s_len (job->ordering_key));
     for (size_t i = 0; i < job->n_headers; i++) {
         const zl_header_t *h = &job->headers[i];
         self->headers[i].key = s_put (&cursor, h->key, s_len (h->key));

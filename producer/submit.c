@@ -62,6 +62,8 @@ static const char s_usage[] =
     "  --max-run D           total run time allowed (default: lane's)\n"
     "  --header K=V          a header passed to the handler; repeatable\n"
     "  --priority N          0 (lowest) to 9, within the lane and tenant (default 5)\n"
+    "  --ordering-key K      run one at a time, in order, with the jobs of this tenant\n"
+    "                        and lane that have key K (FIFO group)\n"
     "  --max-age D           not run once D has passed since it was accepted: then\n"
     "                        dead-lettered (expired), a running attempt stopped\n"
     "  --after ID            run only once job ID was acked (its result is handed\n"
@@ -139,6 +141,7 @@ typedef struct {
     const char *close_batch;  // --close-batch
     int priority;             // --priority, -1 = none
     uint32_t max_age_ms;      // --max-age
+    const char *ordering_key; // --ordering-key
 } s_args_t;
 
 //  One job's result, kept until every earlier job's line is printed.
@@ -415,6 +418,7 @@ s_fill_job (const s_args_t *args, zl_producer_job_t *job)
                                                     : NULL,
                                .batch_no_callback = args->no_callback,
                                .max_age_ms = args->max_age_ms,
+                               .ordering_key = args->ordering_key,
                                .has_priority = args->priority >= 0,
                                .priority = (uint8_t)(args->priority >= 0 ? args->priority : 0)};
 }
@@ -653,7 +657,8 @@ enum {
     OPT_NO_CALLBACK,
     OPT_CLOSE_BATCH,
     OPT_PRIORITY,
-    OPT_MAX_AGE
+    OPT_MAX_AGE,
+    OPT_ORDERING_KEY
 };
 
 static const struct option s_options[] = {
@@ -683,6 +688,7 @@ static const struct option s_options[] = {
     {"close-batch", required_argument, NULL, OPT_CLOSE_BATCH},
     {"priority", required_argument, NULL, OPT_PRIORITY},
     {"max-age", required_argument, NULL, OPT_MAX_AGE},
+    {"ordering-key", required_argument, NULL, OPT_ORDERING_KEY},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -770,6 +776,7 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         case OPT_OPEN_BATCH: args->open_batch = optarg; break;
         case OPT_NO_CALLBACK: args->no_callback = true; break;
         case OPT_CLOSE_BATCH: args->close_batch = optarg; break;
+        case OPT_ORDERING_KEY: args->ordering_key = optarg; break;
         case OPT_MAX_AGE:
             if (s_duration_arg ("--max-age", optarg, &args->max_age_ms) < 0)
                 return -1;

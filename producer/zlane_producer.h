@@ -105,6 +105,9 @@ typedef struct {
     // 0 none), acceptance + max_age_ms (0 none) and the lane's max_age
     uint64_t deadline_ms;
     uint32_t max_age_ms;
+    // ordering key (README, "Ordering keys"): the jobs of this tenant and
+    // lane with the same key run one at a time, in the order accepted
+    const char *ordering_key; // NULL or "" = none
 } zl_producer_job_t;
 
 /*  Counters since zl_producer_new. */

@@ -286,6 +286,8 @@ s_env_build (s_env_t *env, const zl_exec_t *self, const zl_worker_job_t *job, co
     s_env_setf (env, "ZLANE_TENANT=%s", job->tenant);
     s_env_setf (env, "ZLANE_LANE=%s", job->lane);
     s_env_setf (env, "ZLANE_IDEMPOTENCY_KEY=%s", job->idempotency_key);
+    if (job->ordering_key && job->ordering_key[0])
+        s_env_setf (env, "ZLANE_ORDERING_KEY=%s", job->ordering_key);
     s_env_setf (env, "ZLANE_LEASE_MS=%u", job->lease_ms);
     s_env_setf (env, "ZLANE_MAX_RUN_MS=%u", job->max_run_ms);
     s_env_setf (env, "ZLANE_MAX_ATTEMPTS=%u", job->max_attempts);

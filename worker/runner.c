@@ -56,7 +56,7 @@ static const char *s_usage =
     "                        starts\n"
     "  ZLANE_JOB_ID, ZLANE_ATTEMPT (1 = first), ZLANE_TENANT, ZLANE_LANE,\n"
     "  ZLANE_IDEMPOTENCY_KEY (pass it downstream), ZLANE_LEASE_MS, ZLANE_MAX_RUN_MS,\n"
-    "  ZLANE_MAX_ATTEMPTS, ZLANE_ENQUEUED_AT_MS, ZLANE_WORKER\n"
+    "  ZLANE_MAX_ATTEMPTS, ZLANE_ENQUEUED_AT_MS, ZLANE_WORKER, ZLANE_ORDERING_KEY\n"
     "  ZLANE_HEADER_<KEY>    each header; KEY uppercased, other than A-Z 0-9 -> '_'\n"
     "CMD's stdout goes to the worker's stdout; its stderr is captured.\n"
     "\n"

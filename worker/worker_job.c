@@ -48,7 +48,7 @@ zl_held_job_new (const zl_worker_job_t *fields)
     for (size_t i = 0; i < fields->n_parent_results; i++)
         results_size += fields->parent_results[i].result.len;
     size_t strings_size = s_str_size (fields->tenant) + s_str_size (fields->lane) +
-                          s_str_size (fields->idempotency_key);
+                          s_str_size (fields->idempotency_key) + s_str_size (fields->ordering_key);
     for (size_t i = 0; i < fields->n_headers; i++)
         strings_size += s_str_size (fields->headers[i].key) + s_str_size (fields->headers[i].value);
     zl_held_job_t *self = zl_calloc (1, head + headers_size + parents_size + fields->len +
@@ -74,6 +74,7 @@ zl_held_job_new (const zl_worker_job_t *fields)
     self->pub.tenant = s_copy_str (&b, fields->tenant);
     self->pub.lane = s_copy_str (&b, fields->lane);
     self->pub.idempotency_key = s_copy_str (&b, fields->idempotency_key);
+    self->pub.ordering_key = s_copy_str (&b, fields->ordering_key);
     for (size_t i = 0; i < fields->n_headers; i++) {
         headers[i].key = s_copy_str (&b, fields->headers[i].key);
         headers[i].value = s_copy_str (&b, fields->headers[i].value);

@@ -763,7 +763,8 @@ s_on_dispatch (zl_worker_t *self, const zl_dispatch_t *d, int64_t now_ms)
                                   .enqueued_at_ms = j->enqueued_at_ms,
                                   .n_parent_results = j->n_parent_results,
                                   .parent_results = j->parent_results,
-                                  .batch = j->batch};
+                                  .batch = j->batch,
+                                  .ordering_key = j->ordering_key};
         zl_held_job_t *h = zl_held_job_new (&fields);
         h->received_ms = now_ms;
         bool extend = self->opts.extend && !self->opts.ack_early && j->lease_ms >= 2;

@@ -50,6 +50,7 @@ typedef struct {
     const zl_parent_result_t *parent_results;
     // a batch's callback: the batch as it settled (counts, failed ids); else NULL
     const zl_batch_info_t *batch;
+    const char *ordering_key; // its ordering key ("" none)
 } zl_worker_job_t;
 
 /*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */

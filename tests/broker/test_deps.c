@@ -226,9 +226,17 @@ s_turn (fx_t *fx)
         dlq += j->state == ZL_JOB_DEAD;
         depth += j->state != ZL_JOB_DEAD && j->state != ZL_JOB_DONE && j->state != ZL_JOB_CANCELLED;
     }
-    assert_int_equal (fx->flow->waiting, waiting);
-    assert_int_equal (fx->flow->ready, ready);
-    assert_int_equal (fx->flow->dlq, dlq);
+    size_t n_flows;
+    zl_flow_t **flows = zl_sched_flows (fx->sched, &n_flows);
+    uint64_t f_waiting = 0, f_ready = 0, f_dlq = 0;
+    for (size_t i = 0; i < n_flows; i++) {
+        f_waiting += flows[i]->waiting;
+        f_ready += flows[i]->ready;
+        f_dlq += flows[i]->dlq;
+    }
+    assert_int_equal (f_waiting, waiting);
+    assert_int_equal (f_ready, ready);
+    assert_int_equal (f_dlq, dlq);
     assert_int_equal (zl_dlq_depth (zl_jobs_dlq (fx->jobs)), dlq);
     assert_int_equal (fx->lane->depth, depth);
     zl_jobs_graph_stats_t gs;
@@ -829,6 +837,224 @@ test_priority_survives_restart (void **state)
     s_no_ready (fx);
 }
 
+// ---------------------------------------------------------------- ordering keys
+// Submit a job of `tenant` with ordering key `key` (NULL none) and a delay;
+// returns its id.
+static uint64_t
+s_submit_key (fx_t *fx, const char *tenant, const char *key, uint32_t delay_ms)
+{
+    zl_job_spec_t spec = {.tenant = tenant,
+                          .lane = "work",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "",
+                          .delay_ms = delay_ms,
+                          .ordering_key = key ? key : ""};
+    zl_flow_t *flow = zl_sched_flow (fx->sched, fx->lane, zl_lanes_tenant (fx->lanes, tenant));
+    uint64_t id = zl_jobs_take_id (fx->jobs);
+    assert_int_equal (zl_jobs_stage (fx->jobs, id, &spec, &fx->lane->cfg, s_now (fx)), ZL_STORE_OK);
+    assert_non_null (zl_jobs_accept (fx->jobs, id, &spec, flow, s_now (fx)));
+    s_turn (fx);
+    return id;
+}
+
+// Lease job `id`, which must be READY (whatever the fair share would pick).
+static zl_job_t *
+s_lease_id (fx_t *fx, uint64_t id)
+{
+    zl_job_t *j = zl_jobs_find (fx->jobs, id);
+    assert_non_null (j);
+    if (j->state != ZL_JOB_READY)
+        fail_msg ("job %llu is %s, not ready", (unsigned long long)id,
+                  zl_job_state_name (j->state));
+    zl_sched_remove (fx->sched, j);
+    zl_jobs_lease (fx->jobs, j, fx->w, s_now (fx));
+    s_turn (fx);
+    return j;
+}
+
+static void
+s_nack_id (fx_t *fx, uint64_t id, zl_fail_class_t cls)
+{
+    zl_job_t *j = zl_jobs_find (fx->jobs, id);
+    zl_nack_item_t nack = {.job_id = id, .lease = j->lease->token, .cls = cls, .error = "no"};
+    assert_int_equal (zl_jobs_nack (fx->jobs, fx->w, &nack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+}
+
+static void
+s_ack_id (fx_t *fx, uint64_t id)
+{
+    s_lease_id (fx, id);
+    s_ack (fx, id, NULL);
+}
+
+static zl_jobs_graph_stats_t
+s_gstats (fx_t *fx)
+{
+    zl_jobs_graph_stats_t gs;
+    zl_jobs_graph_stats (fx->jobs, &gs);
+    return gs;
+}
+
+// The dead letter of `id` as the protocol shows it (valid until the next).
+static zl_dead_letter_t
+s_dead_letter (fx_t *fx, uint64_t id)
+{
+    zl_dead_letter_t d;
+    zl_arena_reset (fx->arena);
+    assert_int_equal (
+        zl_jobs_dead_letter (fx->jobs, zl_jobs_find (fx->jobs, id), true, fx->arena, &d), 0);
+    return d;
+}
+
+// Jobs with one key run one at a time in submit order; a retry holds the
+// ones behind it; other keys, jobs without a key and the same key of
+// another tenant go on in parallel; a dead head lets the next one go and
+// its dead letter says it was a head.
+static void
+test_ordering_one_at_a_time (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t a1 = s_submit_key (fx, "acme", "order-7", 0);
+    uint64_t a2 = s_submit_key (fx, "acme", "order-7", 0);
+    uint64_t a3 = s_submit_key (fx, "acme", "order-7", 0);
+    uint64_t b1 = s_submit_key (fx, "acme", "order-8", 0);
+    uint64_t n1 = s_submit_key (fx, "acme", NULL, 0);
+    uint64_t g1 = s_submit_key (fx, "globex", "order-7", 0);
+    uint64_t g2 = s_submit_key (fx, "globex", "order-7", 0);
+    assert_int_equal (s_state (fx, a1), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, a2), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, a3), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, b1), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, n1), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, g1), ZL_JOB_READY);
+    assert_int_equal (s_state (fx, g2), ZL_JOB_WAITING);
+    assert_int_equal (s_gstats (fx).ordering_keys, 3);
+    assert_int_equal (s_gstats (fx).ordering_held, 3);
+    // a1 fails twice over (a retry, then its last attempt): a2 waits all along
+    s_lease_id (fx, a1);
+    s_nack_id (fx, a1, ZL_FAIL_TRANSIENT);
+    assert_true (s_state (fx, a1) == ZL_JOB_READY || s_state (fx, a1) == ZL_JOB_DELAYED);
+    assert_int_equal (s_state (fx, a2), ZL_JOB_WAITING);
+    fx->t += 10000;
+    zl_jobs_fire_timers (fx->jobs, s_now (fx));
+    s_turn (fx);
+    s_lease_id (fx, a1);
+    assert_int_equal (s_state (fx, a2), ZL_JOB_WAITING);
+    s_nack_id (fx, a1, ZL_FAIL_TRANSIENT); // attempts used up (2)
+    assert_int_equal (s_state (fx, a1), ZL_JOB_DEAD);
+    zl_dead_letter_t d = s_dead_letter (fx, a1);
+    assert_string_equal (d.ordering_key, "order-7");
+    assert_true (d.ordering_head);
+    assert_int_equal (s_state (fx, a2), ZL_JOB_READY); // the next one proceeds
+    assert_int_equal (s_state (fx, a3), ZL_JOB_WAITING);
+    // the other tenant's key of the same name is its own line
+    s_ack_id (fx, g1);
+    assert_int_equal (s_state (fx, g2), ZL_JOB_READY);
+    s_ack_id (fx, a2);
+    assert_int_equal (s_state (fx, a3), ZL_JOB_READY);
+    s_ack_id (fx, a3);
+    s_ack_id (fx, g2);
+    s_ack_id (fx, b1);
+    s_ack_id (fx, n1);
+    s_no_ready (fx);
+    assert_int_equal (s_gstats (fx).ordering_keys, 0); // nothing left of the groups
+    assert_int_equal (s_gstats (fx).ordering_held, 0);
+}
+
+// Held jobs taken out of the line (cancelled, expired) leave it without
+// stopping it; a held job's own delay counts from its acceptance.
+static void
+test_ordering_cancel_expire_delay (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t k1 = s_submit_key (fx, "acme", "k", 0);
+    uint64_t k2 = s_submit_key (fx, "acme", "k", 0);
+    uint64_t k3 = s_submit_key (fx, "acme", "k", 0);
+    uint64_t k4 = s_submit_key (fx, "acme", "k", 5000); // due at t = 5000
+    s_lease_id (fx, k1);
+    zl_cancel_item_t item;
+    assert_int_equal (zl_jobs_cancel (fx->jobs, k2, s_now (fx), &item), ZL_CANCEL_CANCELLED);
+    assert_string_equal (item.state, "waiting");
+    s_turn (fx);
+    assert_int_equal (s_state (fx, k3), ZL_JOB_WAITING);
+    s_ack (fx, k1, NULL);
+    assert_int_equal (s_state (fx, k3), ZL_JOB_READY); // k2 skipped: cancelled
+    // a held job past its deadline dies where it waits, not as a head
+    zl_job_spec_t spec = {.tenant = "acme",
+                          .lane = "work",
+                          .payload = {(const uint8_t *)"p", 1},
+                          .idempotency_key = "",
+                          .ordering_key = "k",
+                          .max_age_ms = 100};
+    uint64_t k5 = zl_jobs_take_id (fx->jobs);
+    assert_int_equal (zl_jobs_stage (fx->jobs, k5, &spec, &fx->lane->cfg, s_now (fx)), ZL_STORE_OK);
+    assert_non_null (zl_jobs_accept (fx->jobs, k5, &spec, fx->flow, s_now (fx)));
+    s_turn (fx);
+    assert_int_equal (s_state (fx, k5), ZL_JOB_WAITING);
+    fx->t += 200;
+    assert_int_equal (zl_jobs_expire_deadlines (fx->jobs, s_now (fx), 10), 1);
+    s_turn (fx);
+    assert_int_equal (s_state (fx, k5), ZL_JOB_DEAD);
+    assert_false (s_dead_letter (fx, k5).ordering_head);
+    // k3 runs; then k4 goes, but its delay has not ended yet
+    s_ack_id (fx, k3);
+    assert_int_equal (s_state (fx, k4), ZL_JOB_DELAYED);
+    fx->t = 5000;
+    zl_jobs_fire_timers (fx->jobs, s_now (fx));
+    s_turn (fx);
+    s_ack_id (fx, k4);
+    s_no_ready (fx);
+    assert_int_equal (s_gstats (fx).ordering_keys, 0);
+}
+
+// The line survives restarts: a head that was running is the head again,
+// the held ones stay held in order, a delayed held job keeps its delay,
+// and a redriven dead head goes to the end of its key's line, there too
+// after a restart.
+static void
+test_ordering_survives_restart (void **state)
+{
+    fx_t *fx = *state;
+    uint64_t r1 = s_submit_key (fx, "acme", "r", 0);
+    uint64_t r2 = s_submit_key (fx, "acme", "r", 0);
+    uint64_t r3 = s_submit_key (fx, "acme", "r", 3000);
+    uint64_t r4 = s_submit_key (fx, "acme", "r", 0);
+    s_lease_id (fx, r1);
+    zl_nack_item_t nack = {.job_id = r1,
+                           .lease = zl_jobs_find (fx->jobs, r1)->lease->token,
+                           .cls = ZL_FAIL_PERMANENT,
+                           .error = "bad"};
+    assert_int_equal (zl_jobs_nack (fx->jobs, fx->w, &nack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+    assert_int_equal (s_state (fx, r2), ZL_JOB_READY);
+    s_lease_id (fx, r2); // running when the broker stops
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, r1), s_now (fx));
+    s_turn (fx);
+    assert_int_equal (s_state (fx, r1), ZL_JOB_WAITING); // behind r2, r3, r4
+    s_restart (fx);
+    assert_int_equal (s_state (fx, r2), ZL_JOB_READY); // its attempt cut, the head again
+    assert_int_equal (s_state (fx, r3), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, r4), ZL_JOB_WAITING);
+    assert_int_equal (s_state (fx, r1), ZL_JOB_WAITING);
+    assert_int_equal (s_gstats (fx).ordering_held, 3);
+    s_ack_id (fx, r2);
+    assert_int_equal (s_state (fx, r3), ZL_JOB_DELAYED); // its own delay, from acceptance
+    s_restart (fx);
+    assert_int_equal (s_state (fx, r3), ZL_JOB_DELAYED);
+    assert_int_equal (s_state (fx, r4), ZL_JOB_WAITING);
+    fx->t = 3000;
+    zl_jobs_fire_timers (fx->jobs, s_now (fx));
+    s_turn (fx);
+    s_ack_id (fx, r3);
+    s_restart (fx);
+    s_ack_id (fx, r4);
+    assert_int_equal (s_state (fx, r1), ZL_JOB_READY); // the redriven one, last
+    s_ack_id (fx, r1);
+    s_no_ready (fx);
+    assert_int_equal (s_gstats (fx).ordering_keys, 0);
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *st)
@@ -968,6 +1194,9 @@ main (void)
         cmocka_unit_test_setup_teardown (test_batch_redrive_purge_cancel, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_batch_recover, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_priority_survives_restart, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_ordering_one_at_a_time, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_ordering_cancel_expire_delay, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_ordering_survives_restart, s_setup, s_teardown),
     };
     failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
 #ifdef ZLT_PG_DEPS

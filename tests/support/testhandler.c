@@ -5,7 +5,8 @@
     --sleep (only on attempt N with --sleep-attempt N); then the first rule
     that applies decides the exit code: --ok-if-exists (0), --poison (1),
     --permanent-if (65), --throttle-ms (75, first attempt only),
-    --fail-until-attempt (1), else --exit (default 0); then --log's end line.
+    --fail-until-attempt (1), --fail-percent (1), else --exit (default 0);
+    then --log's and --journal's end lines.
     Plain libc: it starts fast. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,7 +38,12 @@ s_usage (FILE *out)
              "  --poison SUBSTR          exit 1 (message on stderr) if the payload has SUBSTR\n"
              "  --permanent-if SUBSTR    exit 65 if the payload has SUBSTR\n"
              "  --throttle-ms MS         on attempt 1 print retry-after=MSms, exit 75\n"
-             "  --echo-env               print the environment to stderr\n");
+             "  --echo-env               print the environment to stderr\n"
+             "  --fail-percent P         exit 1 (transient) in P %% of the runs, at random\n"
+             "  --journal FILE           append \"start KEY PAYLOAD ATTEMPT\" on start and\n"
+             "                           \"end KEY PAYLOAD ATTEMPT EXIT\" before exiting\n"
+             "                           (KEY: ZLANE_ORDERING_KEY or -; PAYLOAD: its first\n"
+             "                           200 bytes, for payloads without spaces)\n");
 }
 
 static long
@@ -127,6 +134,8 @@ main (int argc, char **argv)
         O_LOG,
         O_SLEEP_ATTEMPT,
         O_OK_IF_EXISTS,
+        O_FAIL_PERCENT,
+        O_JOURNAL,
         O_HELP
     };
     static const struct option opts[] = {{"record", required_argument, 0, O_RECORD},
@@ -140,9 +149,13 @@ main (int argc, char **argv)
                                          {"log", required_argument, 0, O_LOG},
                                          {"sleep-attempt", required_argument, 0, O_SLEEP_ATTEMPT},
                                          {"ok-if-exists", required_argument, 0, O_OK_IF_EXISTS},
+                                         {"fail-percent", required_argument, 0, O_FAIL_PERCENT},
+                                         {"journal", required_argument, 0, O_JOURNAL},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *record = NULL, *poison = NULL, *permanent = NULL, *log = NULL, *ok_file = NULL;
+    const char *journal = NULL;
+    long fail_percent = 0;
     long sleep_ms = 0, exit_code = 0, fail_until = 0, throttle_ms = -1, sleep_attempt = 0;
     int echo_env = 0, c;
     while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
@@ -158,6 +171,8 @@ main (int argc, char **argv)
         case O_LOG: log = optarg; break;
         case O_SLEEP_ATTEMPT: sleep_attempt = s_number ("--sleep-attempt", optarg); break;
         case O_OK_IF_EXISTS: ok_file = optarg; break;
+        case O_FAIL_PERCENT: fail_percent = s_number ("--fail-percent", optarg); break;
+        case O_JOURNAL: journal = optarg; break;
         case 'h':
         case O_HELP: s_usage (stdout); return 0;
         default: s_usage (stderr); return 2;
@@ -178,6 +193,15 @@ main (int argc, char **argv)
         int n = snprintf (line, sizeof line, "start %s %s %ld %lld\n", s_env ("ZLANE_JOB_ID"),
                           s_env ("ZLANE_ATTEMPT"), (long)getpid (), s_wall_ms ());
         s_append (log, line, n);
+    }
+    const char *okey = s_env ("ZLANE_ORDERING_KEY");
+    if (!okey[0])
+        okey = "-";
+    int shown = len > 200 ? 200 : (int)len;
+    if (journal) {
+        char line[512];
+        int n = snprintf (line, sizeof line, "start %s %.*s %ld\n", okey, shown, payload, attempt);
+        s_append (journal, line, n);
     }
     if (echo_env)
         for (char **e = environ; *e; e++)
@@ -203,6 +227,18 @@ main (int argc, char **argv)
     } else if (fail_until > 0 && attempt < fail_until) {
         fprintf (stderr, "failing attempt %ld until attempt %ld\n", attempt, fail_until);
         rc = 1;
+    } else if (fail_percent > 0) {
+        unsigned char r = 0;
+        if (getrandom (&r, 1, 0) == 1 && (long)(r % 100) < fail_percent) {
+            fprintf (stderr, "a random transient failure\n");
+            rc = 1;
+        }
+    }
+    if (journal) {
+        char line[512];
+        int n =
+            snprintf (line, sizeof line, "end %s %.*s %ld %d\n", okey, shown, payload, attempt, rc);
+        s_append (journal, line, n);
     }
     if (log) {
         char line[256];
