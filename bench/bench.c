@@ -2,7 +2,7 @@
 
     zlane-bench throughput [--jobs N] [--producers P] [--workers W]
                            [--payload BYTES] [--durability fsync|none]
-                           [--priorities 1]
+                           [--priorities 1] [--ordering-keys N]
         starts a broker and W worker processes (no-op handler, ack after the
         "work"), submits N jobs from P producer threads as fast as credit
         allows, and reports jobs/s from the first submit to the last ack.
@@ -69,6 +69,7 @@ typedef struct {
     size_t payload;
     uint64_t accepted, rejected;
     bool priorities; // jobs at priorities 0-9 in turn (else none given: 5)
+    uint32_t keys;   // jobs over this many ordering keys in turn (0: none)
 } producer_arg_t;
 
 static void
@@ -104,9 +105,14 @@ s_producer (void *arg)
         jobs[i].has_priority = p->priorities;
         jobs[i].priority = (uint8_t)(i % 10);
     }
+    static _Thread_local char keys[BATCH][16];
     uint64_t done = 0;
     while (done < p->jobs) {
         size_t n = p->jobs - done > BATCH ? BATCH : (size_t)(p->jobs - done);
+        for (size_t i = 0; p->keys && i < n; i++) { // job k of this producer: key k % keys
+            snprintf (keys[i], sizeof keys[i], "k%" PRIu64, (done + i) % p->keys);
+            jobs[i].ordering_key = keys[i];
+        }
         int rc = zl_producer_submit_batch (prod, jobs, n, NULL);
         if (rc > 0)
             done += (uint64_t)rc;
@@ -179,6 +185,7 @@ typedef struct {
     const char *durability;
     uint32_t prefetch;
     int priorities; // --priorities 1: jobs at priorities 0-9 in turn
+    uint32_t keys;  // --ordering-keys N: jobs over N ordering keys in turn
 } opts_t;
 
 static void
@@ -214,7 +221,8 @@ s_cmd_throughput (const opts_t *o)
     int64_t t0 = zl_clock_mono_us ();
     for (int p = 0; p < o->producers; p++) {
         args[p] = (producer_arg_t){
-            frontend, o->jobs / (uint64_t)o->producers, o->payload, 0, 0, o->priorities != 0};
+            frontend, o->jobs / (uint64_t)o->producers, o->payload, 0, 0, o->priorities != 0,
+            o->keys};
         if (p == 0)
             args[p].jobs += o->jobs % (uint64_t)o->producers;
         pthread_create (&threads[p], NULL, s_producer, &args[p]);
@@ -244,13 +252,17 @@ s_cmd_throughput (const opts_t *o)
         commit_avg = zl_benchbroker_counter_of (st, "store_commit_avg_us");
     }
     double secs = (double)(t1 - t0) / 1e6;
-    printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu%s: "
+    char keys[48] = "";
+    if (o->keys)
+        snprintf (keys, sizeof keys, " ordering_keys=%u", o->keys);
+    printf ("throughput durability=%s jobs=%" PRIu64 " producers=%d workers=%d payload=%zu%s%s: "
             "%.2f s, %.0f jobs/s, submit->ack p50 %.1f ms p99 %.1f ms, cpu s: broker %.2f "
             "workers %.2f producers %.2f, %" PRId64 " commits (avg %" PRId64
             " us), rejected %" PRIu64 "\n",
             o->durability, o->jobs, o->producers, o->workers, o->payload,
-            o->priorities ? " priorities=0-9" : "", secs, (double)o->jobs / secs, p50 / 1000.0,
-            p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0, pcpu1 - pcpu0, commits, commit_avg, rejected);
+            o->priorities ? " priorities=0-9" : "", keys, secs, (double)o->jobs / secs,
+            p50 / 1000.0, p99 / 1000.0, cpu1 - cpu0, wcpu1 - wcpu0, pcpu1 - pcpu0, commits,
+            commit_avg, rejected);
     free (args);
     free (threads);
     s_close_broker ();
@@ -515,6 +527,8 @@ main (int argc, char **argv)
             o.prefetch = (uint32_t)atoi (argv[++i]);
         else if (!strcmp (argv[i], "--priorities"))
             o.priorities = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--ordering-keys"))
+            o.keys = (uint32_t)strtoul (argv[++i], NULL, 10);
         else
             zl_benchproc_die ("unknown option");
     }

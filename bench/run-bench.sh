@@ -77,6 +77,11 @@ for d in none fsync; do
         best "thr-$d-$p" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --producers "$p" --workers 2 \
             --payload 100 --durability "$d"
     done
+    # the job model's scheduling rules against the plain run (issue 16: within 20 %)
+    best "thr-$d-prio" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --workers 2 \
+        --payload 100 --durability "$d" --priorities 1
+    best "thr-$d-keys" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --workers 2 \
+        --payload 100 --durability "$d" --ordering-keys 10000
     run "lat-$d" "$BIN/zlane-bench-latency" --rate "$LAT_RATE" --seconds "$LAT_SECONDS" \
         --workers 2 --payload 100 --durability "$d"
     run "mem-$d" "$BIN/zlane-bench" memory --jobs "$MEM_JOBS" --payload 100 --durability "$d"
@@ -127,6 +132,16 @@ sched_table () {
     done
 }
 
+model_table () {
+    echo "| throughput, 1 producer x 2 workers (jobs/s, best of $REPEAT) | plain | priorities 0-9 in turn | ratio | 10,000 ordering keys in turn | ratio (target >= 0.80) |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    local d p q k
+    for d in none fsync; do
+        p=$(jobs_s "thr-$d-1"); q=$(jobs_s "thr-$d-prio"); k=$(jobs_s "thr-$d-keys")
+        echo "| $d | $p | $q | $(ratio "$q" "$p") | $k | $(ratio "$k" "$p") |"
+    done
+}
+
 section () {
     echo "<!-- bench:begin -->"
     echo "## Benchmarks (\`make bench\`)"
@@ -137,6 +152,8 @@ section () {
     table
     echo
     sched_table
+    echo
+    model_table
     echo
     echo "The dispatch rate is timed from the workers' start to the last job run, with every job"
     echo "accepted before (durability none, no-op handler). The in-process rows in the raw output are"
@@ -168,7 +185,8 @@ section () {
     echo
     echo '```'
     local f
-    for f in thr-none-1 thr-none-2 thr-fsync-1 thr-fsync-2 lat-none lat-fsync mem-none mem-fsync \
+    for f in thr-none-1 thr-none-2 thr-fsync-1 thr-fsync-2 thr-none-prio thr-none-keys \
+             thr-fsync-prio thr-fsync-keys lat-none lat-fsync mem-none mem-fsync \
              bs-memory bs-nosync bs-binlog bs-fsync bs-mem sched-full sched-inproc; do
         [ -s "$OUT/$f" ] && grep -v '^E: .*dangling' "$OUT/$f"
     done
@@ -181,6 +199,8 @@ echo
 table
 echo
 sched_table
+echo
+model_table
 echo
 echo "make bench took $(( T_END - T_START )) s; section written to $RESULTS"
 replace_section bench "$OUT/section.md" "$RESULTS"

@@ -431,8 +431,14 @@ s_order_leave (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     s_waiting_count (self, next, -1);
     if (next->due_ms > now.mono_ms)
         s_make_delayed (self, next, (uint64_t)(next->due_ms - now.mono_ms), now);
-    else
-        s_make_ready (self, next, now);
+    else {
+        next->state = ZL_JOB_READY;
+        next->ready_ms = now.mono_ms;
+        // its place among flows is its acceptance's, as recovery gives it (a
+        // never-attempted job's order is its id), and takes no id
+        next->seq = next->id;
+        zl_sched_push (self->sched, next);
+    }
 }
 
 static void

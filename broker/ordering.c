@@ -10,10 +10,14 @@
 #include <string.h>
 #include <sys/random.h>
 
-typedef struct {
+typedef struct group {
     uint64_t hash;
-    uint64_t head;                // id of the job whose turn it is, 0 none
-    zl_job_t *first, *last;       // held jobs, in order
+    uint64_t head; // id of the job whose turn it is, 0 none
+    union {
+        zl_job_t *first;         // held jobs, in order ...
+        struct group *next_free; // ... or, a cell not in use, the next free one
+    };
+    zl_job_t *last;
 } group_t;
 
 struct _zl_ordering_t {
@@ -22,6 +26,7 @@ struct _zl_ordering_t {
     zl_u64map_t *group_of; // job id -> group_t (every job of a group)
     zl_u64map_t *seq_of;   // job id -> its place, for jobs that joined again
     uint64_t held;
+    group_t *free_cells; // groups are reused: a key's group comes and goes per job
 };
 
 zl_ordering_t *
@@ -49,6 +54,10 @@ zl_ordering_destroy (zl_ordering_t **self_p)
     group_t *g;
     while ((g = zl_u64map_next (self->groups, &cursor, NULL)))
         free (g);
+    while ((g = self->free_cells)) {
+        self->free_cells = g->next_free;
+        free (g);
+    }
     zl_u64map_destroy (&self->groups);
     zl_u64map_destroy (&self->group_of);
     zl_u64map_destroy (&self->seq_of);
@@ -75,7 +84,11 @@ zl_ordering_join (zl_ordering_t *self, zl_job_t *job, uint64_t group, uint64_t s
 {
     group_t *g = zl_u64map_get (self->groups, group);
     if (!g) {
-        g = ZL_NEW (group_t);
+        if ((g = self->free_cells)) {
+            self->free_cells = g->next_free;
+            memset (g, 0, sizeof *g);
+        } else
+            g = ZL_NEW (group_t);
         g->hash = group;
         zl_u64map_put (self->groups, group, g);
     }
@@ -111,7 +124,7 @@ s_unlink (zl_ordering_t *self, group_t *g, zl_job_t *job)
     else
         g->last = job->prev;
     job->next = job->prev = NULL;
-    job->flags &= (uint8_t) ~ZL_JOBF_HELD;
+    job->flags &= (uint8_t)~ZL_JOBF_HELD;
     self->held--;
 }
 
@@ -121,8 +134,9 @@ zl_ordering_leave (zl_ordering_t *self, zl_job_t *job)
     if (!(job->flags & ZL_JOBF_ORDER))
         return NULL;
     group_t *g = zl_u64map_remove (self->group_of, job->id);
-    zl_u64map_remove (self->seq_of, job->id);
-    job->flags &= (uint8_t) ~ZL_JOBF_ORDER;
+    if (zl_u64map_size (self->seq_of))
+        zl_u64map_remove (self->seq_of, job->id);
+    job->flags &= (uint8_t)~ZL_JOBF_ORDER;
     if (!g)
         return NULL;
     zl_job_t *next = NULL;
@@ -137,7 +151,8 @@ zl_ordering_leave (zl_ordering_t *self, zl_job_t *job)
     }
     if (!g->head && !g->first) {
         zl_u64map_remove (self->groups, g->hash);
-        free (g);
+        g->next_free = self->free_cells;
+        self->free_cells = g;
     }
     return next;
 }
@@ -145,7 +160,8 @@ zl_ordering_leave (zl_ordering_t *self, zl_job_t *job)
 uint64_t
 zl_ordering_seq (zl_ordering_t *self, uint64_t job_id)
 {
-    return (uint64_t)(uintptr_t)zl_u64map_get (self->seq_of, job_id);
+    return zl_u64map_size (self->seq_of) ? (uint64_t)(uintptr_t)zl_u64map_get (self->seq_of, job_id)
+                                         : 0;
 }
 
 size_t

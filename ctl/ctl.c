@@ -617,6 +617,11 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
         printf (",\"enqueued_at_ms\":%" PRIu64 ",\"dead_at_ms\":%" PRIu64 ",\"error\":",
                 d->enqueued_at_ms, d->dead_at_ms);
         zl_json_str (stdout, d->error);
+        if (d->ordering_key && d->ordering_key[0]) {
+            printf (",\"ordering_key\":");
+            zl_json_str (stdout, d->ordering_key);
+            printf (",\"ordering_head\":%s", d->ordering_head ? "true" : "false");
+        }
         if (full) {
             printf (",\"payload\":");
             zl_json_bytes (stdout, d->payload.data, d->payload.len);
@@ -656,6 +661,10 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
             (const char *)d->payload.data, d->payload.len > 200 ? "..." : "");
     for (size_t i = 0; i < d->n_headers; i++)
         printf ("  header   %s=%s\n", d->headers[i].key, d->headers[i].value);
+    if (d->ordering_key && d->ordering_key[0])
+        printf ("  ordering key %s (%s)\n", d->ordering_key,
+                d->ordering_head ? "it died at its head: the next job of the key went on"
+                                 : "it died waiting its turn");
     printf ("  attempts (%zu):\n", d->n_attempts);
     for (size_t i = 0; i < d->n_attempts; i++) {
         const zl_attempt_t *a = &d->attempts[i];

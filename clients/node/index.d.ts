@@ -61,6 +61,13 @@ export interface JobSpec {
    * integer or above 2^32-1: RangeError; nothing sent.
    */
   maxAgeMs?: number | null;
+  /**
+   * Ordering key (FIFO group): the jobs of this tenant and lane with the same key run
+   * one at a time, in the order the broker accepted them; a job being retried holds the
+   * ones after it. 1 to 256 bytes; not with dependsOn or openBatch (InvalidError).
+   * Not a string: TypeError; longer: RangeError; nothing sent.
+   */
+  orderingKey?: string | null;
 }
 
 export interface SubmitOptions {
@@ -180,6 +187,8 @@ export interface Job {
   enqueuedAt: number;
   /** A batch's callback job: the batch as it settled; undefined for other jobs. */
   batch?: BatchInfo;
+  /** Its ordering key ("" none). */
+  orderingKey: string;
   /** Aborted when the lease is lost (or presumed lost), max run time passes, or a forced stop. */
   signal: AbortSignal;
   text(): string;

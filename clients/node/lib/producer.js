@@ -159,6 +159,18 @@ function maxAgeMs(v) {
   return v === 0 ? null : v;
 }
 
+/**
+ * A spec's orderingKey (JobSpec.ordering_key): a string of 1 to 256 bytes in
+ * UTF-8; undefined / null / "": none. Not a string: TypeError; longer:
+ * RangeError.
+ */
+function orderingKey(v) {
+  if (v === undefined || v === null || v === "") return null;
+  if (typeof v !== "string") throw new TypeError(`orderingKey must be a string, not ${typeof v}`);
+  if (Buffer.byteLength(v) > 256) throw new RangeError("orderingKey is longer than 256 bytes");
+  return v;
+}
+
 const BATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** `v` if it can name a batch; one to open may not be all digits (the broker's names). */
@@ -256,6 +268,8 @@ class PendingJob {
     // the broker's deadline: the earliest of these and the lane's max_age; null: not sent
     this.deadline_ms = deadlineMs(spec.deadlineMs);
     this.max_age_ms = maxAgeMs(spec.maxAgeMs);
+    // one at a time, in order, with this tenant's jobs of the lane with this key
+    this.ordering_key = orderingKey(spec.orderingKey);
     this.size = this.payload.length + SPEC_OVERHEAD;
     this.state = S_QUEUED;
     this.cause = "new";

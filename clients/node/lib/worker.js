@@ -63,6 +63,7 @@ class Job {
     this.enqueuedAt = proto.u64Number(j.enqueued_at_ms);
     // a batch's callback job: the batch as it settled (counts, failed ids)
     this.batch = j.batch ? proto.plain(BatchInfo, j.batch) : undefined;
+    this.orderingKey = j.ordering_key || "";
   }
   /** An AbortSignal, aborted when the lease is lost, the max run time passed, or on a forced stop. */
   get signal() {

@@ -193,6 +193,18 @@ def _deadline_ms(value) -> int:
     return ms if ms or not secs else 1  # a time, however early, never "none"
 
 
+_ORDERING_KEY_MAX = 256  # bytes (ZL_ORDERING_KEY_MAX)
+
+
+def _ordering_key(value) -> str:
+    """A job's ordering key, checked: a str of 1 to 256 bytes in UTF-8 (or "": none)."""
+    if not isinstance(value, str):
+        raise TypeError(f"ordering_key must be a str, not {type(value).__name__}")
+    if len(value.encode()) > _ORDERING_KEY_MAX:
+        raise ValueError(f"ordering_key is longer than {_ORDERING_KEY_MAX} bytes")
+    return value
+
+
 def _max_age_ms(value) -> int:
     """A job's `max_age` (seconds from its acceptance) as JobSpec.max_age_ms; None or
     0: 0, none. Above 2^32-1 ms (about 49.7 days): ValueError."""
@@ -328,7 +340,7 @@ class Producer:
                headers=None, lease: float | None = None, max_run: float | None = None,
                depends_on=None, batch: str | None = None, open_batch=None,
                no_callback: bool = False, close: bool = False, priority: int | None = None,
-               deadline=None, max_age: float | None = None,
+               deadline=None, max_age: float | None = None, ordering_key: str | None = None,
                block: bool = True, timeout: float | None = None) -> int:
         """Submit one job and return its job id once the broker Accepted it (durably).
 
@@ -352,6 +364,11 @@ class Producer:
         max_age above 2^32-1 ms raises ValueError, a non-number TypeError, before
         anything is sent. (Not to be confused with `timeout`, this client's own.)
 
+        `ordering_key` (JobSpec.ordering_key): the jobs of this tenant and lane with the
+        same key run one at a time, in the order the broker accepted them; a job being
+        retried holds the ones after it (README, "Ordering keys"). 1 to 256 bytes of
+        UTF-8; not with depends_on or open_batch (the broker answers Invalid).
+
         Batches: `batch` joins the job to that open batch (of the same tenant).
         `open_batch` opens one with this job as its callback, run once the batch is
         closed and every job of it settled (its Job.batch the summary): a batch id,
@@ -370,7 +387,7 @@ class Producer:
                                  max_run=max_run, depends_on=depends_on, batch=batch,
                                  open_batch=open_batch, no_callback=no_callback, close=close,
                                  priority=priority, deadline=deadline, max_age=max_age,
-                                 block=block, timeout=timeout)
+                                 ordering_key=ordering_key, block=block, timeout=timeout)
         return fut.result()
 
     def open_batch(self, tenant: str, lane: str, payload=b"", *, batch_id: str = "",
@@ -455,6 +472,8 @@ class Producer:
                 _deadline_ms(job["deadline"])
             if job.get("max_age") is not None:
                 _max_age_ms(job["max_age"])
+            if job.get("ordering_key") is not None:
+                _ordering_key(job["ordering_key"])
         fut: concurrent.futures.Future = concurrent.futures.Future()
 
         def done(out):
@@ -689,6 +708,9 @@ class Producer:
         max_age_ms = _max_age_ms(spec.pop("max_age", None))
         if max_age_ms:
             kw["max_age_ms"] = max_age_ms
+        ordering_key = spec.pop("ordering_key", None)
+        if ordering_key:
+            kw["ordering_key"] = _ordering_key(ordering_key)
         if spec:
             raise TypeError(f"unknown job option(s): {', '.join(sorted(spec))}")
         return kw, key or None

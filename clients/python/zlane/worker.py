@@ -76,7 +76,8 @@ class Job:
     (broker wall clock), parent_results (a list of (job_id, result bytes), one per
     parent of a job in a workflow, in the order it named them), batch (a batch's
     callback job: the BatchInfo record of the batch as it settled, with its counts
-    and failed job ids; None for any other job). `cancelled` turns
+    and failed job ids; None for any other job), ordering_key (its
+    JobSpec.ordering_key, "" none). `cancelled` turns
     true once the lease is lost (or presumed lost) or the job ran out of time: a
     long handler may check it and return early. A handler that returns bytes or
     str gives the job that result (str as UTF-8): sent with the ack, kept by the
@@ -84,7 +85,7 @@ class Job:
 
     __slots__ = ("id", "lease", "attempt", "tenant", "lane", "payload", "headers",
                  "idempotency_key", "lease_ms", "max_run_ms", "max_attempts", "enqueued_at_ms",
-                 "parent_results", "batch", "_event", "_reason", "_next_extend", "_max_run_at",
+                 "parent_results", "batch", "ordering_key", "_event", "_reason", "_next_extend", "_max_run_at",
                  "_received", "_held")
 
     def __init__(self, msg=None, **fields):
@@ -110,6 +111,7 @@ class Job:
             self.parent_results = ([(int(r.job_id), bytes(r.result)) for r in msg.parent_results]
                                    if len(msg.parent_results) else [])
             self.batch = to_record(msg.batch) if msg.HasField("batch") else None
+            self.ordering_key = msg.ordering_key
             return
         for name in ("id", "lease", "attempt", "lease_ms", "max_run_ms", "max_attempts",
                      "enqueued_at_ms"):
@@ -121,6 +123,7 @@ class Job:
         self.idempotency_key = fields.get("idempotency_key", "")
         self.parent_results = list(fields.get("parent_results") or [])
         self.batch = fields.get("batch")
+        self.ordering_key = fields.get("ordering_key", "")
 
     @property
     def cancelled(self) -> bool:
