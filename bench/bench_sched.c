@@ -81,6 +81,8 @@ s_world (zl_sched_policy_t policy, uint64_t quantum, size_t n, size_t per, scena
     size_t n_flows = scen == SCEN_PARKED ? n + 1 : n;
     w->n_tenants = n_flows;
     w->pool = calloc (n_flows * per, sizeof (zl_job_t));
+    for (size_t i = 0; i < n_flows * per; i++)
+        w->pool[i].timer_idx = UINT32_MAX; // no timer (as jobs.c makes them)
     zl_flow_t **flows = calloc (n_flows, sizeof *flows);
     char name[32];
     for (size_t t = 0; t < n_flows; t++) {

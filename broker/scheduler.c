@@ -49,6 +49,14 @@ typedef struct {
 
 static bool s_wake_less (const void *a, const void *b);
 
+// The late heap's order: higher priority first, then lower sequence.
+static bool
+s_late_less (const void *a, const void *b)
+{
+    const zl_job_t *x = a, *y = b;
+    return x->priority != y->priority ? x->priority > y->priority : x->seq < y->seq;
+}
+
 struct _zl_sched_t {
     zl_sched_policy_t policy;
     double lanes_vtime;        // virtual time of the weighted share across lanes
@@ -152,8 +160,10 @@ zl_sched_destroy (zl_sched_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_sched_t *self = *self_p;
-    for (size_t i = 0; i < self->n_flows; i++)
+    for (size_t i = 0; i < self->n_flows; i++) {
+        zl_heap_destroy (&self->flows[i]->late);
         free (self->flows[i]);
+    }
     free (self->flows);
     for (uint32_t i = 0; i < self->n_lane_st; i++)
         free (self->lane_st[i].heap.items);
@@ -351,17 +361,25 @@ s_enqueue (zl_sched_t *self, zl_flow_t *flow)
         s_heap_rekey (h, flow, hi, lo);
 }
 
-// The flow's next job: the head of its highest non-empty priority.
+// The flow's next job: the head of its highest non-empty priority, or the
+// late heap's top when it goes before that.
 static void
 s_set_head (zl_flow_t *flow)
 {
-    flow->head = flow->q_mask ? flow->q[31 - __builtin_clz (flow->q_mask)].head : NULL;
+    zl_job_t *fifo = flow->q_mask ? flow->q[31 - __builtin_clz (flow->q_mask)].head : NULL;
+    zl_job_t *late = flow->late ? zl_heap_top (flow->late) : NULL;
+    flow->head = late && (!fifo || s_late_less (late, fifo)) ? late : fifo;
 }
 
-// Take `job` out of its priority's FIFO.
+// Take `job` out of its priority's FIFO, or the late heap.
 static void
 s_unlink (zl_flow_t *flow, zl_job_t *job)
 {
+    if (job->timer_idx != NO_SLOT) {
+        zl_heap_remove (flow->late, job); // (resets timer_idx)
+        s_set_head (flow);
+        return;
+    }
     unsigned p = job->priority <= ZL_PRIORITY_MAX ? job->priority : ZL_PRIORITY_DEFAULT;
     if (job->prev)
         job->prev->next = job->next;
@@ -380,7 +398,9 @@ s_unlink (zl_flow_t *flow, zl_job_t *job)
 int64_t
 zl_sched_oldest_ready_ms (const zl_flow_t *flow)
 {
-    int64_t oldest = -1;
+    // the late heap's top is its oldest by sequence, near enough by time
+    zl_job_t *late = flow->late ? zl_heap_top (flow->late) : NULL;
+    int64_t oldest = late ? late->ready_ms : -1;
     for (unsigned m = flow->q_mask, p; m; m &= m - 1) {
         p = (unsigned)__builtin_ctz (m);
         int64_t t = flow->q[p].head->ready_ms;
@@ -399,13 +419,20 @@ zl_sched_push (zl_sched_t *self, zl_job_t *job)
     unsigned p = job->priority;
     zl_job_t *was_head = flow->head;
     job->next = NULL;
-    job->prev = flow->q[p].tail;
-    if (flow->q[p].tail)
-        flow->q[p].tail->next = job;
-    else
-        flow->q[p].head = job;
-    flow->q[p].tail = job;
-    flow->q_mask |= (uint16_t)(1u << p);
+    if (flow->q[p].tail && job->seq < flow->q[p].tail->seq) { // out of order: late
+        if (!flow->late)
+            flow->late = zl_heap_new (s_late_less, offsetof (zl_job_t, timer_idx), NO_SLOT);
+        job->prev = NULL;
+        zl_heap_set (flow->late, job);
+    } else {
+        job->prev = flow->q[p].tail;
+        if (flow->q[p].tail)
+            flow->q[p].tail->next = job;
+        else
+            flow->q[p].head = job;
+        flow->q[p].tail = job;
+        flow->q_mask |= (uint16_t)(1u << p);
+    }
     s_set_head (flow);
     flow->ready++;
     if (flow->heap_idx == NO_SLOT && flow->parked == PARK_NONE)

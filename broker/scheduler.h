@@ -24,6 +24,7 @@
 #define ZL_SCHED_H
 
 #include "bucket.h"
+#include "heap.h"
 #include "job.h"
 #include "lane.h"
 #include "sched_policy.h" // zl_sched_policy_t, ZL_SCHED_QUANTUM_US
@@ -40,6 +41,7 @@ typedef struct zl_flow {
         zl_job_t *head, *tail;
     } q[ZL_PRIORITY_MAX + 1];  // READY jobs, a FIFO per priority
     uint16_t q_mask;           // bit p: q[p] is not empty
+    zl_heap_t *late;           // READY jobs pushed behind a later one (see zl_sched_push)
     uint32_t heap_idx;         // UINT32_MAX when not backlogged in the lane heap
     double vstart;             // WFQ: virtual start time of the head job
     uint8_t parked;            // 0, or why it is out of the lane heap
@@ -66,7 +68,13 @@ void zl_sched_destroy (zl_sched_t **self_p);
 /*  Return the flow of `lane` x `tenant`, creating it. */
 zl_flow_t *zl_sched_flow (zl_sched_t *self, zl_lane_t *lane, zl_tenant_t *tenant);
 /*  Append a READY job to its flow (job->flow and job->seq must be set; seq
-    is the global arrival order FIFO uses). */
+    is the global arrival order FIFO uses). A job whose seq is below its
+    priority's tail (an ordering key's next job, released in the order the
+    jobs before it were acked, keeps its id as seq) waits in the flow's late
+    heap instead, and the flow takes the lower seq of the two at each pop:
+    so jobs leave in sequence order, which is the store's key order (its
+    writes stay on few pages). A job in the late heap keeps its slot in
+    timer_idx (a READY job has no timer). */
 void zl_sched_push (zl_sched_t *self, zl_job_t *job);
 /*  Take a READY job out of its flow wherever it waits (a cancel), in O(1)
     (plus the lane heap's O(log flows) when it was the flow's head). */

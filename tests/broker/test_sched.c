@@ -71,6 +71,8 @@ s_world (zl_sched_policy_t policy, const uint32_t *weights, size_t n_tenants, si
         w->flow[i] = zl_sched_flow (w->sched, w->lane, w->tenant[i]);
     }
     w->pool = calloc (n_jobs, sizeof (zl_job_t));
+    for (size_t i = 0; i < n_jobs; i++)
+        w->pool[i].timer_idx = UINT32_MAX; // no timer (as jobs.c makes them)
     w->n_pool = n_jobs;
     return w;
 }
@@ -286,6 +288,48 @@ test_priority_within_a_flow (void **state)
         assert_int_equal (w->flow[0]->ready, 0);
         s_world_destroy (&w);
     }
+}
+
+// A job pushed with a sequence below its priority's tail (an ordering key's
+// next job keeps its id) waits in the late heap, and the flow still gives
+// its jobs in sequence order within a priority, a higher priority first;
+// such a job can be taken out wherever it waits, and leaves no slot behind.
+static void
+test_late_pushes_leave_in_sequence_order (void **state)
+{
+    (void)state;
+    uint32_t weights[1] = {1};
+    world_t *w = s_world (ZL_SCHED_WFQ, weights, 1, 16);
+    uint64_t seqs[] = {10, 20, 30, 15, 25, 12, 40};
+    uint8_t prio[] = {5, 5, 5, 5, 5, 9, 5};
+    zl_job_t *j[7];
+    for (int i = 0; i < 7; i++) {
+        j[i] = &w->pool[w->used++];
+        j[i]->id = (uint64_t)i + 1;
+        j[i]->flow = w->flow[0];
+        j[i]->state = ZL_JOB_READY;
+        j[i]->priority = prio[i];
+        j[i]->seq = seqs[i];
+        j[i]->ready_ms = 100 + (int64_t)seqs[i];
+        zl_sched_push (w->sched, j[i]);
+    }
+    assert_int_equal (w->flow[0]->ready, 7);
+    assert_ptr_equal (w->flow[0]->head, j[5]); // 12 at priority 9: late, and first
+    assert_int_not_equal (j[3]->timer_idx, UINT32_MAX); // 15: in the late heap
+    assert_int_equal (j[6]->timer_idx, UINT32_MAX);     // 40: in order, in the FIFO
+    assert_int_equal (zl_sched_oldest_ready_ms (w->flow[0]), 110);
+    zl_sched_remove (w->sched, j[4]); // 25 leaves from the late heap
+    assert_int_equal (j[4]->timer_idx, UINT32_MAX);
+    zl_job_t *want[] = {j[5], j[0], j[3], j[1], j[2], j[6]}; // 12 (9), then 10 15 20 30 40
+    for (int i = 0; i < 6; i++) {
+        zl_job_t *got = zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW);
+        assert_ptr_equal (got, want[i]);
+        assert_int_equal (got->timer_idx, UINT32_MAX); // free for a lease's timer
+    }
+    assert_null (zl_sched_pop (w->sched, w->lane, S_NO_LIMITS_NOW));
+    assert_int_equal (w->flow[0]->ready, 0);
+    assert_null (w->flow[0]->head);
+    s_world_destroy (&w);
 }
 
 // Across tenants weighted fair queuing decides as before: a tenant whose
@@ -1463,6 +1507,8 @@ s_many_parked (zl_sched_policy_t policy, bool by_rate)
     zl_lane_t *lane = zl_lanes_lookup (lanes, "lane");
     zl_flow_t **held = calloc (HELD, sizeof *held);
     zl_job_t *pool = calloc (2 * HELD + FREE_JOBS, sizeof (zl_job_t));
+    for (size_t i = 0; i < 2 * HELD + FREE_JOBS; i++)
+        pool[i].timer_idx = UINT32_MAX;
     size_t used = 0;
     uint64_t seq = 0;
     char name[32];
@@ -1597,6 +1643,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_empty_and_flows),
+        cmocka_unit_test (test_late_pushes_leave_in_sequence_order),
         cmocka_unit_test (test_fifo_global_arrival_order),
         cmocka_unit_test (test_fifo_orders_by_caller_seq),
         cmocka_unit_test (test_wfq_weights_1_2_4),
