@@ -276,8 +276,9 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
 static zl_settle_env_t
 s_settle_env (ctx_t *ctx)
 {
-    return (zl_settle_env_t){ctx->self->jobs, ctx->self->replies, ctx->self->counters,
-                             ctx->sock,       ctx->peer,          ctx->self->cfg->max_result};
+    return (zl_settle_env_t){
+        ctx->self->jobs, ctx->self->replies,         ctx->self->counters,           ctx->sock,
+        ctx->peer,       ctx->self->cfg->max_result, ctx->self->cfg->max_checkpoint};
 }
 
 static void

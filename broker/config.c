@@ -38,6 +38,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->resend_window_ms = 10ULL * 60 * 1000;
     cfg->dedup_max_keys = 0; // auto: zl_broker_config_dedup_max_keys
     cfg->max_result = 64 * 1024;
+    cfg->max_checkpoint = 64 * 1024;
     cfg->max_fan_in = 1000;
     cfg->leader_lease_ms = 2000;
     cfg->lane_defaults = (zl_lane_config_t){.weight = 1,
@@ -310,6 +311,8 @@ static const s_key_t s_broker_key_list[] = {
     {"dedup_max_keys", S_NUM (zl_broker_config_t, dedup_max_keys)},
     {"max_result", S_NUM (zl_broker_config_t, max_result), 0, 64u << 20,
      "max_result must be at most 64MiB"},
+    {"max_checkpoint", S_NUM (zl_broker_config_t, max_checkpoint), 0, 16u << 20,
+     "max_checkpoint must be at most 16MiB"},
     {"result_retention", S_DUR (zl_broker_config_t, result_retention_ms), 1, UINT64_MAX,
      "result_retention must be above 0"},
     {"max_fan_in", S_NUM (zl_broker_config_t, max_fan_in), 1, 1000000,

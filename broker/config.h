@@ -65,6 +65,7 @@ typedef struct {
     uint64_t resend_window_ms;    // keys a client library made for its own resends, this long
     uint64_t dedup_max_keys;      // most keys kept (oldest-in-window go first); 0 = from map_size
     uint64_t max_result;          // bytes of a job's result an Ack may carry
+    uint64_t max_checkpoint;      // bytes of a progress checkpoint an Extend or Nack may carry
     uint64_t result_retention_ms; // finished jobs kept (outcomes, cancelled records) this long
     uint64_t max_fan_in;          // most parents a job may have
     bool auto_lanes;              // undeclared lanes are created on first use

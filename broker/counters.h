@@ -27,6 +27,8 @@
     X (UNAUTHORIZED, "err_unauthorized")                                                           \
     X (AUTH_FAILED, "err_auth_failed")                                                             \
     X (RESULT_TOO_LARGE, "err_result_too_large")                                                   \
+    X (CHECKPOINT_TOO_LARGE, "err_checkpoint_too_large")                                           \
+    X (CHECKPOINTS, "checkpoints_saved")                                                           \
     X (UNKNOWN_PARENT, "err_unknown_parent")                                                       \
     X (CYCLE, "err_cycle")                                                                         \
     X (FAN_IN, "err_fan_in")                                                                       \

@@ -30,7 +30,8 @@ s_router (const zl_broker_config_t *cfg)
     // a frame larger than this drops the sender's connection: it bounds what
     // one peer can make the broker buffer and decode (an Ack item carries up
     // to max_result; the worker library cuts Ack frames at 4 MiB of results)
-    int64_t max_msg = (int64_t)cfg->max_payload * 2 + (int64_t)cfg->max_result + (16 << 20);
+    int64_t max_msg = (int64_t)cfg->max_payload * 2 + (int64_t)cfg->max_result +
+                      (int64_t)cfg->max_checkpoint + (16 << 20);
     zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
     zmq_setsockopt (s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);

@@ -21,13 +21,14 @@ typedef enum {
 } zl_job_state_t;
 
 // zl_job_t.flags
-#define ZL_JOBF_DEPS 1        // it has a node in the dependency graph (parents or children)
-#define ZL_JOBF_KEEP 2        // keep its outcome when it finishes (someone watches it)
-#define ZL_JOBF_BATCH 4       // a member of a batch (batches.h)
-#define ZL_JOBF_BATCH_REC 8   // a batch's record job, and its callback
-#define ZL_JOBF_ORDER 16      // in an ordering key's group (ordering.h)
-#define ZL_JOBF_HELD 32       // ... held behind the job whose turn it is (WAITING)
-#define ZL_JOBF_ORDER_DIED 64 // DEAD: it died at the head of its ordering key
+#define ZL_JOBF_DEPS 1         // it has a node in the dependency graph (parents or children)
+#define ZL_JOBF_KEEP 2         // keep its outcome when it finishes (someone watches it)
+#define ZL_JOBF_BATCH 4        // a member of a batch (batches.h)
+#define ZL_JOBF_BATCH_REC 8    // a batch's record job, and its callback
+#define ZL_JOBF_ORDER 16       // in an ordering key's group (ordering.h)
+#define ZL_JOBF_HELD 32        // ... held behind the job whose turn it is (WAITING)
+#define ZL_JOBF_ORDER_DIED 64  // DEAD: it died at the head of its ordering key
+#define ZL_JOBF_CHECKPOINT 128 // its state record holds a progress checkpoint
 
 /*  Return "ready", "delayed", "leased", "dead", "done", "waiting" or "cancelled". */
 const char *zl_job_state_name (zl_job_state_t state);

@@ -65,6 +65,7 @@ struct _zl_jobs_t {
     zl_u64map_t *deadline_of; // job id -> s_deadline_t
     zl_heap_t *deadlines;
     uint64_t expired;              // jobs dead-lettered at their deadline
+    zl_bytes_t put_checkpoint;     // the next s_put_state's new checkpoint (then cleared)
     zl_ordering_t *ordering;       // ordering keys: who goes next in each group
     struct s_restored_order *rord; // recovery: jobs with an ordering key, grouped at the end
     size_t n_rord, cap_rord;
@@ -332,12 +333,20 @@ s_put_state (zl_jobs_t *self, zl_job_t *job, const zl_attempt_t *extra, const ch
 {
     zl_state_rec_t st;
     memset (&st, 0, sizeof st);
-    if (job->has_history) {
+    if (job->has_history || (job->flags & ZL_JOBF_CHECKPOINT)) {
         zl_state_rec_t old;
         if (zl_store_get_state (self->store, job->id, self->scratch, &old) == ZL_STORE_OK) {
-            st.n_history = old.n_history;
-            st.history = old.history;
+            if (job->has_history) {
+                st.n_history = old.n_history;
+                st.history = old.history;
+            }
+            st.checkpoint = old.checkpoint; // kept through every state, the DLQ's too
         }
+    }
+    if (self->put_checkpoint.len) { // a worker saved its progress
+        st.checkpoint = self->put_checkpoint;
+        self->put_checkpoint = (zl_bytes_t){0};
+        job->flags |= ZL_JOBF_CHECKPOINT;
     }
     if (extra) {
         zl_attempt_t *h = zl_arena_alloc (self->scratch, (st.n_history + 1) * sizeof *h);
@@ -1151,6 +1160,7 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
     }
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, nack->error), now);
+    self->put_checkpoint = nack->checkpoint; // (the failure's state write saves it)
     if (outcome == ZL_OUTCOME_NOT_YET) {
         // not an attempt spent: the next one has the same number; bounded by
         // the lane's max_not_yet, counted in the history (durable)
@@ -1167,6 +1177,7 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
             s_unlease (self, job);
             s_bury (self, job, &att, now);
             free (wn);
+            self->put_checkpoint = (zl_bytes_t){0}; // (written by the burial)
             return ZL_SETTLE_OK;
         }
     }
@@ -1175,6 +1186,7 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
     s_unlease (self, job);
     s_fail (self, job, &att, retry_ms, now);
     free (worker_name);
+    self->put_checkpoint = (zl_bytes_t){0}; // (written by s_fail)
     return ZL_SETTLE_OK;
 }
 
@@ -1190,6 +1202,12 @@ zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_extend_item_
         rc = ZL_SETTLE_MAX_RUN; // extended, but only as far as max run allows
     job->due_ms = zl_lease_due_ms (job->lease);
     zl_timers_set (self->timers, job);
+    if (ext->checkpoint.len) { // progress saved: durable with this turn's commit
+        zl_arena_reset (self->scratch);
+        self->put_checkpoint = ext->checkpoint;
+        s_put_state (self, job, NULL, job->lease->worker ? job->lease->worker->name : "",
+                     job->lease->started_at_ms, 0);
+    }
     return rc;
 }
 
@@ -1362,6 +1380,7 @@ zl_jobs_dead_letter (zl_jobs_t *self, zl_job_t *job, bool full, zl_arena_t *aren
     d->ordering_key = rec.ordering_key ? rec.ordering_key : "";
     d->ordering_head = st.ordering_head;
     if (full) {
+        d->checkpoint = st.checkpoint;
         d->payload = rec.payload;
         d->n_headers = rec.n_headers;
         d->headers = rec.headers;
@@ -1633,6 +1652,8 @@ s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *re
     job->accepted_us = now.mono_us;
     job->attempt = st ? (uint16_t)st->attempt : 0;
     job->has_history = st && st->n_history > 0;
+    if (st && st->checkpoint.len)
+        job->flags |= ZL_JOBF_CHECKPOINT;
     zl_u64map_put (self->by_id, id, job);
     uint32_t state = st ? st->state : ZL_JOB_READY;
     if (state == ZL_JOB_CANCELLED) { // inert: kept until its retention ends

@@ -138,7 +138,11 @@ zl_settle_rc_t zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl
                              zl_now_t now);
 /*  Extend the lease (job_id, lease) to now + ext->lease_ms (> 0). Past the
     job's max run deadline it is extended only to that deadline and
-    ZL_SETTLE_MAX_RUN returned (the lease changed all the same). */
+    ZL_SETTLE_MAX_RUN returned (the lease changed all the same). A
+    checkpoint (ext->checkpoint, not empty) replaces the job's stored one:
+    its state record goes into the batch, and every later state write keeps
+    it (a retry's Job carries it, the DLQ shows it, a redrive keeps it); a
+    Nack's checkpoint is saved the same way with the failure. */
 zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker,
                                const zl_extend_item_t *ext, zl_now_t now);
 /*  Fail every job `worker` holds with `outcome` (worker dead or gone);

@@ -96,6 +96,8 @@ static const s_flag_t s_flags[] = {
          "purge dead letters older than this, 0 = keep [0]"),
     KEY ("dedup-window", "DUR", "dedup_window", "idempotency key window   [24h]"),
     KEY ("max-result", "SIZE", "max_result", "largest job result an Ack may carry [64KiB]"),
+    KEY ("max-checkpoint", "SIZE", "max_checkpoint",
+         "largest progress checkpoint an Extend may carry [64KiB]"),
     KEY ("result-retention", "DUR", "result_retention",
          "kept outcomes (results, cancelled jobs) are\n"
          "forgotten after this [24h]"),

@@ -628,7 +628,9 @@ static int
 s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
 {
     zl_job_rec_t rec;
-    if (zl_jobs_load (self->env.jobs, job, self->frame, &rec, NULL) != ZL_STORE_OK)
+    zl_state_rec_t st = {0};
+    bool ckpt = job->flags & ZL_JOBF_CHECKPOINT; // (read only then: the state costs a lookup)
+    if (zl_jobs_load (self->env.jobs, job, self->frame, &rec, ckpt ? &st : NULL) != ZL_STORE_OK)
         return -1;
     const char *key = rec.idempotency_key;
     if (!key[0]) {
@@ -649,7 +651,8 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
                           .max_run_ms = job->max_run_ms,
                           .max_attempts = job->max_attempts,
                           .enqueued_at_ms = (uint64_t)rec.enqueued_at_ms,
-                          .ordering_key = rec.ordering_key};
+                          .ordering_key = rec.ordering_key,
+                          .checkpoint = st.checkpoint};
     if (rec.n_depends_on)
         zl_jobs_parent_results (self->env.jobs, &rec, self->frame, &out->n_parent_results,
                                 &out->parent_results);

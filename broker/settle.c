@@ -36,6 +36,20 @@ s_refused (zl_refusals_t *r, zl_settle_rc_t rc, uint64_t job_id, uint64_t lease)
     }
 }
 
+// Refuse (and count) an item whose checkpoint is over max_checkpoint.
+static bool
+s_checkpoint_too_large (const zl_settle_env_t *env, zl_refusals_t *ref, uint64_t job_id,
+                        uint64_t lease, zl_bytes_t checkpoint)
+{
+    if (checkpoint.len <= env->max_checkpoint)
+        return false;
+    zl_refusals_add (ref, ZL_CTR_CHECKPOINT_TOO_LARGE, ZL_ERR_CHECKPOINT_TOO_LARGE, job_id, lease,
+                     "%s for job %" PRIu64 ": a checkpoint of %zu bytes is over max_checkpoint "
+                     "(%" PRIu64 " bytes); nothing was changed",
+                     ref->what, job_id, checkpoint.len, env->max_checkpoint);
+    return true;
+}
+
 void
 zl_settle_ack (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_ack_t *ack, zl_now_t now)
 {
@@ -69,6 +83,8 @@ zl_settle_nack (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_nack_t
     zl_refusals_init (&ref, env->replies, env->sock, env->peer, "nack", nack->n, true);
     for (size_t i = 0; i < nack->n; i++) {
         const zl_nack_item_t *it = &nack->items[i];
+        if (s_checkpoint_too_large (env, &ref, it->job_id, it->lease, it->checkpoint))
+            continue;
         if ((unsigned)it->cls > ZL_FAIL_NOT_YET) {
             zl_refusals_add (&ref, ZL_CTR_INVALID, ZL_ERR_INVALID, it->job_id, it->lease,
                              "nack for job %" PRIu64 ": unknown failure class %u (TRANSIENT 1, "
@@ -100,9 +116,14 @@ zl_settle_extend (const zl_settle_env_t *env, zl_worker_conn_t *w, const zl_exte
                              it->job_id);
             continue;
         }
+        if (s_checkpoint_too_large (env, &ref, it->job_id, it->lease, it->checkpoint))
+            continue;
         zl_settle_rc_t rc = zl_jobs_extend (env->jobs, w, it, now);
-        if (rc == ZL_SETTLE_OK || rc == ZL_SETTLE_MAX_RUN)
+        if (rc == ZL_SETTLE_OK || rc == ZL_SETTLE_MAX_RUN) {
             env->counters[ZL_CTR_EXTENDED]++;
+            if (it->checkpoint.len)
+                env->counters[ZL_CTR_CHECKPOINTS]++;
+        }
         if (rc != ZL_SETTLE_OK)
             s_refused (&ref, rc, it->job_id, it->lease);
     }

@@ -105,10 +105,10 @@ const char *
 zl_error_code_name (zl_error_code_t code)
 {
     static const char *names[ZL_ERR_CODE_COUNT] = {
-        "unspecified", "bad_frame",        "bad_version", "unknown_kind", "invalid",
-        "unknown_job", "stale_lease",      "not_ready",   "unknown_lane", "unauthorized",
-        "not_found",   "internal",         "max_run",     "not_holder",   "not_leader",
-        "unavailable", "result_too_large", "cancelled"};
+        "unspecified", "bad_frame",        "bad_version", "unknown_kind",        "invalid",
+        "unknown_job", "stale_lease",      "not_ready",   "unknown_lane",        "unauthorized",
+        "not_found",   "internal",         "max_run",     "not_holder",          "not_leader",
+        "unavailable", "result_too_large", "cancelled",   "checkpoint_too_large"};
     return (unsigned)code < ZL_ERR_CODE_COUNT && names[code] ? names[code] : "unknown";
 }
 
@@ -199,6 +199,7 @@ s_dec_dead_letter (zl_arena_t *a, zl_dead_letter_t *out, const Zlane__V1__DeadLe
     out->headers = s_dec_headers (a, in->n_headers, in->headers);
     out->ordering_key = in->ordering_key;
     out->ordering_head = in->ordering_head;
+    out->checkpoint = s_bytes (in->checkpoint);
 }
 
 static void
@@ -409,7 +410,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.extend.items = ARR (a, s->n_items, zl_extend_item_t);
         for (size_t i = 0; i < s->n_items; i++)
             out->u.extend.items[i] =
-                (zl_extend_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->lease_ms};
+                (zl_extend_item_t){s->items[i]->job_id, s->items[i]->lease, s->items[i]->lease_ms,
+                                   s_bytes (s->items[i]->checkpoint)};
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_ACK: {
@@ -431,8 +433,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         for (size_t i = 0; i < s->n_items; i++) {
             const Zlane__V1__NackItem *t = s->items[i];
             out->u.nack.items[i] =
-                (zl_nack_item_t){t->job_id, t->lease,          (zl_fail_class_t)t->class_,
-                                 t->error,  t->retry_after_ms, t->run_us};
+                (zl_nack_item_t){t->job_id,         t->lease,  (zl_fail_class_t)t->class_, t->error,
+                                 t->retry_after_ms, t->run_us, s_bytes (t->checkpoint)};
         }
         break;
     }
@@ -458,7 +460,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                .max_attempts = j->max_attempts,
                                .enqueued_at_ms = j->enqueued_at_ms,
                                .n_parent_results = j->n_parent_results,
-                               .ordering_key = j->ordering_key};
+                               .ordering_key = j->ordering_key,
+                               .checkpoint = s_bytes (j->checkpoint)};
             zl_parent_result_t *pr = ARR (a, j->n_parent_results, zl_parent_result_t);
             for (size_t k = 0; k < j->n_parent_results; k++)
                 pr[k] = (zl_parent_result_t){j->parent_results[k]->job_id,
@@ -856,6 +859,7 @@ s_enc_dead_letter (zl_arena_t *a, const zl_dead_letter_t *in)
     d->headers = s_enc_headers (a, in->n_headers, in->headers);
     d->ordering_key = S (in->ordering_key);
     d->ordering_head = in->ordering_head;
+    d->checkpoint = s_bin (in->checkpoint);
     return d;
 }
 
@@ -1106,6 +1110,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->job_id = in->items[i].job_id;
             o->lease = in->items[i].lease;
             o->lease_ms = in->items[i].lease_ms;
+            o->checkpoint = s_bin (in->items[i].checkpoint);
             e->extend->items[i] = o;
         }
         break;
@@ -1142,6 +1147,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             o->error = S (t->error);
             o->retry_after_ms = t->retry_after_ms;
             o->run_us = t->run_us;
+            o->checkpoint = s_bin (t->checkpoint);
             e->nack->items[i] = o;
         }
         break;
@@ -1182,6 +1188,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             if (j->batch)
                 o->batch = s_enc_batch (a, j->batch);
             o->ordering_key = S (j->ordering_key);
+            o->checkpoint = s_bin (j->checkpoint);
             e->dispatch->jobs[i] = o;
         }
         break;

@@ -176,6 +176,7 @@ typedef struct {
     uint64_t job_id;
     uint64_t lease;
     uint32_t lease_ms;
+    zl_bytes_t checkpoint; // empty: none (the stored one stays)
 } zl_extend_item_t;
 
 typedef struct {
@@ -213,6 +214,7 @@ typedef struct {
     const char *error;
     uint32_t retry_after_ms;
     uint64_t run_us;
+    zl_bytes_t checkpoint; // empty: none (the stored one stays)
 } zl_nack_item_t;
 
 typedef struct {
@@ -259,6 +261,7 @@ typedef struct {
     const struct zl_parent_result *parent_results;
     const zl_batch_info_t *batch; // a batch's callback: the batch as it settled (else NULL)
     const char *ordering_key;     // "" none
+    zl_bytes_t checkpoint;        // the last one an earlier attempt saved (empty: none)
 } zl_job_msg_t;
 
 typedef struct {
@@ -301,6 +304,7 @@ typedef enum {
     ZL_ERR_UNAVAILABLE = 15,      // no writable database answers: retry later, here or elsewhere
     ZL_ERR_RESULT_TOO_LARGE = 16, // an Ack's result is over max_result: not settled
     ZL_ERR_CANCELLED = 17,        // the job was cancelled: the Ack/Nack/Extend changed nothing
+    ZL_ERR_CHECKPOINT_TOO_LARGE = 18, // a checkpoint over max_checkpoint: the item refused
     ZL_ERR_CODE_COUNT
 } zl_error_code_t;
 
@@ -370,6 +374,7 @@ typedef struct {
     zl_header_t *headers;
     const char *ordering_key; // "" none
     bool ordering_head;       // it died at the head of its ordering key
+    zl_bytes_t checkpoint;    // the last progress checkpoint (full only)
 } zl_dead_letter_t;
 
 typedef struct {

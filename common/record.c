@@ -148,6 +148,8 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     m->batch = s_batch_prepare (a, r->batch);
     m->order_seq = r->order_seq;
     m->ordering_head = r->ordering_head;
+    m->checkpoint.data = (uint8_t *)r->checkpoint.data;
+    m->checkpoint.len = r->checkpoint.len;
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -239,6 +241,7 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->batch = s_batch_decode (arena, m->batch);
     out->order_seq = m->order_seq;
     out->ordering_head = m->ordering_head;
+    out->checkpoint = (zl_bytes_t){m->checkpoint.data, m->checkpoint.len};
     return 0;
 }
 

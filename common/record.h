@@ -81,6 +81,7 @@ typedef struct {
     const zl_batch_rec_t *batch; // a batch's record job, waiting: its progress (else NULL)
     uint64_t order_seq;          // its place among its ordering key's jobs (0: its id)
     bool ordering_head;          // dead: it died at the head of its ordering key
+    zl_bytes_t checkpoint;       // the last progress checkpoint (empty: none)
 } zl_state_rec_t;
 
 typedef struct {

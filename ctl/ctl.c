@@ -625,6 +625,10 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
         if (full) {
             printf (",\"payload\":");
             zl_json_bytes (stdout, d->payload.data, d->payload.len);
+            if (d->checkpoint.len) {
+                printf (",\"checkpoint\":");
+                zl_json_bytes (stdout, d->checkpoint.data, d->checkpoint.len);
+            }
             printf (",\"headers\":{");
             for (size_t i = 0; i < d->n_headers; i++) {
                 if (i)
@@ -665,6 +669,10 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
         printf ("  ordering key %s (%s)\n", d->ordering_key,
                 d->ordering_head ? "it died at its head: the next job of the key went on"
                                  : "it died waiting its turn");
+    if (d->checkpoint.len)
+        printf ("  checkpoint %zu bytes: %.*s%s\n", d->checkpoint.len,
+                (int)(d->checkpoint.len > 200 ? 200 : d->checkpoint.len),
+                (const char *)d->checkpoint.data, d->checkpoint.len > 200 ? "..." : "");
     printf ("  attempts (%zu):\n", d->n_attempts);
     for (size_t i = 0; i < d->n_attempts; i++) {
         const zl_attempt_t *a = &d->attempts[i];

@@ -258,11 +258,13 @@ s_env_setf (s_env_t *env, const char *fmt, ...)
     worker's own environment minus stale job variables. */
 static void
 s_env_build (s_env_t *env, const zl_exec_t *self, const zl_worker_job_t *job, const char *result,
-             const char *parents)
+             const char *parents, const char *ckpt)
 {
     s_env_setf (env, "ZLANE_JOB_ID=%" PRIu64, job->job_id);
     if (result)
         s_env_setf (env, "ZLANE_RESULT_FILE=%s", result);
+    if (ckpt)
+        s_env_setf (env, "ZLANE_CHECKPOINT=%s", ckpt);
     if (parents) {
         s_env_setf (env, "ZLANE_PARENT_RESULTS=%s", parents);
         s_env_setf (env, "ZLANE_PARENT_COUNT=%zu", job->n_parent_results);
@@ -578,7 +580,7 @@ static const int s_reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
     value. */
 static int
 s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, const char *result,
-         const char *parents, s_child_t *c)
+         const char *parents, const char *ckpt, s_child_t *c)
 {
     // Every end is close-on-exec, so that no other child of the worker
     // keeps one; the spawn gives the guard its own.
@@ -592,7 +594,7 @@ s_spawn (const zl_exec_t *self, const zl_worker_job_t *job, int payload, const c
         e = s_above_stdio (theirs[i]);
     if (!e) {
         s_env_t env = {0};
-        s_env_build (&env, self, job, result, parents);
+        s_env_build (&env, self, job, result, parents, ckpt);
         char life_text[16], report_text[16];
         snprintf (life_text, sizeof life_text, "%d", life[0]);
         snprintf (report_text, sizeof report_text, "%d", report[1]);
@@ -674,13 +676,63 @@ s_tell_guard (s_child_t *c, char word)
     // EPIPE: the guard is gone; its report (or EOF) is on the way
 }
 
+// ------------------------------------------------------------------ checkpoints
+// ZLANE_CHECKPOINT: the file holds the last checkpoint when the command
+// starts (empty: none); the command saves its progress by replacing it
+// (write a temp file, rename it over). The handler looks at it every
+// S_CKPT_STEP_MS while the command runs, and once more when it has exited,
+// and hands what changed to zl_worker_job_checkpoint.
+#define S_CKPT_STEP_MS 50
+
+typedef struct {
+    const char *path;
+    struct stat seen; // the file as last read
+} s_ckpt_t;
+
+static bool
+s_same_file (const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+// The file changed since it was last read: send its content (not empty, at
+// most ZL_EXEC_CHECKPOINT_MAX bytes) as the job's checkpoint.
+static void
+s_ckpt_check (s_ckpt_t *w, const zl_worker_job_t *job)
+{
+    struct stat sb;
+    if (!w->path || stat (w->path, &sb) != 0 || s_same_file (&sb, &w->seen))
+        return;
+    w->seen = sb;
+    if (sb.st_size == 0)
+        return;
+    if (sb.st_size > ZL_EXEC_CHECKPOINT_MAX) {
+        zl_warn (S_COMPONENT,
+                 "job %" PRIu64 " attempt %u: $ZLANE_CHECKPOINT holds %lld bytes, more than %d: "
+                 "not saved",
+                 job->job_id, job->attempt, (long long)sb.st_size, ZL_EXEC_CHECKPOINT_MAX);
+        return;
+    }
+    int fd = open (w->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char *buf = zl_malloc ((size_t)sb.st_size);
+    ssize_t n = read (fd, buf, (size_t)sb.st_size);
+    close (fd);
+    if (n > 0 && zl_worker_job_checkpoint (job, buf, (size_t)n) == 0)
+        zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: checkpoint of %zd bytes saved",
+                  job->job_id, job->attempt, n);
+    free (buf);
+}
+
 /*  Wait until the guard is gone: collect stderr and the guard's records,
     and on cancellation have the group SIGTERMed, then SIGKILLed after the
     grace. Sets *why (ZL_WORKER_LIVE unless the job was cancelled while the
     command ran). */
 static void
 s_supervise (const zl_exec_t *self, const zl_worker_job_t *job, s_child_t *c, s_capture_t *cap,
-             zl_worker_cancel_t *why)
+             s_ckpt_t *ckpt, zl_worker_cancel_t *why)
 {
     int cancel_fd = zl_worker_job_cancel_fd (job);
     bool term_sent = false, kill_sent = false;
@@ -700,6 +752,8 @@ s_supervise (const zl_exec_t *self, const zl_worker_job_t *job, s_child_t *c, s_
             int64_t left = kill_at - zl_clock_mono_ms ();
             timeout = left < 0 ? 0 : (int)left;
         }
+        if (timeout < 0 || timeout > S_CKPT_STEP_MS)
+            timeout = S_CKPT_STEP_MS; // the checkpoint file's period
         if (poll (p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             zl_error (S_COMPONENT, "poll: %s", strerror (errno));
             return; // the handler closes the lifeline: the guard kills the group
@@ -708,6 +762,7 @@ s_supervise (const zl_exec_t *self, const zl_worker_job_t *job, s_child_t *c, s_
             s_close (&c->err_fd);
         if (p[i_rep].revents)
             s_read_records (c);
+        s_ckpt_check (ckpt, job);
         if (c->report_fd < 0)
             break;
 
@@ -799,31 +854,42 @@ zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *a
                               strerror (e));
         return;
     }
-    // the result file the command may write, and its parents' results
+    // the result file the command may write, its parents' results, and
+    // its checkpoint file (holding the last one)
     const char *tmp = getenv ("TMPDIR");
-    char result_path[PATH_MAX], parents_path[PATH_MAX];
+    char result_path[PATH_MAX], parents_path[PATH_MAX], ckpt_path[PATH_MAX];
+    snprintf (ckpt_path, sizeof ckpt_path, "%s/zlane-checkpoint-XXXXXX",
+              tmp && *tmp ? tmp : "/tmp");
     snprintf (result_path, sizeof result_path, "%s/zlane-result-XXXXXX",
               tmp && *tmp ? tmp : "/tmp");
     snprintf (parents_path, sizeof parents_path, "%s/zlane-parents-XXXXXX",
               tmp && *tmp ? tmp : "/tmp");
     bool has_parents = job->n_parent_results > 0;
+    bool has_ckpt = false;
     if (s_temp_file (result_path, NULL, 0) != 0 ||
-        (has_parents && s_parents_file (job, parents_path) != 0)) {
+        (has_parents && s_parents_file (job, parents_path) != 0) ||
+        !(has_ckpt = s_temp_file (ckpt_path, job->checkpoint, job->checkpoint_len) == 0)) {
         int e = errno;
         unlink (result_path);
+        if (has_parents)
+            unlink (parents_path);
         close (payload);
         zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "cannot make a result file: %s",
                               strerror (e));
         return;
     }
     s_child_t child = {.guard = -1, .life_fd = -1, .report_fd = -1, .err_fd = -1};
-    int err = s_spawn (self, job, payload, result_path, has_parents ? parents_path : NULL, &child);
+    s_ckpt_t ckpt = {.path = ckpt_path};
+    stat (ckpt_path, &ckpt.seen); // (what it holds now was received, not saved)
+    int err = s_spawn (self, job, payload, result_path, has_parents ? parents_path : NULL,
+                       ckpt_path, &child);
     if (err) {
         zl_error (S_COMPONENT, "job %" PRIu64 " attempt %u: cannot start /bin/sh: %s", job->job_id,
                   job->attempt, strerror (err));
         zl_worker_result_set (result, ZL_WORKER_TRANSIENT, 0, "cannot start /bin/sh: %s",
                               strerror (err));
         unlink (result_path);
+        unlink (ckpt_path);
         if (has_parents)
             unlink (parents_path);
         return;
@@ -833,7 +899,8 @@ zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *a
 
     s_capture_t *cap = ZL_NEW (s_capture_t); // 8+ KiB: off the handler's stack
     zl_worker_cancel_t why;
-    s_supervise (self, job, &child, cap, &why);
+    s_supervise (self, job, &child, cap, &ckpt, &why);
+    s_ckpt_check (&ckpt, job); // what it saved last, before it exited (or died)
     // The guard reported and closed its end. Take what the command wrote
     // before it exited (background processes that still hold stderr are not
     // waited for), then close the lifeline: should the guard still be
@@ -863,6 +930,7 @@ zl_exec_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *a
         s_read_result (result_path, result, why_result, sizeof why_result) != 0)
         zl_worker_result_set (result, ZL_WORKER_PERMANENT, 0, "%s", why_result);
     unlink (result_path);
+    unlink (ckpt_path);
     if (has_parents)
         unlink (parents_path);
     zl_debug (S_COMPONENT, "job %" PRIu64 " attempt %u: group %d done in %" PRId64 " ms: %s%s%s",

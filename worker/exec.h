@@ -37,6 +37,9 @@
 #define ZL_EXEC_NOT_YET 79 // above sysexits' range (64-78): zlane's own
 #define ZL_EXEC_RETRY_AFTER_DEFAULT_MS 1000
 #define ZL_EXEC_RESULT_MAX (64 << 20) // bytes read from $ZLANE_RESULT_FILE at most
+#define ZL_EXEC_CHECKPOINT_MAX                                                                     \
+    (16 << 20) // bytes read from $ZLANE_CHECKPOINT at most (the
+               // broker's max_checkpoint decides what it keeps)
 
 typedef struct _zl_exec_t zl_exec_t;
 

@@ -57,6 +57,8 @@ static const char *s_usage =
     "  ZLANE_JOB_ID, ZLANE_ATTEMPT (1 = first), ZLANE_TENANT, ZLANE_LANE,\n"
     "  ZLANE_IDEMPOTENCY_KEY (pass it downstream), ZLANE_LEASE_MS, ZLANE_MAX_RUN_MS,\n"
     "  ZLANE_MAX_ATTEMPTS, ZLANE_ENQUEUED_AT_MS, ZLANE_WORKER, ZLANE_ORDERING_KEY\n"
+    "  ZLANE_CHECKPOINT      a file holding the job's last checkpoint (empty: none);\n"
+    "                        replace it (write a temp file, rename) to save progress\n"
     "  ZLANE_HEADER_<KEY>    each header; KEY uppercased, other than A-Z 0-9 -> '_'\n"
     "CMD's stdout goes to the worker's stdout; its stderr is captured.\n"
     "\n"

@@ -51,8 +51,9 @@ zl_held_job_new (const zl_worker_job_t *fields)
                           s_str_size (fields->idempotency_key) + s_str_size (fields->ordering_key);
     for (size_t i = 0; i < fields->n_headers; i++)
         strings_size += s_str_size (fields->headers[i].key) + s_str_size (fields->headers[i].value);
+    size_t ckpt_size = fields->checkpoint ? fields->checkpoint_len : 0;
     zl_held_job_t *self = zl_calloc (1, head + headers_size + parents_size + fields->len +
-                                            results_size + strings_size);
+                                            results_size + ckpt_size + strings_size);
 
     self->pub = *fields;
     zl_header_t *headers = (zl_header_t *)((char *)self + head);
@@ -69,6 +70,14 @@ zl_held_job_new (const zl_worker_job_t *fields)
         bytes += in->result.len;
     }
     self->pub.parent_results = parents;
+    self->pub.checkpoint = NULL;
+    self->pub.checkpoint_len = 0;
+    if (ckpt_size) {
+        memcpy (bytes, fields->checkpoint, ckpt_size);
+        self->pub.checkpoint = bytes;
+        self->pub.checkpoint_len = ckpt_size;
+        bytes += ckpt_size;
+    }
     s_bump_t b = {(char *)bytes};
     self->pub.payload = payload;
     self->pub.tenant = s_copy_str (&b, fields->tenant);
@@ -82,6 +91,9 @@ zl_held_job_new (const zl_worker_job_t *fields)
     self->pub.headers = headers;
     atomic_init (&self->cancel, ZL_WORKER_LIVE);
     atomic_init (&self->cancel_fd, -1); // made by the first waiter (see s_cancel_fd)
+    atomic_init (&self->ckpt, NULL);
+    self->ckpt_flag = NULL;
+    self->wake_fd = -1;
     return self;
 }
 
@@ -94,9 +106,41 @@ zl_held_job_destroy (zl_held_job_t **self_p)
     int fd = atomic_load (&self->cancel_fd);
     if (fd >= 0)
         close (fd);
+    free (atomic_exchange (&self->ckpt, NULL));
     free (self->result.data);
     free (self);
     *self_p = NULL;
+}
+
+zl_held_ckpt_t *
+zl_held_job_take_checkpoint (zl_held_job_t *self)
+{
+    return atomic_exchange (&self->ckpt, NULL);
+}
+
+int
+zl_worker_job_checkpoint (const zl_worker_job_t *job, const void *data, size_t len)
+{
+    zl_held_job_t *self = zl_held_job_of (job);
+    if (len == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!self->ckpt_flag) {
+        errno = ENOTCONN;
+        return -1;
+    }
+    zl_held_ckpt_t *c = zl_malloc (sizeof *c + len);
+    c->len = len;
+    memcpy (c->data, data, len);
+    free (atomic_exchange (&self->ckpt, c)); // one not sent yet: replaced
+    atomic_store (self->ckpt_flag, 1);
+    if (self->wake_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t rc = write (self->wake_fd, &one, sizeof one);
+        (void)rc; // the flag is what matters; the write only wakes the loop
+    }
+    return 0;
 }
 
 /*  Make `fd` (an eventfd) readable; -1 is ignored. */

@@ -17,11 +17,20 @@ typedef enum {
     ZL_HELD_HANDED       // in the handler threads' work queue, or running
 } zl_held_state_t;
 
+// A checkpoint a handler saved, not sent yet (zl_worker_job_checkpoint).
+typedef struct {
+    size_t len;
+    uint8_t data[];
+} zl_held_ckpt_t;
+
 typedef struct _zl_held_job_t {
     zl_worker_job_t pub; // must stay first: handlers get &pub
     // shared between threads
     atomic_int cancel;    // zl_worker_cancel_t; the first reason sticks
     atomic_int cancel_fd; // eventfd made on first use, readable once cancelled; -1 = none
+    _Atomic (zl_held_ckpt_t *) ckpt; // saved by the handler, taken by the I/O thread
+    atomic_uint *ckpt_flag;          // the worker's "a checkpoint waits" (NULL: no worker)
+    int wake_fd;                     // the worker's loop wake-up (-1: none)
     // owned by the I/O thread
     zl_held_state_t state;
     uint64_t seq;                       // receipt order (ties between equal deadlines)
@@ -46,6 +55,9 @@ zl_held_job_t *zl_held_job_new (const zl_worker_job_t *fields);
 void zl_held_job_destroy (zl_held_job_t **self_p);
 /*  Return the record behind a handler's job pointer. */
 zl_held_job_t *zl_held_job_of (const zl_worker_job_t *job);
+/*  Take the checkpoint the handler saved and not yet taken (caller owns,
+    free()), or NULL. */
+zl_held_ckpt_t *zl_held_job_take_checkpoint (zl_held_job_t *self);
 /*  Cancel for `why` if not cancelled yet. Returns true if this call did it. */
 bool zl_held_job_cancel (zl_held_job_t *self, zl_worker_cancel_t why);
 

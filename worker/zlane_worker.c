@@ -173,6 +173,9 @@ struct _zl_worker_t {
     // Per-turn batches (reused buffers).
     zl_extend_item_t *extends;
     size_t n_extends, cap_extends;
+    atomic_uint ckpt_flag;     // a handler saved a checkpoint (zl_worker_job_checkpoint)
+    zl_held_ckpt_t **ckpt_out; // the checkpoints in `extends`, freed once sent
+    size_t n_ckpt_out, cap_ckpt_out;
     zl_ack_item_t *acks;
     size_t cap_acks;
     zl_nack_item_t *nacks;
@@ -269,6 +272,7 @@ zl_worker_new (const zl_worker_opts_t *opts)
     pthread_mutex_init (&self->lock, NULL);
     pthread_cond_init (&self->work_ready, NULL);
     atomic_init (&self->stop_requests, 0);
+    atomic_init (&self->ckpt_flag, 0);
     self->wake_fd = wake_fd;
     zl_rng_seed (&self->rng, 0);
     // Chosen once per worker: a Ready with the same instance after a
@@ -334,6 +338,9 @@ zl_worker_destroy (zl_worker_t **self_p)
     zl_eplist_destroy (&self->brokers);
     free (self->name);
     free (self->extends);
+    for (size_t i = 0; i < self->n_ckpt_out; i++)
+        free (self->ckpt_out[i]);
+    free (self->ckpt_out);
     free (self->acks);
     free (self->nacks);
     free (self);
@@ -764,8 +771,12 @@ s_on_dispatch (zl_worker_t *self, const zl_dispatch_t *d, int64_t now_ms)
                                   .n_parent_results = j->n_parent_results,
                                   .parent_results = j->parent_results,
                                   .batch = j->batch,
-                                  .ordering_key = j->ordering_key};
+                                  .ordering_key = j->ordering_key,
+                                  .checkpoint = j->checkpoint.len ? j->checkpoint.data : NULL,
+                                  .checkpoint_len = j->checkpoint.len};
         zl_held_job_t *h = zl_held_job_new (&fields);
+        h->ckpt_flag = &self->ckpt_flag;
+        h->wake_fd = self->wake_fd;
         h->received_ms = now_ms;
         bool extend = self->opts.extend && !self->opts.ack_early && j->lease_ms >= 2;
         h->next_extend_ms = extend ? now_ms + j->lease_ms / 2 : 0;
@@ -1147,10 +1158,13 @@ s_work_take_all (zl_worker_t *self)
 }
 
 /*  Turn a finished job into a pending settlement and forget the job. */
+static void s_collect_checkpoint (zl_worker_t *self, zl_held_job_t *h);
+
 static void
 s_on_result (zl_worker_t *self, zl_held_job_t *h)
 {
     self->n_handed--;
+    s_collect_checkpoint (self, h); // its last progress goes before its settlement
     if (h->skipped) {
         // cancelled while it waited in the work queue: it never ran
         s_hand_back (self, h, ZL_FAIL_TRANSIENT,
@@ -1207,14 +1221,42 @@ s_take_results (zl_worker_t *self)
 // ------------------------------------------------------------------ the loop's steps
 
 static void
-s_push_extend (zl_worker_t *self, const zl_held_job_t *h)
+s_push_extend_with (zl_worker_t *self, const zl_held_job_t *h, zl_bytes_t checkpoint)
 {
     if (self->n_extends == self->cap_extends) {
         self->cap_extends = self->cap_extends ? 2 * self->cap_extends : 16;
         self->extends = zl_realloc (self->extends, self->cap_extends * sizeof *self->extends);
     }
     self->extends[self->n_extends++] =
-        (zl_extend_item_t){h->pub.job_id, h->pub.lease, h->pub.lease_ms};
+        (zl_extend_item_t){h->pub.job_id, h->pub.lease, h->pub.lease_ms, checkpoint};
+}
+
+static void
+s_push_extend (zl_worker_t *self, const zl_held_job_t *h)
+{
+    s_push_extend_with (self, h, (zl_bytes_t){0});
+}
+
+/*  The checkpoint `h`'s handler saved, if any, into this flush's Extend
+    (sent before any Ack or Nack of the flush, so it is stored before the
+    job settles). Without a connection it is dropped: the lease is presumed
+    lost anyway. */
+static void
+s_collect_checkpoint (zl_worker_t *self, zl_held_job_t *h)
+{
+    zl_held_ckpt_t *c = zl_held_job_take_checkpoint (h);
+    if (!c)
+        return;
+    if (!self->dealer || h->acked_early) {
+        free (c);
+        return;
+    }
+    if (self->n_ckpt_out == self->cap_ckpt_out) {
+        self->cap_ckpt_out = self->cap_ckpt_out ? 2 * self->cap_ckpt_out : 8;
+        self->ckpt_out = zl_realloc (self->ckpt_out, self->cap_ckpt_out * sizeof *self->ckpt_out);
+    }
+    self->ckpt_out[self->n_ckpt_out++] = c;
+    s_push_extend_with (self, h, (zl_bytes_t){c->data, c->len});
 }
 
 /*  Apply every timer that is due: liveness, reconnect, max run, extensions,
@@ -1437,14 +1479,18 @@ s_flush (zl_worker_t *self, int64_t now_ms)
         s_pending_mark_unsent (self); // what came before Ready may be lost
     }
 
-    s_send_settlements (self, now_ms);
-
+    // Extends first: a checkpoint saved before a job settled is stored before it
     if (self->n_extends) {
         zl_msg_t m = {.kind = ZL_MSG_EXTEND, .u.extend = {self->n_extends, self->extends}};
         if (s_send (self, &m, now_ms) == 0)
             S_COUNT (self, extends_sent, self->n_extends);
         self->n_extends = 0;
     }
+    for (size_t i = 0; i < self->n_ckpt_out; i++)
+        free (self->ckpt_out[i]);
+    self->n_ckpt_out = 0;
+
+    s_send_settlements (self, now_ms);
 
     if (now_ms - self->last_sent_ms >= (int64_t)self->opts.heartbeat_ms) {
         zl_msg_t m = {.kind = ZL_MSG_HEARTBEAT};
@@ -1556,6 +1602,9 @@ zl_worker_run (zl_worker_t *self)
             s_begin_drain (self, now);
         if (n > 0 && (items[0].revents & ZMQ_POLLIN))
             s_take_results (self);
+        if (atomic_exchange (&self->ckpt_flag, 0)) // handlers saved progress
+            for (zl_held_job_t *h = self->held_head; h; h = h->next)
+                s_collect_checkpoint (self, h);
         if (n > 0 && self->dealer && (items[2].revents & ZMQ_POLLIN))
             s_recv_all (self, now);
     }

@@ -51,6 +51,10 @@ typedef struct {
     // a batch's callback: the batch as it settled (counts, failed ids); else NULL
     const zl_batch_info_t *batch;
     const char *ordering_key; // its ordering key ("" none)
+    // progress: the last checkpoint an earlier attempt saved
+    // (zl_worker_job_checkpoint); NULL and 0 when none
+    const uint8_t *checkpoint;
+    size_t checkpoint_len;
 } zl_worker_job_t;
 
 /*  Why a job was cancelled; ZL_WORKER_LIVE while it is not. */
@@ -83,6 +87,15 @@ bool zl_worker_job_wait_cancelled (const zl_worker_job_t *job, int timeout_ms);
     call. Borrowed: do not read or close it. -1 if no descriptor could be
     made (then poll zl_worker_job_cancelled instead). */
 int zl_worker_job_cancel_fd (const zl_worker_job_t *job);
+
+/*  Save the job's progress (README, "Progress checkpoints"): `len` bytes
+    (1 to the broker's max_checkpoint, 64 KiB by default) that the worker
+    sends in an Extend at once (before the job's Ack or Nack), the broker
+    stores durably, and a later attempt of the job gets as job->checkpoint
+    if this one does not finish. A later call replaces one not sent yet.
+    Thread-safe: call it from the handler. Returns 0, or -1 with errno
+    EINVAL (len 0) or ENOTCONN (a job made by zl_worker_job_new). */
+int zl_worker_job_checkpoint (const zl_worker_job_t *job, const void *data, size_t len);
 
 /*  Return a job that belongs to no worker, copied from `fields` (strings,
     payload and headers are copied), so handlers can be run and tested

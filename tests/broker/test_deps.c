@@ -1055,6 +1055,86 @@ test_ordering_survives_restart (void **state)
     assert_int_equal (s_gstats (fx).ordering_keys, 0);
 }
 
+// ---------------------------------------------------------------- checkpoints
+// The job's stored checkpoint, as text ("" none; valid until the next call).
+static const char *
+s_checkpoint (fx_t *fx, uint64_t id)
+{
+    static char out[64];
+    zl_arena_reset (fx->arena);
+    zl_state_rec_t st;
+    assert_int_equal (zl_jobs_load (fx->jobs, zl_jobs_find (fx->jobs, id), fx->arena, NULL, &st),
+                      ZL_STORE_OK);
+    snprintf (out, sizeof out, "%.*s", (int)st.checkpoint.len, (const char *)st.checkpoint.data);
+    return out;
+}
+
+static zl_settle_rc_t
+s_extend_ckpt (fx_t *fx, uint64_t id, uint64_t lease, const char *ckpt)
+{
+    zl_extend_item_t ext = {.job_id = id,
+                            .lease = lease,
+                            .lease_ms = 30000,
+                            .checkpoint = {(const uint8_t *)ckpt, ckpt ? strlen (ckpt) : 0}};
+    zl_settle_rc_t rc = zl_jobs_extend (fx->jobs, fx->w, &ext, s_now (fx));
+    s_turn (fx);
+    return rc;
+}
+
+// A checkpoint saved by an Extend is the job's from then on: through a
+// lapsed lease, a worker's death, a restart, a Nack that saves a newer one,
+// the DLQ and a redrive; an Extend with none leaves it, a stale one changes
+// nothing.
+static void
+test_checkpoint_follows_the_job (void **state)
+{
+    fx_t *fx = *state;
+    fx->lane->cfg.max_attempts = 5;
+    uint64_t id = s_submit (fx, NULL, 0);
+    assert_string_equal (s_checkpoint (fx, id), "");
+    zl_job_t *j = s_lease (fx, id);
+    uint64_t lease = j->lease->token;
+    assert_int_equal (s_extend_ckpt (fx, id, lease, "step-5"), ZL_SETTLE_OK);
+    assert_string_equal (s_checkpoint (fx, id), "step-5");
+    assert_int_equal (s_extend_ckpt (fx, id, lease, NULL), ZL_SETTLE_OK); // none: kept
+    assert_string_equal (s_checkpoint (fx, id), "step-5");
+    assert_int_equal (s_extend_ckpt (fx, id, lease + 1, "forged"), ZL_SETTLE_STALE_LEASE);
+    assert_string_equal (s_checkpoint (fx, id), "step-5");
+    // the worker dies: ready again, the checkpoint with it
+    assert_int_equal (
+        zl_jobs_release_worker (fx->jobs, fx->w, ZL_OUTCOME_WORKER_DEAD, "gone", s_now (fx)), 1);
+    s_turn (fx);
+    assert_int_equal (s_state (fx, id), ZL_JOB_READY);
+    assert_string_equal (s_checkpoint (fx, id), "step-5");
+    s_restart (fx);
+    assert_string_equal (s_checkpoint (fx, id), "step-5");
+    // attempt 2 saves a newer one with its failure
+    j = s_lease (fx, id);
+    assert_int_equal (j->attempt, 2);
+    zl_nack_item_t nack = {.job_id = id,
+                           .lease = j->lease->token,
+                           .cls = ZL_FAIL_PERMANENT,
+                           .error = "bad",
+                           .checkpoint = {(const uint8_t *)"step-7", 6}};
+    assert_int_equal (zl_jobs_nack (fx->jobs, fx->w, &nack, s_now (fx)), ZL_SETTLE_OK);
+    s_turn (fx);
+    assert_int_equal (s_state (fx, id), ZL_JOB_DEAD);
+    zl_dead_letter_t d;
+    zl_arena_reset (fx->arena);
+    assert_int_equal (
+        zl_jobs_dead_letter (fx->jobs, zl_jobs_find (fx->jobs, id), true, fx->arena, &d), 0);
+    assert_int_equal (d.checkpoint.len, 6);
+    assert_memory_equal (d.checkpoint.data, "step-7", 6);
+    s_restart (fx);
+    zl_jobs_redrive (fx->jobs, zl_jobs_find (fx->jobs, id), s_now (fx)); // it keeps it
+    s_turn (fx);
+    assert_string_equal (s_checkpoint (fx, id), "step-7");
+    j = s_lease (fx, id);
+    assert_string_equal (s_checkpoint (fx, id), "step-7"); // (the lease's write kept it)
+    s_ack (fx, id, NULL);
+    assert_null (zl_jobs_find (fx->jobs, id));
+}
+
 // ---------------------------------------------------------------- recovery
 static void
 s_restore_cb (void *ctx, uint64_t id, const zl_job_rec_t *rec, const zl_state_rec_t *st)
@@ -1197,6 +1277,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_ordering_one_at_a_time, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_ordering_cancel_expire_delay, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_ordering_survives_restart, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_checkpoint_follows_the_job, s_setup, s_teardown),
     };
     failed += cmocka_run_group_tests_name ("deps: lmdb", tests, NULL, NULL);
 #ifdef ZLT_PG_DEPS

@@ -314,7 +314,7 @@ test_late_pushes_leave_in_sequence_order (void **state)
         zl_sched_push (w->sched, j[i]);
     }
     assert_int_equal (w->flow[0]->ready, 7);
-    assert_ptr_equal (w->flow[0]->head, j[5]); // 12 at priority 9: late, and first
+    assert_ptr_equal (w->flow[0]->head, j[5]);          // 12 at priority 9: late, and first
     assert_int_not_equal (j[3]->timer_idx, UINT32_MAX); // 15: in the late heap
     assert_int_equal (j[6]->timer_idx, UINT32_MAX);     // 40: in order, in the FIFO
     assert_int_equal (zl_sched_oldest_ready_ms (w->flow[0]), 110);

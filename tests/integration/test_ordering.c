@@ -119,8 +119,8 @@ s_check (const char *text, check_t *ck)
         char want_key[16];
         snprintf (want_key, sizeof want_key, "k%d", k);
         if (strcmp (key, want_key)) {
-            snprintf (ck->error, sizeof ck->error, "t%d.k%d.%d ran with ordering key '%s'", t, k,
-                      n, key);
+            snprintf (ck->error, sizeof ck->error, "t%d.k%d.%d ran with ordering key '%s'", t, k, n,
+                      key);
             return false;
         }
         line_t *l = &ck->lines[t * N_KEYS + k];
@@ -164,10 +164,18 @@ s_worker (const char *dir, zlt_broker_t *b, const char *name, const char *journa
     assert_true (asprintf (&cmd, "'%s' --journal '%s' --fail-percent 10", handler, journal) > 0);
     snprintf (err, sizeof err, "%s.err", name);
     char *err_path = zlt_path (dir, err);
-    const char *argv[] = {bin,      "--broker", zlt_broker_endpoint (b, "backend"),
-                          "--lanes", "ord",     "--exec",
-                          cmd,      "--name",   name,
-                          "--concurrency", "8", NULL};
+    const char *argv[] = {bin,
+                          "--broker",
+                          zlt_broker_endpoint (b, "backend"),
+                          "--lanes",
+                          "ord",
+                          "--exec",
+                          cmd,
+                          "--name",
+                          name,
+                          "--concurrency",
+                          "8",
+                          NULL};
     zlt_proc_t *p = zlt_spawn (argv, NULL, NULL, err_path);
     assert_non_null (p);
     free (bin);
@@ -181,9 +189,9 @@ static void
 test_ten_thousand_jobs_in_order_per_key (void **state)
 {
     (void)state;
-    const char *args[] = {"--lane",         "ord",  "--max-attempts", "40",
-                          "--backoff-base", "5ms",  "--backoff-cap",  "40ms",
-                          "--set",          "max_depth=100000", NULL};
+    const char *args[] = {"--lane", "ord",           "--max-attempts", "40",    "--backoff-base",
+                          "5ms",    "--backoff-cap", "40ms",           "--set", "max_depth=100000",
+                          NULL};
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     const char *dir = zlt_broker_dir (b);
