@@ -1676,11 +1676,11 @@ test_names (void **state)
     assert_string_equal (zl_reject_code_name (ZL_REJECT_CODE_COUNT), "unknown");
     assert_string_equal (zl_reject_code_name ((zl_reject_code_t)-1), "unknown");
 
-    static const char *error[] = {"unspecified",      "bad_frame",    "bad_version", "unknown_kind",
-                                  "invalid",          "unknown_job",  "stale_lease", "not_ready",
-                                  "unknown_lane",     "unauthorized", "not_found",   "internal",
-                                  "max_run",          "not_holder",   "not_leader",  "unavailable",
-                                  "result_too_large", "cancelled"};
+    static const char *error[] = {
+        "unspecified", "bad_frame",        "bad_version", "unknown_kind",        "invalid",
+        "unknown_job", "stale_lease",      "not_ready",   "unknown_lane",        "unauthorized",
+        "not_found",   "internal",         "max_run",     "not_holder",          "not_leader",
+        "unavailable", "result_too_large", "cancelled",   "checkpoint_too_large"};
     assert_int_equal (sizeof error / sizeof *error, ZL_ERR_CODE_COUNT);
     for (int c = 0; c < ZL_ERR_CODE_COUNT; c++)
         assert_string_equal (zl_error_code_name ((zl_error_code_t)c), error[c]);
