@@ -47,7 +47,10 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
                                             .backoff_base_ms = 1000,
                                             .backoff_cap_ms = 300000,
                                             .jitter = true,
-                                            .max_not_yet = 100};
+                                            .max_not_yet = 100,
+                                            .breaker_window_ms = 30000,
+                                            .breaker_cooldown_ms = 30000,
+                                            .breaker_probes = 1};
     cfg->tenant_defaults = (zl_tenant_config_t){.weight = 1};
 }
 
@@ -349,6 +352,13 @@ static const s_key_t s_lane_key_list[] = {
     {"publish_done", S_BOOL (zl_lane_config_t, publish_done)},
     {"max_not_yet", S_U32 (zl_lane_config_t, max_not_yet)},
     {"max_age", S_DUR (zl_lane_config_t, max_age_ms)},
+    {"breaker_failures", S_U32 (zl_lane_config_t, breaker_failures)},
+    {"breaker_window", S_DUR (zl_lane_config_t, breaker_window_ms), 1, UINT32_MAX,
+     "breaker_window must be between 1ms and 49 days"},
+    {"breaker_cooldown", S_DUR (zl_lane_config_t, breaker_cooldown_ms), 1, UINT32_MAX,
+     "breaker_cooldown must be between 1ms and 49 days"},
+    {"breaker_probes", S_U32 (zl_lane_config_t, breaker_probes), 1, 1000000,
+     "breaker_probes must be at least 1"},
 };
 
 static const s_key_t s_tenant_key_list[] = {

@@ -28,7 +28,14 @@ typedef struct {
     bool publish_done;    // publish done.<lane>.<tenant> (JobOutcome) on the events socket
     uint32_t max_not_yet; // NOT_YET nacks a job may get before it is dead-lettered
     uint64_t max_age_ms;  // a job's deadline from acceptance, 0 = none
-    uint32_t set_mask;    // keys this lane set itself (defaults do not override them)
+    // circuit breaker (breaker.h): opens after breaker_failures transient
+    // failures within breaker_window (0 = no breaker), stays open for
+    // breaker_cooldown, then lets breaker_probes jobs try
+    uint32_t breaker_failures;
+    uint64_t breaker_window_ms;
+    uint64_t breaker_cooldown_ms;
+    uint32_t breaker_probes;
+    uint32_t set_mask; // keys this lane set itself (defaults do not override them)
 } zl_lane_config_t;
 
 typedef struct {

@@ -1,5 +1,6 @@
 #include "jobs.h"
 
+#include "breaker.h"
 #include "clock.h"
 #include "deps.h"
 #include "heap.h"
@@ -448,6 +449,23 @@ s_order_leave (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
         next->seq = next->id;
         zl_sched_push (self->sched, next);
     }
+}
+
+// How an attempt ended, for its lane's circuit breaker (breaker.h).
+enum { S_BRK_SUCCESS, S_BRK_FAILURE, S_BRK_NEUTRAL };
+
+static void
+s_breaker_note (const zl_job_t *job, int how, zl_now_t now)
+{
+    zl_breaker_t *b = job->flow->lane->breaker;
+    if (!b)
+        return;
+    if (how == S_BRK_SUCCESS)
+        zl_breaker_success (b, now.mono_ms);
+    else if (how == S_BRK_FAILURE)
+        zl_breaker_failure (b, now.mono_ms);
+    else
+        zl_breaker_neutral (b);
 }
 
 static void
@@ -1090,6 +1108,7 @@ zl_jobs_ack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_ack_item_t *ack
     if (rc != ZL_SETTLE_OK)
         return rc;
     zl_sched_charge (self->sched, job, s_run_us (job, ack->run_us, now));
+    s_breaker_note (job, S_BRK_SUCCESS, now);
     s_unlease (self, job);
     job->flow->acked++;
     s_depth (job, -1);
@@ -1158,6 +1177,8 @@ zl_jobs_nack (zl_jobs_t *self, zl_worker_conn_t *worker, const zl_nack_item_t *n
         job->flow->nacked_transient++;
         break;
     }
+    // only a transient failure says the downstream may be down
+    s_breaker_note (job, outcome == ZL_OUTCOME_TRANSIENT ? S_BRK_FAILURE : S_BRK_NEUTRAL, now);
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, nack->error), now);
     self->put_checkpoint = nack->checkpoint; // (the failure's state write saves it)
@@ -1217,6 +1238,7 @@ static void
 s_abandon (zl_jobs_t *self, zl_job_t *job, zl_outcome_t outcome, const char *error, zl_now_t now)
 {
     zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
+    s_breaker_note (job, S_BRK_FAILURE, now); // a lapsed lease, a dead worker
     char *worker_name = zl_strdup (job->lease->worker ? job->lease->worker->name : "");
     zl_arena_reset (self->scratch);
     zl_attempt_t att = s_attempt (job, outcome, s_clip (self, error), now);
@@ -1473,6 +1495,7 @@ zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *ou
         // the attempt ends here, whatever its worker reports later
         zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
         att = s_attempt (job, ZL_OUTCOME_CANCELLED, "cancelled while it ran", now);
+        s_breaker_note (job, S_BRK_NEUTRAL, now);
         att.worker = zl_arena_strndup (self->scratch, att.worker, strlen (att.worker));
         extra = &att;
         s_unlease (self, job);
@@ -2025,6 +2048,7 @@ s_expire (zl_jobs_t *self, zl_job_t *job, int64_t deadline_ms, zl_now_t now)
         s_tell (self, ZL_JOBS_EV_EXPIRING, job); // its worker is told to stop it
         zl_sched_charge (self->sched, job, zl_lease_run_us (job->lease, now));
         att = s_attempt (job, ZL_OUTCOME_EXPIRED, error, now);
+        s_breaker_note (job, S_BRK_NEUTRAL, now);
         att.worker = zl_arena_strndup (self->scratch, att.worker, strlen (att.worker));
         s_unlease (self, job);
         break;

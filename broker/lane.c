@@ -1,5 +1,7 @@
 #include "lane.h"
 
+#include "breaker.h"
+
 #include "msg.h"
 #include "zl_alloc.h"
 
@@ -29,6 +31,9 @@ s_add_lane (zl_lanes_t *self, const zl_lane_config_t *lc, const char *name)
     lane->name = zl_strdup (name);
     lane->cfg = *lc;
     lane->cfg.name = lane->name;
+    if (lc->breaker_failures)
+        lane->breaker = zl_breaker_new (lc->breaker_failures, lc->breaker_window_ms,
+                                        lc->breaker_cooldown_ms, lc->breaker_probes);
     self->lanes = zl_realloc (self->lanes, (self->n_lanes + 1) * sizeof (zl_lane_t *));
     self->lanes[self->n_lanes++] = lane;
     zhashx_insert (self->lane_by_name, lane->name, lane);
@@ -59,6 +64,7 @@ zl_lanes_destroy (zl_lanes_t **self_p)
         return;
     zl_lanes_t *self = *self_p;
     for (uint32_t i = 0; i < self->n_lanes; i++) {
+        zl_breaker_destroy (&self->lanes[i]->breaker);
         free (self->lanes[i]->name);
         free (self->lanes[i]);
     }

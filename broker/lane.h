@@ -20,7 +20,9 @@ typedef struct zl_lane {
     zl_lane_config_t cfg; // copy; cfg.name borrowed from `name`
     bool paused;
     uint32_t in_flight;
-    uint64_t depth; // ready + delayed jobs, and those being admitted
+    uint64_t depth;                // ready + delayed jobs, and those being admitted
+    struct _zl_breaker_t *breaker; // its circuit breaker (breaker.h), NULL if it has none:
+                                   // made here, fed by jobs.c, asked by the scheduler
 } zl_lane_t;
 
 typedef struct zl_tenant {

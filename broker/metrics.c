@@ -123,6 +123,22 @@ zl_metrics_render (const zl_stats_t *st, bool by_tenant, size_t *len)
     fprintf (f, "zlane_workers %" PRIu32 "\n", st->workers);
     s_family (f, "zlane_producers", "gauge", "Producers known.");
     fprintf (f, "zlane_producers %" PRIu32 "\n", st->producers);
+    if (st->n_breakers) {
+        s_family (f, "zlane_breaker_state", "gauge",
+                  "A lane's circuit breaker: 0 closed, 1 open, 2 half-open.");
+        for (size_t i = 0; i < st->n_breakers; i++) {
+            fprintf (f, "zlane_breaker_state{lane=");
+            s_label (f, st->breakers[i].lane);
+            fprintf (f, "} %" PRIu32 "\n", st->breakers[i].state);
+        }
+        s_family (f, "zlane_breaker_opened_total", "counter",
+                  "Times a lane's circuit breaker opened.");
+        for (size_t i = 0; i < st->n_breakers; i++) {
+            fprintf (f, "zlane_breaker_opened_total{lane=");
+            s_label (f, st->breakers[i].lane);
+            fprintf (f, "} %" PRIu64 "\n", st->breakers[i].opened);
+        }
+    }
     if (st->store_backend && st->store_backend[0]) {
         s_family (f, "zlane_store_info", "gauge", "The store behind this broker (label backend).");
         fprintf (f, "zlane_store_info{backend=\"%s\"} 1\n", st->store_backend);

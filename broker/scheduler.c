@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include "breaker.h"
 #include "bucket.h"
 #include "clock.h"
 #include "heap.h"
@@ -619,6 +620,8 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         zl_lane_t *lane = lanes[k];
         if (lane->paused || !zl_sched_has_ready (self, lane))
             continue;
+        if (lane->breaker && !zl_breaker_may_dispatch (lane->breaker, now_ms))
+            continue;     // its breaker is open (or its probes are out): other lanes go on
         uint32_t i = n++; // insertion sort by pass: workers serve few lanes
         while (i > 0 && s_lane (self, order[i - 1])->pass > s_lane (self, lane)->pass) {
             order[i] = order[i - 1];
@@ -631,6 +634,8 @@ zl_sched_next (zl_sched_t *self, zl_lane_t *const *lanes, size_t n_lanes, int64_
         zl_job_t *job = zl_sched_pop (self, lane, now_ms);
         if (!job)
             continue; // held back (caps, rate): the next lane may run
+        if (lane->breaker)
+            zl_breaker_dispatched (lane->breaker);
         // no banked share for a lane that was idle
         lane_state_t *ls = s_lane (self, lane);
         double start = ls->pass > self->lanes_vtime ? ls->pass : self->lanes_vtime;

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "breaker.h"
+
 #include "counters.h"
 #include "dlq.h"
 #include "hist.h"
@@ -139,6 +141,14 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     st->latencies = zl_arena_alloc (a, 2 * sizeof (zl_latency_t));
     s_latency (&st->latencies[0], "submit_to_start", zl_jobs_latency (src->jobs, 0));
     s_latency (&st->latencies[1], "submit_to_ack", zl_jobs_latency (src->jobs, 1));
+    uint32_t n_lanes = zl_lanes_count (src->lanes), n_brk = 0;
+    st->breakers = zl_arena_alloc (a, (n_lanes ? n_lanes : 1) * sizeof (zl_breaker_info_t));
+    for (uint32_t i = 0; i < n_lanes; i++) {
+        zl_lane_t *lane = zl_lanes_at (src->lanes, i);
+        if (lane->breaker)
+            zl_breaker_info (lane->breaker, lane->name, now, &st->breakers[n_brk++]);
+    }
+    st->n_breakers = n_brk;
     st->workers = (uint32_t)src->workers;
     st->producers = (uint32_t)src->producers;
     st->store_backend = src->store ? zl_store_backend_name (src->store) : "";

@@ -87,7 +87,7 @@ zl_msg_kind_name (zl_msg_kind_t kind)
         "none",    "hello",     "submit",      "accepted",  "rejected",      "credit",
         "ready",   "heartbeat", "extend",      "ack",       "nack",          "dispatch",
         "settled", "error",     "dead_letter", "dlq_alert", "admin_request", "admin_reply",
-        "cancel",  "watch",     "outcome",     "job_done",  "batch_done"};
+        "cancel",  "watch",     "outcome",     "job_done",  "batch_done",    "breaker"};
     return (unsigned)kind < ZL_MSG_KIND_COUNT ? names[kind] : "unknown";
 }
 
@@ -235,6 +235,8 @@ s_dec_groups (zl_arena_t *a, size_t n, Zlane__V1__GroupStats **in)
     return out;
 }
 
+static void s_dec_breaker (zl_breaker_info_t *o, const Zlane__V1__Breaker *in);
+
 static void
 s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
 {
@@ -265,6 +267,17 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->takeovers = s->takeovers;
     o->fenced = s->fenced;
     o->leader = s->leader;
+    o->n_breakers = s->n_breakers;
+    o->breakers = ARR (a, s->n_breakers, zl_breaker_info_t);
+    for (size_t i = 0; i < s->n_breakers; i++)
+        s_dec_breaker (&o->breakers[i], s->breakers[i]);
+}
+
+static void
+s_dec_breaker (zl_breaker_info_t *o, const Zlane__V1__Breaker *in)
+{
+    *o = (zl_breaker_info_t){in->lane,     (uint32_t)in->state, in->failures,
+                             in->until_ms, in->probes_out,      in->opened};
 }
 
 static void
@@ -531,6 +544,10 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
     case ZLANE__V1__ENVELOPE__BODY_BATCH_DONE:
         out->kind = ZL_MSG_BATCH_DONE;
         out->u.batch_done = *s_dec_batch (a, e->batch_done);
+        break;
+    case ZLANE__V1__ENVELOPE__BODY_BREAKER:
+        out->kind = ZL_MSG_BREAKER;
+        s_dec_breaker (&out->u.breaker, e->breaker);
         break;
     case ZLANE__V1__ENVELOPE__BODY_ADMIN_REQUEST: {
         out->kind = ZL_MSG_ADMIN_REQUEST;
@@ -894,6 +911,19 @@ s_enc_groups (zl_arena_t *a, size_t n, const zl_group_stats_t *in)
     return out;
 }
 
+static Zlane__V1__Breaker *
+s_enc_breaker (zl_arena_t *a, const zl_breaker_info_t *in)
+{
+    Zlane__V1__Breaker *o = NEW (a, Zlane__V1__Breaker, zlane__v1__breaker__init);
+    o->lane = S (in->lane);
+    o->state = (Zlane__V1__BreakerState)in->state;
+    o->failures = in->failures;
+    o->until_ms = in->until_ms;
+    o->probes_out = in->probes_out;
+    o->opened = in->opened;
+    return o;
+}
+
 static Zlane__V1__Stats *
 s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
 {
@@ -935,6 +965,10 @@ s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
     s->takeovers = in->takeovers;
     s->fenced = in->fenced;
     s->leader = S (in->leader);
+    s->n_breakers = in->n_breakers;
+    s->breakers = PTRS (a, in->n_breakers, Zlane__V1__Breaker);
+    for (size_t i = 0; i < in->n_breakers; i++)
+        s->breakers[i] = s_enc_breaker (a, &in->breakers[i]);
     return s;
 }
 
@@ -1269,6 +1303,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
     case ZL_MSG_BATCH_DONE:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_BATCH_DONE;
         e->batch_done = s_enc_batch (a, &m->u.batch_done);
+        break;
+    case ZL_MSG_BREAKER:
+        e->body_case = ZLANE__V1__ENVELOPE__BODY_BREAKER;
+        e->breaker = s_enc_breaker (a, &m->u.breaker);
         break;
     case ZL_MSG_ADMIN_REQUEST: {
         const zl_admin_request_t *in = &m->u.admin_request;

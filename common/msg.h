@@ -52,6 +52,7 @@ typedef enum {
     ZL_MSG_OUTCOME,    // the Envelope's `outcome` (a Watch's answer)
     ZL_MSG_JOB_DONE,   // the Envelope's `job_done` (the done.<lane>.<tenant> event)
     ZL_MSG_BATCH_DONE, // the Envelope's `batch_done` (the batch.<id> event)
+    ZL_MSG_BREAKER,    // the Envelope's `breaker` (the breaker.<lane> event)
     ZL_MSG_KIND_COUNT
 } zl_msg_kind_t;
 
@@ -484,6 +485,16 @@ typedef struct {
     uint64_t count, p50_us, p90_us, p99_us, max_us;
 } zl_latency_t;
 
+/*  A lane's circuit breaker (stats, the breaker.<lane> event). */
+typedef struct {
+    const char *lane;
+    uint32_t state; // 0 closed, 1 open, 2 half_open (breaker.h)
+    uint32_t failures;
+    uint64_t until_ms; // open: wall clock of the half-open
+    uint32_t probes_out;
+    uint64_t opened;
+} zl_breaker_info_t;
+
 typedef struct {
     uint64_t uptime_ms;
     size_t n_counters;
@@ -505,6 +516,8 @@ typedef struct {
     uint64_t takeovers;        // times this broker took the lead
     uint64_t fenced;           // its commits refused because another broker led
     const char *leader;        // the leader's name as last seen, "" unknown
+    size_t n_breakers;
+    zl_breaker_info_t *breakers;
 } zl_stats_t;
 
 typedef enum {
@@ -558,6 +571,7 @@ typedef struct {
         zl_watch_t watch;
         zl_job_outcome_t outcome; // ZL_MSG_OUTCOME, ZL_MSG_JOB_DONE
         zl_batch_info_t batch_done;
+        zl_breaker_info_t breaker;
     } u;
 } zl_msg_t;
 

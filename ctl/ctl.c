@@ -463,6 +463,13 @@ s_counter_of (const zl_stats_t *st, const char *name)
     return 0;
 }
 
+// A breaker state's name, as breaker.h spells it.
+static const char *
+s_breaker_name (uint32_t state)
+{
+    return state == 1 ? "open" : state == 2 ? "half_open" : "closed";
+}
+
 static void
 s_print_stats_json (const zl_stats_t *st)
 {
@@ -489,7 +496,16 @@ s_print_stats_json (const zl_stats_t *st)
     s_json_groups (stdout, "lanes", st->lanes, st->n_lanes);
     s_json_groups (stdout, "tenants", st->tenants, st->n_tenants);
     s_json_groups (stdout, "groups", st->groups, st->n_groups);
-    printf ("}\n");
+    printf (",\"breakers\":[");
+    for (size_t i = 0; i < st->n_breakers; i++) {
+        const zl_breaker_info_t *b = &st->breakers[i];
+        printf ("%s{\"lane\":", i ? "," : "");
+        zl_json_str (stdout, b->lane);
+        printf (",\"state\":\"%s\",\"failures\":%u,\"until_ms\":%" PRIu64
+                ",\"probes_out\":%u,\"opened\":%" PRIu64 "}",
+                s_breaker_name (b->state), b->failures, b->until_ms, b->probes_out, b->opened);
+    }
+    printf ("]}\n");
 }
 
 static void
@@ -508,6 +524,11 @@ s_print_row (const char *lane, const char *tenant, const zl_group_stats_t *g)
 static void
 s_print_stats (const zl_stats_t *st)
 {
+    for (size_t i = 0; i < st->n_breakers; i++) {
+        const zl_breaker_info_t *b = &st->breakers[i];
+        printf ("breaker %s: %s, %u failure(s) in its window, opened %" PRIu64 " time(s)\n",
+                b->lane, s_breaker_name (b->state), b->failures, b->opened);
+    }
     printf ("uptime %.1fs, %u worker(s), %u producer(s)\n", (double)st->uptime_ms / 1000,
             st->workers, st->producers);
     const char *role = st->role && st->role[0] ? st->role : "?";
@@ -1150,6 +1171,19 @@ s_cmd_tail (const opts_t *o, int argc, char **argv)
             } else
                 printf ("%s %s job=%" PRIu64 " outcome=%s result=%zu bytes error=%.200s\n", now, t,
                         d->job_id, zl_outcome_name (d->outcome), d->result.len, d->error);
+        } else if (m.kind == ZL_MSG_BREAKER) {
+            const zl_breaker_info_t *b = &m.u.breaker;
+            if (o->json) {
+                printf ("{\"topic\":");
+                zl_json_str (stdout, t);
+                printf (",\"event\":\"breaker\",\"lane\":");
+                zl_json_str (stdout, b->lane);
+                printf (",\"state\":\"%s\",\"failures\":%u,\"until_ms\":%" PRIu64
+                        ",\"opened\":%" PRIu64 "}\n",
+                        s_breaker_name (b->state), b->failures, b->until_ms, b->opened);
+            } else
+                printf ("%s %s state=%s failures=%u opened=%" PRIu64 "\n", now, t,
+                        s_breaker_name (b->state), b->failures, b->opened);
         } else if (m.kind == ZL_MSG_BATCH_DONE) {
             const zl_batch_info_t *b = &m.u.batch_done;
             if (o->json) {

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "job.h"
 #include "lane.h"
+#include "breaker.h"
 #include "scheduler.h"
 
 #include <setjmp.h>
@@ -761,6 +762,28 @@ s_lanes_share (zl_sched_policy_t policy)
     }
     w->lane->paused = true;
     assert_null (zl_sched_next (w->sched, lanes, 2, S_NO_LIMITS_NOW));
+    w->lane->paused = false;
+    other->paused = false;
+    // an open circuit breaker passes its lane over like a pause; half-open,
+    // it lets one probe out at a time
+    other->breaker = zl_breaker_new (1, 1000, 500, 1);
+    zl_breaker_failure (other->breaker, 0); // open until 500
+    for (int i = 0; i < 10; i++) {
+        zl_job_t *job = zl_sched_next (w->sched, lanes, 2, 100);
+        assert_ptr_equal (job->flow->lane, w->lane);
+        zl_sched_charge (w->sched, job, 1000);
+        s_push (w, job);
+    }
+    w->lane->paused = true;
+    assert_null (zl_sched_next (w->sched, lanes, 2, 100));
+    zl_job_t *probe = zl_sched_next (w->sched, lanes, 2, 600); // half-open: one probe
+    assert_non_null (probe);
+    assert_ptr_equal (probe->flow->lane, other);
+    assert_null (zl_sched_next (w->sched, lanes, 2, 600)); // the probe is out
+    zl_breaker_success (other->breaker, 700);              // closed again
+    assert_non_null (zl_sched_next (w->sched, lanes, 2, 700));
+    assert_non_null (zl_sched_next (w->sched, lanes, 2, 700));
+    zl_breaker_destroy (&other->breaker);
     s_world_destroy (&w);
 }
 

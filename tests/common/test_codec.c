@@ -481,6 +481,16 @@ test_batch_fields (void **state)
     s_roundtrip (f, &in, &out);
     assert_string_equal (out.u.batch_done.lane, "cb");
     assert_int_equal (out.u.batch_done.failed[0], 5);
+
+    in = (zl_msg_t){.kind = ZL_MSG_BREAKER};
+    in.u.breaker = (zl_breaker_info_t){"mail", 2, 4, 123456, 1, 3};
+    s_roundtrip (f, &in, &out);
+    assert_string_equal (out.u.breaker.lane, "mail");
+    assert_int_equal (out.u.breaker.state, 2);
+    assert_int_equal (out.u.breaker.failures, 4);
+    assert_int_equal (out.u.breaker.until_ms, 123456);
+    assert_int_equal (out.u.breaker.probes_out, 1);
+    assert_int_equal (out.u.breaker.opened, 3);
 }
 
 // ---------------------------------------------------------------- producer
@@ -1316,6 +1326,8 @@ s_touch (const zl_msg_t *m)
             sum += m->u.batch_done.failed[i];
         return sum;
     }
+    case ZL_MSG_BREAKER:
+        return s_touch_str (m->u.breaker.lane) + m->u.breaker.state + m->u.breaker.opened;
     case ZL_MSG_CREDIT:
     case ZL_MSG_HEARTBEAT:
     case ZL_MSG_DLQ_ALERT: return 0;
@@ -1473,6 +1485,11 @@ s_sample (fixture_t *f, zl_msg_kind_t kind, zl_msg_t *m)
                                             .n_failed = 3,
                                             .failed = failed,
                                             .settled_at_ms = 99};
+        break;
+    }
+    case ZL_MSG_BREAKER: {
+        m->u.breaker = (zl_breaker_info_t){
+            .lane = "mail", .state = 1, .failures = 5, .until_ms = 77, .opened = 2};
         break;
     }
     default: break;
@@ -1662,6 +1679,7 @@ test_names (void **state)
     assert_string_equal (zl_msg_kind_name (ZL_MSG_ADMIN_REPLY), "admin_reply");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_CANCEL), "cancel");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_BATCH_DONE), "batch_done");
+    assert_string_equal (zl_msg_kind_name (ZL_MSG_BREAKER), "breaker");
     assert_string_equal (zl_msg_kind_name (ZL_MSG_KIND_COUNT), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)-1), "unknown");
     assert_string_equal (zl_msg_kind_name ((zl_msg_kind_t)1000), "unknown");

@@ -88,6 +88,9 @@ s_dead_letter (const zl_dead_letter_t *a, const zl_dead_letter_t *b)
         STR (x->error, y->error);
     }
     s_headers (a->n_headers, a->headers, b->n_headers, b->headers);
+    STR (a->ordering_key, b->ordering_key);
+    EQ (a->ordering_head, b->ordering_head);
+    s_bytes (a->checkpoint, b->checkpoint);
 }
 
 static void
@@ -119,6 +122,17 @@ s_groups (size_t na, const zl_group_stats_t *a, size_t nb, const zl_group_stats_
 }
 
 static void
+s_breaker (const zl_breaker_info_t *a, const zl_breaker_info_t *b)
+{
+    STR (a->lane, b->lane);
+    EQ (a->state, b->state);
+    EQ (a->failures, b->failures);
+    EQ (a->until_ms, b->until_ms);
+    EQ (a->probes_out, b->probes_out);
+    EQ (a->opened, b->opened);
+}
+
+static void
 s_stats (const zl_stats_t *a, const zl_stats_t *b)
 {
     EQ (a->uptime_ms, b->uptime_ms);
@@ -142,6 +156,9 @@ s_stats (const zl_stats_t *a, const zl_stats_t *b)
     }
     EQ (a->workers, b->workers);
     EQ (a->producers, b->producers);
+    EQ (a->n_breakers, b->n_breakers);
+    for (size_t i = 0; i < a->n_breakers; i++)
+        s_breaker (&a->breakers[i], &b->breakers[i]);
 }
 
 // Compare two decoded messages field by field.
@@ -220,6 +237,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (x->deadline_ms, y->deadline_ms);
             EQ (x->max_age_ms, y->max_age_ms);
             EQ (x->priority, y->priority);
+            STR (x->ordering_key, y->ordering_key);
             EQ (x->open_batch, y->open_batch);
             if (x->open_batch) {
                 STR (x->open_batch_id, y->open_batch_id);
@@ -272,6 +290,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (a->u.extend.items[i].job_id, b->u.extend.items[i].job_id);
             EQ (a->u.extend.items[i].lease, b->u.extend.items[i].lease);
             EQ (a->u.extend.items[i].lease_ms, b->u.extend.items[i].lease_ms);
+            s_bytes (a->u.extend.items[i].checkpoint, b->u.extend.items[i].checkpoint);
         }
         break;
     case ZL_MSG_ACK:
@@ -293,6 +312,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             STR (x->error, y->error);
             EQ (x->retry_after_ms, y->retry_after_ms);
             EQ (x->run_us, y->run_us);
+            s_bytes (x->checkpoint, y->checkpoint);
         }
         break;
     case ZL_MSG_DISPATCH:
@@ -319,6 +339,8 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (x->batch != NULL, y->batch != NULL);
             if (x->batch)
                 s_batch (x->batch, y->batch);
+            STR (x->ordering_key, y->ordering_key);
+            s_bytes (x->checkpoint, y->checkpoint);
         }
         break;
     case ZL_MSG_SETTLED:
@@ -403,6 +425,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
     case ZL_MSG_OUTCOME:
     case ZL_MSG_JOB_DONE: s_outcome (&a->u.outcome, &b->u.outcome); break;
     case ZL_MSG_BATCH_DONE: s_batch (&a->u.batch_done, &b->u.batch_done); break;
+    case ZL_MSG_BREAKER: s_breaker (&a->u.breaker, &b->u.breaker); break;
     default: s_fail ("decoded an unknown kind");
     }
     s_field = NULL;

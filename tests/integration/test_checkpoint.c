@@ -62,10 +62,10 @@ s_worker (zlt_broker_t *b, const char *cmd, const char *name)
     char *bin = zlt_bin ("zlane-worker"), err[64];
     snprintf (err, sizeof err, "%s.err", name);
     char *err_path = zlt_path (zlt_broker_dir (b), err);
-    const char *argv[] = {bin,         "--broker", zlt_broker_endpoint (b, "backend"),
-                          "--lanes",   "a",        "--exec",
-                          cmd,         "--name",   name,
-                          "--heartbeat", "200ms",  NULL};
+    const char *argv[] = {bin,           "--broker", zlt_broker_endpoint (b, "backend"),
+                          "--lanes",     "a",        "--exec",
+                          cmd,           "--name",   name,
+                          "--heartbeat", "200ms",    NULL};
     zlt_proc_t *p = zlt_spawn (argv, NULL, NULL, err_path);
     assert_non_null (p);
     free (bin);
@@ -76,11 +76,11 @@ s_worker (zlt_broker_t *b, const char *cmd, const char *name)
 static void
 s_submit_one (zlt_broker_t *b)
 {
-    const char *args[] = {"--broker", zlt_broker_endpoint (b, "frontend"), "--tenant", "t",
-                          "--lane",   "a",                                 "long-job", NULL};
-    assert_int_equal (zlt_run_program (zlt_broker_dir (b), "zlane-submit", args, NULL, NULL, NULL,
-                                       RUN_MS),
-                      0);
+    const char *args[] = {
+        "--broker", zlt_broker_endpoint (b, "frontend"), "--tenant", "t", "--lane", "a", "long-job",
+        NULL};
+    assert_int_equal (
+        zlt_run_program (zlt_broker_dir (b), "zlane-submit", args, NULL, NULL, NULL, RUN_MS), 0);
 }
 
 static const char s_resumed[] = "1 1\n1 2\n1 3\n1 4\n1 5\n2 6\n2 7\n2 8\n2 9\n2 10\n";
@@ -88,9 +88,9 @@ static const char s_resumed[] = "1 1\n1 2\n1 3\n1 4\n1 5\n2 6\n2 7\n2 8\n2 9\n2 
 static zlt_broker_t *
 s_broker (void)
 {
-    const char *args[] = {"--lane",         "a",    "--backoff-base", "10ms",
-                          "--backoff-cap",  "20ms", "--heartbeat",    "200ms",
-                          "--liveness",     "3",    NULL};
+    const char *args[] = {"--lane", "a",           "--backoff-base", "10ms",       "--backoff-cap",
+                          "20ms",   "--heartbeat", "200ms",          "--liveness", "3",
+                          NULL};
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     return b;
