@@ -1,5 +1,7 @@
 #include "admin.h"
 
+#include "schedules.h"
+
 #include "counters.h"
 #include "dlq.h"
 #include "log.h"
@@ -71,7 +73,9 @@ bool
 zl_admin_changes (const zl_admin_request_t *req)
 {
     return req->op == ZL_ADMIN_DLQ_REDRIVE || req->op == ZL_ADMIN_DLQ_PURGE ||
-           req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME || req->op == ZL_ADMIN_CANCEL;
+           req->op == ZL_ADMIN_PAUSE || req->op == ZL_ADMIN_RESUME || req->op == ZL_ADMIN_CANCEL ||
+           req->op == ZL_ADMIN_SCHEDULE_ADD || req->op == ZL_ADMIN_SCHEDULE_REMOVE ||
+           req->op == ZL_ADMIN_SCHEDULE_PAUSE || req->op == ZL_ADMIN_SCHEDULE_RESUME;
 }
 
 int
@@ -205,6 +209,38 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
                  " already cancelled, %" PRIu64 " finished, %" PRIu64 " unknown",
                  req->n_ids, counts[ZL_CANCEL_CANCELLED], counts[ZL_CANCEL_ALREADY_CANCELLED],
                  counts[ZL_CANCEL_FINISHED], counts[ZL_CANCEL_UNKNOWN]);
+        break;
+    }
+    case ZL_ADMIN_SCHEDULE_ADD: {
+        char err[256];
+        if (zl_schedules_add (env->schedules, &req->schedule, now, err, sizeof err) != 0) {
+            refused = zl_arena_printf (env->arena, "schedule add: %s", err);
+            break;
+        }
+        zl_schedule_info_t *all;
+        size_t n = zl_schedules_list (env->schedules, env->arena, now, &all);
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp (all[i].name, req->schedule.name)) {
+                r->result = ZL_ADMIN_RESULT_SCHEDULES;
+                r->n_schedules = 1;
+                r->schedules = &all[i];
+            }
+        break;
+    }
+    case ZL_ADMIN_SCHEDULE_LIST:
+        r->result = ZL_ADMIN_RESULT_SCHEDULES;
+        r->n_schedules = zl_schedules_list (env->schedules, env->arena, now, &r->schedules);
+        break;
+    case ZL_ADMIN_SCHEDULE_REMOVE:
+    case ZL_ADMIN_SCHEDULE_PAUSE:
+    case ZL_ADMIN_SCHEDULE_RESUME: {
+        const char *name = req->schedule.name ? req->schedule.name : "";
+        int rc = req->op == ZL_ADMIN_SCHEDULE_REMOVE
+                     ? zl_schedules_remove (env->schedules, name)
+                     : zl_schedules_pause (env->schedules, name, req->op == ZL_ADMIN_SCHEDULE_PAUSE,
+                                           now);
+        if (rc != 0)
+            refused = zl_arena_printf (env->arena, "no schedule is named '%s'", name);
         break;
     }
     case ZL_ADMIN_PAUSE:

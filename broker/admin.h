@@ -18,9 +18,10 @@
 typedef struct {
     zl_jobs_t *jobs;
     zl_lanes_t *lanes;
-    uint64_t *counters;              // the broker's (counters.h): redriven, purged
-    zl_arena_t *arena;               // the reply's strings and arrays
-    const zl_stats_sources_t *stats; // for ZL_ADMIN_STATS
+    uint64_t *counters;                // the broker's (counters.h): redriven, purged
+    zl_arena_t *arena;                 // the reply's strings and arrays
+    const zl_stats_sources_t *stats;   // for ZL_ADMIN_STATS
+    struct _zl_schedules_t *schedules; // cron schedules (schedules.h)
 } zl_admin_env_t;
 
 /*  True if `req` changes the broker (redrive, purge, pause, resume, cancel). */

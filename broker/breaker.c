@@ -153,12 +153,13 @@ void
 zl_breaker_info (const zl_breaker_t *self, const char *lane, zl_now_t now, zl_breaker_info_t *out)
 {
     zl_breaker_view_t v = zl_breaker_view (self, now.mono_ms);
-    *out = (zl_breaker_info_t){
-        .lane = lane,
-        .state = (uint32_t)v.state,
-        .failures = v.failures,
-        .until_ms = v.state == ZL_BREAKER_OPEN ? (uint64_t)(now.wall_ms + v.open_until_ms - now.mono_ms)
-                                               : 0,
-        .probes_out = v.probes_out,
-        .opened = v.opened};
+    *out = (zl_breaker_info_t){.lane = lane,
+                               .state = (uint32_t)v.state,
+                               .failures = v.failures,
+                               .until_ms =
+                                   v.state == ZL_BREAKER_OPEN
+                                       ? (uint64_t)(now.wall_ms + v.open_until_ms - now.mono_ms)
+                                       : 0,
+                               .probes_out = v.probes_out,
+                               .opened = v.opened};
 }

@@ -41,6 +41,7 @@
 #include "broker.h"
 
 #include "breaker.h"
+#include "schedules.h"
 
 #include "admin.h"
 #include "admission.h"
@@ -122,7 +123,8 @@ struct _zl_broker_t {
     int64_t next_heartbeat_ms;
     int64_t next_alert_ms;
     int64_t next_prune_ms;
-    uint64_t *breaker_seen; // by lane index: its breaker's transitions last published
+    zl_schedules_t *schedules; // cron schedules (schedules.h)
+    uint64_t *breaker_seen;    // by lane index: its breaker's transitions last published
     uint32_t n_breaker_seen;
 };
 
@@ -326,6 +328,7 @@ s_stats_sources (zl_broker_t *self, zl_stats_sources_t *src)
     size_t np;
     zl_producers_all (self->producers, &np);
     *src = (zl_stats_sources_t){.lanes = self->lanes,
+                                .schedules = self->schedules,
                                 .sched = self->sched,
                                 .jobs = self->jobs,
                                 .store = self->store,
@@ -354,7 +357,8 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
                           .lanes = self->lanes,
                           .counters = self->counters,
                           .arena = self->turn,
-                          .stats = &src};
+                          .stats = &src,
+                          .schedules = self->schedules};
     zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
     if (zl_admin_apply (&env, req, ctx->now, &out.u.admin_reply) != 0) {
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "%s", out.u.admin_reply.error);
@@ -548,6 +552,8 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     zl_jobs_fire_timers (self->jobs, now);
     // deadlines passed: dead-lettered (expired), bounded per turn
     self->counters[ZL_CTR_EXPIRED] += zl_jobs_expire_deadlines (self->jobs, now, MAX_EXPIRE);
+    // cron ticks due: their jobs and the schedules' last ticks in this batch
+    zl_schedules_fire (self->schedules, now);
     if (now.mono_ms >= self->next_heartbeat_ms) {
         s_liveness (self, now);
         s_heartbeat (self);
@@ -719,6 +725,8 @@ s_core_new (zl_broker_t *self, zl_now_t now)
                                .counters = self->counters,
                                .turn = self->turn};
     self->admission = zl_admission_new (&aenv);
+    zl_schedules_env_t senv = {self->jobs, self->sched, self->lanes, self->store};
+    self->schedules = zl_schedules_new (&senv);
     self->loaded = false;
     self->stored_next_id = 0;
     self->worker_rr = 0;
@@ -731,6 +739,7 @@ s_core_new (zl_broker_t *self, zl_now_t now)
 static void
 s_core_destroy (zl_broker_t *self)
 {
+    zl_schedules_destroy (&self->schedules);
     zl_jobs_destroy (&self->jobs);
     zl_timers_destroy (&self->timers);
     zl_sched_destroy (&self->sched);
@@ -820,7 +829,7 @@ s_lead (zl_broker_t *self, char *err, size_t errlen)
     lead_commit_t commit = {self, ZL_STORE_OK};
     zl_recovery_env_t rec = {self->store,   self->lanes, self->sched,
                              self->jobs,    self->where, zl_lead_recovery_cause (self->lead),
-                             s_lead_commit, &commit};
+                             s_lead_commit, &commit,     self->schedules};
     if (zl_recover (&rec, err, errlen) == 0) {
         self->loaded = true;
         return 0;
@@ -1084,6 +1093,9 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
     if (self->n_gone)
         return now_ms;
     int64_t deadline = zl_jobs_next_deadline (self->jobs); // wall clock
+    int64_t tick = zl_schedules_next_ms (self->schedules); // wall clock
+    if (tick >= 0 && (deadline < 0 || tick < deadline))
+        deadline = tick;
     if (deadline >= 0) {
         int64_t in_ms = deadline - zl_clock_wall_ms ();
         deadline = now_ms + (in_ms > 0 ? in_ms : 0);

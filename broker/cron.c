@@ -45,8 +45,7 @@ s_value (const char *s, size_t len, int field, long *out)
 
 // Parse field `field` (0 minute .. 4 weekday) of `len` bytes at `s` into a bit set.
 static int
-s_field (const char *s, size_t len, int field, uint64_t *bits, bool *any, char *err,
-         size_t errlen)
+s_field (const char *s, size_t len, int field, uint64_t *bits, bool *any, char *err, size_t errlen)
 {
     static const char *const what[] = {"minute", "hour", "day of the month", "month",
                                        "day of the week"};
@@ -70,8 +69,8 @@ s_field (const char *s, size_t len, int field, uint64_t *bits, bool *any, char *
             if (!dash)
                 b = slash ? hi[field] : a;
         }
-        if (slash && (s_value (slash + 1, (size_t)(item_end - slash - 1), -1, &step) != 0 ||
-                      step < 1))
+        if (slash &&
+            (s_value (slash + 1, (size_t)(item_end - slash - 1), -1, &step) != 0 || step < 1))
             goto bad;
         if (a < lo[field] || b > hi[field] || a > b) {
             snprintf (err, errlen, "cron: %s %ld-%ld is out of %ld-%ld", what[field], a, b,
@@ -100,8 +99,8 @@ zl_cron_parse (const char *text, zl_cron_t *out, char *err, size_t errlen)
         text++;
     static const struct {
         const char *name, *expr;
-    } macros[] = {{"@yearly", "0 0 1 1 *"},  {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
-                  {"@weekly", "0 0 * * 0"},  {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
+    } macros[] = {{"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"},
+                  {"@weekly", "0 0 * * 0"}, {"@daily", "0 0 * * *"},    {"@midnight", "0 0 * * *"},
                   {"@hourly", "0 * * * *"}};
     for (size_t i = 0; i < sizeof macros / sizeof macros[0]; i++)
         if (!strcmp (text, macros[i].name))
@@ -116,8 +115,9 @@ zl_cron_parse (const char *text, zl_cron_t *out, char *err, size_t errlen)
         return 0;
     }
     if (text[0] == '@') {
-        snprintf (err, errlen, "cron: unknown macro '%s' (@yearly, @monthly, @weekly, @daily, "
-                               "@hourly, @every DUR)",
+        snprintf (err, errlen,
+                  "cron: unknown macro '%s' (@yearly, @monthly, @weekly, @daily, "
+                  "@hourly, @every DUR)",
                   text);
         return -1;
     }
@@ -129,8 +129,9 @@ zl_cron_parse (const char *text, zl_cron_t *out, char *err, size_t errlen)
             s++;
         size_t len = strcspn (s, " ");
         if (len == 0) {
-            snprintf (err, errlen, "cron: '%s' has %d field(s), not 5 (minute hour "
-                                   "day-of-month month day-of-week)",
+            snprintf (err, errlen,
+                      "cron: '%s' has %d field(s), not 5 (minute hour "
+                      "day-of-month month day-of-week)",
                       text, f);
             return -1;
         }

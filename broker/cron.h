@@ -14,12 +14,12 @@
 #include <stdint.h>
 
 typedef struct {
-    uint64_t every_ms; // @every: the period; 0: the calendar fields below
-    uint64_t minutes;  // bit m: minute m (0-59)
-    uint32_t hours;    // bit h (0-23)
-    uint32_t days;     // bit d: day of the month d (1-31)
-    uint16_t months;   // bit m: month m (1-12)
-    uint8_t weekdays;  // bit w: day of the week w (0 Sunday - 6)
+    uint64_t every_ms;     // @every: the period; 0: the calendar fields below
+    uint64_t minutes;      // bit m: minute m (0-59)
+    uint32_t hours;        // bit h (0-23)
+    uint32_t days;         // bit d: day of the month d (1-31)
+    uint16_t months;       // bit m: month m (1-12)
+    uint8_t weekdays;      // bit w: day of the week w (0 Sunday - 6)
     bool dom_any, dow_any; // the day fields were "*" (for the either-day rule)
 } zl_cron_t;
 

@@ -1,5 +1,7 @@
 #include "recovery.h"
 
+#include "schedules.h"
+
 #include "clock.h"
 #include "log.h"
 
@@ -30,6 +32,11 @@ s_recover_job (void *arg, uint64_t id, const zl_job_rec_t *rec, const zl_state_r
 {
     recover_ctx_t *rc = arg;
     const zl_recovery_env_t *env = rc->env;
+    if (rec->schedule) { // a cron schedule's record, not a job
+        if (env->schedules)
+            zl_schedules_restore (env->schedules, id, rec, state);
+        return;
+    }
     zl_lane_t *lane = zl_lanes_lookup (env->lanes, rec->lane);
     if (!lane) {
         // a lane no longer declared still owns stored jobs: keep them

@@ -26,6 +26,7 @@ typedef struct {
     const char *cause;                // zl_store_recovery_cause: "restart" or "leader_change"
     int (*commit) (void *commit_arg); // the broker's commit: 0 or -1
     void *commit_arg;
+    struct _zl_schedules_t *schedules; // where stored cron schedules go (schedules.h)
 } zl_recovery_env_t;
 
 /*  Recover everything the store holds, commit what recovery changed (the

@@ -1,6 +1,7 @@
 #include "stats.h"
 
 #include "breaker.h"
+#include "schedules.h"
 
 #include "counters.h"
 #include "dlq.h"
@@ -59,6 +60,9 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
     zl_store_stats (src->store, &ss);
     zl_jobs_graph_stats_t gs;
     zl_jobs_graph_stats (src->jobs, &gs);
+    uint64_t ticks = 0, ticks_skipped = 0, ticks_failed = 0;
+    if (src->schedules)
+        zl_schedules_counts (src->schedules, &ticks, &ticks_skipped, &ticks_failed);
     zl_counter_t store[] = {{"jobs_waiting", gs.waiting},
                             {"outcomes_kept", gs.kept},
                             {"dep_nodes", gs.nodes},
@@ -70,6 +74,10 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
                             {"jobs_not_yet", gs.not_yet},
                             {"jobs_not_yet_exhausted", gs.not_yet_exhausted},
                             {"ordering_keys", gs.ordering_keys},
+                            {"schedules", src->schedules ? zl_schedules_count (src->schedules) : 0},
+                            {"cron_ticks_enqueued", ticks},
+                            {"cron_ticks_skipped", ticks_skipped},
+                            {"cron_ticks_failed", ticks_failed},
                             {"jobs_ordering_held", gs.ordering_held},
                             {"store_map_bytes", ss.map_size},
                             {"store_used_bytes", ss.used_bytes},

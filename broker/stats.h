@@ -27,6 +27,7 @@ typedef struct {
     size_t workers, producers;
     const zl_store_lead_t *lead; // the broker's role, the epoch and the leader, as last elected
     const char *name;            // this broker (the leader's name while it leads)
+    struct _zl_schedules_t *schedules; // cron schedules (schedules.h), or NULL
 } zl_stats_sources_t;
 
 /*  Fill `out` from `src` as of `now`; every array and string lives in

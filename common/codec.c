@@ -274,6 +274,23 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
 }
 
 static void
+s_dec_schedule (zl_arena_t *a, zl_schedule_info_t *o, const Zlane__V1__Schedule *in)
+{
+    *o = (zl_schedule_info_t){.name = in->name,
+                              .cron = in->cron,
+                              .tenant = in->tenant,
+                              .lane = in->lane,
+                              .payload = s_bytes (in->payload),
+                              .n_headers = in->n_headers,
+                              .headers = s_dec_headers (a, in->n_headers, in->headers),
+                              .catch_up = in->catch_up,
+                              .catch_up_max = in->catch_up_max,
+                              .paused = in->paused,
+                              .last_tick_ms = in->last_tick_ms,
+                              .next_tick_ms = in->next_tick_ms};
+}
+
+static void
 s_dec_breaker (zl_breaker_info_t *o, const Zlane__V1__Breaker *in)
 {
     *o = (zl_breaker_info_t){in->lane,     (uint32_t)in->state, in->failures,
@@ -597,6 +614,23 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             o->op = ZL_ADMIN_BATCH_SHOW;
             o->batch_id = r->batch_show->batch_id;
             break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_ADD:
+            o->op = ZL_ADMIN_SCHEDULE_ADD;
+            s_dec_schedule (a, &o->schedule, r->schedule_add);
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_LIST: o->op = ZL_ADMIN_SCHEDULE_LIST; break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_REMOVE:
+            o->op = ZL_ADMIN_SCHEDULE_REMOVE;
+            o->schedule.name = r->schedule_remove->name;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_PAUSE:
+            o->op = ZL_ADMIN_SCHEDULE_PAUSE;
+            o->schedule.name = r->schedule_pause->name;
+            break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_RESUME:
+            o->op = ZL_ADMIN_SCHEDULE_RESUME;
+            o->schedule.name = r->schedule_resume->name;
+            break;
         default: o->op = ZL_ADMIN_NONE; break;
         }
         break;
@@ -648,6 +682,13 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         case ZLANE__V1__ADMIN_REPLY__RESULT_BATCH:
             o->result = ZL_ADMIN_RESULT_BATCH;
             o->batch = *s_dec_batch (a, r->batch);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_SCHEDULES:
+            o->result = ZL_ADMIN_RESULT_SCHEDULES;
+            o->n_schedules = r->schedules->n_items;
+            o->schedules = ARR (a, r->schedules->n_items, zl_schedule_info_t);
+            for (size_t i = 0; i < r->schedules->n_items; i++)
+                s_dec_schedule (a, &o->schedules[i], r->schedules->items[i]);
             break;
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
         }
@@ -909,6 +950,25 @@ s_enc_groups (zl_arena_t *a, size_t n, const zl_group_stats_t *in)
         out[i] = o;
     }
     return out;
+}
+
+static Zlane__V1__Schedule *
+s_enc_schedule (zl_arena_t *a, const zl_schedule_info_t *in)
+{
+    Zlane__V1__Schedule *o = NEW (a, Zlane__V1__Schedule, zlane__v1__schedule__init);
+    o->name = S (in->name);
+    o->cron = S (in->cron);
+    o->tenant = S (in->tenant);
+    o->lane = S (in->lane);
+    o->payload = s_bin (in->payload);
+    o->n_headers = in->n_headers;
+    o->headers = s_enc_headers (a, in->n_headers, in->headers);
+    o->catch_up = in->catch_up;
+    o->catch_up_max = in->catch_up_max;
+    o->paused = in->paused;
+    o->last_tick_ms = in->last_tick_ms;
+    o->next_tick_ms = in->next_tick_ms;
+    return o;
 }
 
 static Zlane__V1__Breaker *
@@ -1370,6 +1430,32 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->batch_show = NEW (a, Zlane__V1__BatchQuery, zlane__v1__batch_query__init);
             r->batch_show->batch_id = S (in->batch_id);
             break;
+        case ZL_ADMIN_SCHEDULE_ADD:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_ADD;
+            r->schedule_add = s_enc_schedule (a, &in->schedule);
+            break;
+        case ZL_ADMIN_SCHEDULE_LIST:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_LIST;
+            r->schedule_list = NEW (a, Zlane__V1__ScheduleQuery, zlane__v1__schedule_query__init);
+            break;
+        case ZL_ADMIN_SCHEDULE_REMOVE:
+        case ZL_ADMIN_SCHEDULE_PAUSE:
+        case ZL_ADMIN_SCHEDULE_RESUME: {
+            Zlane__V1__ScheduleName *n =
+                NEW (a, Zlane__V1__ScheduleName, zlane__v1__schedule_name__init);
+            n->name = S (in->schedule.name);
+            if (in->op == ZL_ADMIN_SCHEDULE_REMOVE) {
+                r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_REMOVE;
+                r->schedule_remove = n;
+            } else if (in->op == ZL_ADMIN_SCHEDULE_PAUSE) {
+                r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_PAUSE;
+                r->schedule_pause = n;
+            } else {
+                r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_RESUME;
+                r->schedule_resume = n;
+            }
+            break;
+        }
         default: break; // no op: the broker answers with an error
         }
         break;
@@ -1430,6 +1516,14 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         case ZL_ADMIN_RESULT_BATCH:
             r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_BATCH;
             r->batch = s_enc_batch (a, &in->batch);
+            break;
+        case ZL_ADMIN_RESULT_SCHEDULES:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_SCHEDULES;
+            r->schedules = NEW (a, Zlane__V1__ScheduleList, zlane__v1__schedule_list__init);
+            r->schedules->n_items = in->n_schedules;
+            r->schedules->items = PTRS (a, in->n_schedules, Zlane__V1__Schedule);
+            for (size_t i = 0; i < in->n_schedules; i++)
+                r->schedules->items[i] = s_enc_schedule (a, &in->schedules[i]);
             break;
         default: break;
         }

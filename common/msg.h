@@ -418,6 +418,11 @@ typedef enum {
     ZL_ADMIN_CANCEL,
     ZL_ADMIN_JOB_SHOW,
     ZL_ADMIN_BATCH_SHOW,
+    ZL_ADMIN_SCHEDULE_ADD,
+    ZL_ADMIN_SCHEDULE_LIST,
+    ZL_ADMIN_SCHEDULE_REMOVE,
+    ZL_ADMIN_SCHEDULE_PAUSE,
+    ZL_ADMIN_SCHEDULE_RESUME,
     ZL_ADMIN_OP_COUNT
 } zl_admin_op_t;
 
@@ -429,6 +434,21 @@ typedef struct {
     bool all;      // required when nothing else narrows the set
 } zl_dlq_filter_t;
 
+/*  A cron schedule (Schedule in the protocol). */
+typedef struct {
+    const char *name;
+    const char *cron;
+    const char *tenant;
+    const char *lane;
+    zl_bytes_t payload;
+    size_t n_headers;
+    zl_header_t *headers;
+    bool catch_up;
+    uint32_t catch_up_max;
+    bool paused;
+    uint64_t last_tick_ms, next_tick_ms;
+} zl_schedule_info_t;
+
 typedef struct {
     uint64_t request_id;
     zl_admin_op_t op;
@@ -439,7 +459,8 @@ typedef struct {
     const char *lane;       // pause, resume
     size_t n_ids;           // cancel: the job ids
     const uint64_t *ids;
-    const char *batch_id; // batch show
+    const char *batch_id;        // batch show
+    zl_schedule_info_t schedule; // schedule add; its name: remove, pause, resume
 } zl_admin_request_t;
 
 #define ZL_CANCEL_MAX_IDS 1000 // ids per CancelRequest
@@ -528,7 +549,8 @@ typedef enum {
     ZL_ADMIN_RESULT_COUNT,
     ZL_ADMIN_RESULT_CANCEL,
     ZL_ADMIN_RESULT_JOB,
-    ZL_ADMIN_RESULT_BATCH
+    ZL_ADMIN_RESULT_BATCH,
+    ZL_ADMIN_RESULT_SCHEDULES
 } zl_admin_result_t;
 
 typedef struct {
@@ -545,6 +567,8 @@ typedef struct {
     zl_cancel_item_t *cancel_items;
     zl_job_outcome_t job;  // job show
     zl_batch_info_t batch; // batch show
+    size_t n_schedules;    // schedule list, add
+    zl_schedule_info_t *schedules;
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope

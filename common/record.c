@@ -103,6 +103,16 @@ zl_record_job_prepare (zl_arena_t *a, const zl_job_rec_t *r, void **handle)
     m->batch_summary = s_batch_prepare (a, r->batch_summary);
     m->deadline_ms = r->deadline_ms;
     m->ordering_key = S (r->ordering_key);
+    if (r->schedule) {
+        Zlane__Store__V1__ScheduleRec *sr = zl_arena_alloc (a, sizeof *sr);
+        zlane__store__v1__schedule_rec__init (sr);
+        sr->name = S (r->schedule->name);
+        sr->cron = S (r->schedule->cron);
+        sr->catch_up = r->schedule->catch_up;
+        sr->catch_up_max = r->schedule->catch_up_max;
+        sr->created_at_ms = r->schedule->created_at_ms;
+        m->schedule = sr;
+    }
     if (r->priority_plus1) {
         m->priority_given_case = ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY;
         m->priority = r->priority_plus1 - 1;
@@ -150,6 +160,8 @@ zl_record_state_prepare (zl_arena_t *a, const zl_state_rec_t *r, void **handle)
     m->ordering_head = r->ordering_head;
     m->checkpoint.data = (uint8_t *)r->checkpoint.data;
     m->checkpoint.len = r->checkpoint.len;
+    m->schedule_last_tick_ms = r->schedule_last_tick_ms;
+    m->schedule_paused = r->schedule_paused;
     *handle = m;
     return zlane__store__v1__state_rec__get_packed_size (m);
 }
@@ -198,6 +210,14 @@ zl_record_job_decode (zl_arena_t *arena, const void *data, size_t len, zl_job_re
     out->batch_summary = s_batch_decode (arena, m->batch_summary);
     out->deadline_ms = m->deadline_ms;
     out->ordering_key = s_text (arena, m->ordering_key);
+    out->schedule = NULL;
+    if (m->schedule) {
+        zl_schedule_rec_t *sr = zl_arena_alloc (arena, sizeof *sr);
+        *sr = (zl_schedule_rec_t){s_text (arena, m->schedule->name),
+                                  s_text (arena, m->schedule->cron), m->schedule->catch_up,
+                                  m->schedule->catch_up_max, m->schedule->created_at_ms};
+        out->schedule = sr;
+    }
     out->priority_plus1 =
         m->priority_given_case == ZLANE__STORE__V1__JOB_REC__PRIORITY_GIVEN_PRIORITY &&
                 m->priority <= ZL_PRIORITY_MAX
@@ -242,6 +262,8 @@ zl_record_state_decode (zl_arena_t *arena, const void *data, size_t len, zl_stat
     out->order_seq = m->order_seq;
     out->ordering_head = m->ordering_head;
     out->checkpoint = (zl_bytes_t){m->checkpoint.data, m->checkpoint.len};
+    out->schedule_last_tick_ms = m->schedule_last_tick_ms;
+    out->schedule_paused = m->schedule_paused;
     return 0;
 }
 

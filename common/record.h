@@ -34,6 +34,14 @@ typedef struct {
 } zl_batch_rec_t;
 
 typedef struct {
+    const char *name;
+    const char *cron;
+    bool catch_up;
+    uint32_t catch_up_max;
+    int64_t created_at_ms;
+} zl_schedule_rec_t;
+
+typedef struct {
     const char *tenant;
     const char *lane;
     zl_bytes_t payload;
@@ -53,8 +61,9 @@ typedef struct {
     // its priority + 1; 0 (a zeroed record, or one written before priorities):
     // ZL_PRIORITY_DEFAULT (zl_record_priority)
     uint32_t priority_plus1;
-    int64_t deadline_ms;      // wall clock, 0 = none
-    const char *ordering_key; // "" none
+    int64_t deadline_ms;               // wall clock, 0 = none
+    const char *ordering_key;          // "" none
+    const zl_schedule_rec_t *schedule; // a cron schedule's record (else NULL)
 } zl_job_rec_t;
 
 /*  A job record's priority, 0 to ZL_PRIORITY_MAX. */
@@ -73,15 +82,17 @@ typedef struct {
     zl_attempt_t *history;
     const char *leased_to;
     int64_t started_at_ms;
-    int64_t cancelled_at_ms;     // state cancelled: wall clock
-    uint32_t cancelled_from;     // state cancelled: the state it was cancelled in
-    zl_bytes_t result;           // done: the ack's result
-    int64_t done_at_ms;          // done: wall clock of the ack
-    uint64_t failed_parent;      // dead for a parent: that parent
-    const zl_batch_rec_t *batch; // a batch's record job, waiting: its progress (else NULL)
-    uint64_t order_seq;          // its place among its ordering key's jobs (0: its id)
-    bool ordering_head;          // dead: it died at the head of its ordering key
-    zl_bytes_t checkpoint;       // the last progress checkpoint (empty: none)
+    int64_t cancelled_at_ms;       // state cancelled: wall clock
+    uint32_t cancelled_from;       // state cancelled: the state it was cancelled in
+    zl_bytes_t result;             // done: the ack's result
+    int64_t done_at_ms;            // done: wall clock of the ack
+    uint64_t failed_parent;        // dead for a parent: that parent
+    const zl_batch_rec_t *batch;   // a batch's record job, waiting: its progress (else NULL)
+    uint64_t order_seq;            // its place among its ordering key's jobs (0: its id)
+    bool ordering_head;            // dead: it died at the head of its ordering key
+    zl_bytes_t checkpoint;         // the last progress checkpoint (empty: none)
+    int64_t schedule_last_tick_ms; // a schedule's record: its last tick
+    bool schedule_paused;
 } zl_state_rec_t;
 
 typedef struct {

@@ -64,6 +64,12 @@ s_usage (FILE *out)
         "                              5: unknown or not kept, 6: not final yet)\n"
         "  batch show ID               a batch's progress (jobs joined, acked, dead,\n"
         "                              cancelled, pending), or its summary once settled\n"
+        "  schedule add NAME --cron EXPR --lane L --tenant T [--missed skip|catch_up[:N]]\n"
+        "               [--header K=V]... [--paused] PAYLOAD\n"
+        "                              a cron schedule (UTC; 'm h dom mon dow', @hourly,\n"
+        "                              '@every 30s'): a job per tick, once (replaces one\n"
+        "                              of that name)\n"
+        "  schedule list | remove NAME | pause NAME | resume NAME\n"
         "  pause LANE | resume LANE    stop / restart dispatch from a lane\n"
         "  cancel ID...                cancel jobs: ready, delayed, dead-lettered or\n"
         "                              running (its worker is told to stop it)\n"
@@ -994,6 +1000,120 @@ s_cmd_job (const opts_t *o, int argc, char **argv)
     return rc;
 }
 
+// ---------------------------------------------------------------- schedule
+static void
+s_print_schedule (const opts_t *o, const zl_schedule_info_t *s)
+{
+    char last[40] = "-", next[40] = "-";
+    if (s->last_tick_ms)
+        s_time (last, sizeof last, s->last_tick_ms);
+    if (s->next_tick_ms)
+        s_time (next, sizeof next, s->next_tick_ms);
+    if (o->json) {
+        printf ("{\"name\":");
+        zl_json_str (stdout, s->name);
+        printf (",\"cron\":");
+        zl_json_str (stdout, s->cron);
+        printf (",\"lane\":");
+        zl_json_str (stdout, s->lane);
+        printf (",\"tenant\":");
+        zl_json_str (stdout, s->tenant);
+        printf (",\"missed\":\"%s\",\"catch_up_max\":%u,\"paused\":%s,\"last_tick_ms\":%" PRIu64
+                ",\"next_tick_ms\":%" PRIu64 ",\"payload\":",
+                s->catch_up ? "catch_up" : "skip", s->catch_up_max, s->paused ? "true" : "false",
+                s->last_tick_ms, s->next_tick_ms);
+        zl_json_bytes (stdout, s->payload.data, s->payload.len);
+        printf ("}\n");
+        return;
+    }
+    printf ("%-20s %-18s %-12s %-12s %-10s next %s  last %s%s\n", s->name, s->cron, s->lane,
+            s->tenant, s->catch_up ? "catch_up" : "skip", next, last,
+            s->paused ? "  (paused)" : "");
+}
+
+static int
+s_cmd_schedule (const opts_t *o, int argc, char **argv)
+{
+    const char *sub = argc ? argv[0] : "";
+    zl_admin_request_t req = {0};
+    req.filter.lane = req.filter.tenant = "";
+    req.lane = "";
+    static zl_header_t headers[64];
+    size_t n_headers = 0;
+    if (!strcmp (sub, "list") && argc == 1)
+        req.op = ZL_ADMIN_SCHEDULE_LIST;
+    else if ((!strcmp (sub, "remove") || !strcmp (sub, "pause") || !strcmp (sub, "resume")) &&
+             argc == 2) {
+        req.op = !strcmp (sub, "remove")  ? ZL_ADMIN_SCHEDULE_REMOVE
+                 : !strcmp (sub, "pause") ? ZL_ADMIN_SCHEDULE_PAUSE
+                                          : ZL_ADMIN_SCHEDULE_RESUME;
+        req.schedule.name = argv[1];
+    } else if (!strcmp (sub, "add") && argc >= 2) {
+        req.op = ZL_ADMIN_SCHEDULE_ADD;
+        req.schedule.name = argv[1];
+        const char *payload = NULL;
+        for (int i = 2; i < argc; i++) {
+            const char *a = argv[i];
+            bool more = i + 1 < argc;
+            if (!strcmp (a, "--cron") && more)
+                req.schedule.cron = argv[++i];
+            else if (!strcmp (a, "--lane") && more)
+                req.schedule.lane = argv[++i];
+            else if (!strcmp (a, "--tenant") && more)
+                req.schedule.tenant = argv[++i];
+            else if (!strcmp (a, "--paused"))
+                req.schedule.paused = true;
+            else if (!strcmp (a, "--missed") && more) {
+                const char *m = argv[++i];
+                if (!strcmp (m, "skip"))
+                    req.schedule.catch_up = false;
+                else if (!strncmp (m, "catch_up", 8) && (m[8] == '\0' || m[8] == ':')) {
+                    req.schedule.catch_up = true;
+                    req.schedule.catch_up_max = m[8] ? (uint32_t)strtoul (m + 9, NULL, 10) : 0;
+                } else
+                    return s_fail_usage ("--missed wants skip or catch_up[:N], not '%s'", m);
+            } else if (!strcmp (a, "--header") && more && n_headers < 64) {
+                char *kv = argv[++i], *eq = strchr (kv, '=');
+                if (!eq)
+                    return s_fail_usage ("--header wants K=V, not '%s'", kv);
+                *eq = '\0';
+                headers[n_headers++] = (zl_header_t){kv, eq + 1};
+            } else if (a[0] == '-' && a[1])
+                return s_fail_usage ("schedule add: unknown option '%s'", a);
+            else if (!payload)
+                payload = a;
+            else
+                return s_fail_usage ("schedule add: one PAYLOAD, not '%s'", a);
+        }
+        if (!req.schedule.cron || !req.schedule.lane || !req.schedule.tenant)
+            return s_fail_usage ("schedule add wants --cron, --lane and --tenant%s", "");
+        req.schedule.payload =
+            (zl_bytes_t){(const uint8_t *)(payload ? payload : ""), payload ? strlen (payload) : 0};
+        req.schedule.n_headers = n_headers;
+        req.schedule.headers = headers;
+    } else {
+        if (!strcmp (sub, "--help") || !strcmp (sub, "-h")) {
+            printf ("Usage: zlane-ctl schedule add NAME --cron EXPR --lane L --tenant T "
+                    "[--missed skip|catch_up[:N]] [--header K=V]... [--paused] PAYLOAD\n"
+                    "       zlane-ctl schedule list | remove NAME | pause NAME | resume NAME\n");
+            return 0;
+        }
+        return s_fail_usage ("schedule wants add, list, remove, pause or resume%s", "");
+    }
+    zl_codec_t *codec = zl_codec_new ();
+    zl_msg_t reply;
+    int rc = s_admin (o, codec, &req, &reply);
+    if (rc == 0) {
+        const zl_admin_reply_t *r = &reply.u.admin_reply;
+        for (size_t i = 0; i < r->n_schedules; i++)
+            s_print_schedule (o, &r->schedules[i]);
+        if (req.op != ZL_ADMIN_SCHEDULE_LIST && req.op != ZL_ADMIN_SCHEDULE_ADD && !o->json)
+            printf ("schedule %s: %s\n", req.schedule.name, sub);
+    }
+    zl_codec_destroy (&codec);
+    return rc;
+}
+
 // ---------------------------------------------------------------- batch
 static int
 s_cmd_batch (const opts_t *o, int argc, char **argv)
@@ -1479,6 +1599,8 @@ main (int argc, char **argv)
         rc = s_cmd_job (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "batch"))
         rc = s_cmd_batch (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "schedule"))
+        rc = s_cmd_schedule (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "store"))
         rc = zl_ctl_store_copy (argc - i - 1, argv + i + 1);
     else

@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-#define N 3        // failures that open it
+#define N 3 // failures that open it
 #define WINDOW 1000
 #define COOL 5000
 #define PROBES 2
@@ -92,7 +92,7 @@ test_half_open_probes (void **state)
     zl_breaker_success (b, t + 6);
     assert_int_equal (s_state (b, t + 6), ZL_BREAKER_CLOSED);
     zl_breaker_view_t v = zl_breaker_view (b, t + 6);
-    assert_int_equal (v.failures, 0); // a fresh window
+    assert_int_equal (v.failures, 0);    // a fresh window
     assert_int_equal (v.transitions, 5); // open, half, open, half, closed
     zl_breaker_failure (b, t + 7);
     assert_int_equal (s_state (b, t + 7), ZL_BREAKER_CLOSED);

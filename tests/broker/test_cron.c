@@ -19,7 +19,8 @@
 static int64_t
 s_at (int y, int mo, int d, int h, int mi)
 {
-    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
+    struct tm tm = {
+        .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
     return (int64_t)timegm (&tm) * 1000;
 }
 

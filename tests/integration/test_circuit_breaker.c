@@ -35,10 +35,18 @@ s_worker (zlt_broker_t *b, const char *lane, const char *handler, const char *na
     char *bin = zlt_bin ("zlane-worker"), err[64];
     snprintf (err, sizeof err, "%s.err", name);
     char *err_path = zlt_path (zlt_broker_dir (b), err);
-    const char *argv[] = {bin,     "--broker",      zlt_broker_endpoint (b, "backend"),
-                          "--lanes", lane,          "--exec",
-                          handler, "--name",        name,
-                          "--concurrency", "1",     NULL};
+    const char *argv[] = {bin,
+                          "--broker",
+                          zlt_broker_endpoint (b, "backend"),
+                          "--lanes",
+                          lane,
+                          "--exec",
+                          handler,
+                          "--name",
+                          name,
+                          "--concurrency",
+                          "1",
+                          NULL};
     zlt_proc_t *p = zlt_spawn (argv, NULL, NULL, err_path);
     assert_non_null (p);
     free (bin);
@@ -51,11 +59,13 @@ s_submit (zlt_broker_t *b, const char *lane, int n)
 {
     char *lines = zlt_path (zlt_broker_dir (b), "lines");
     zlt_write_lines (lines, lane, n);
-    const char *args[] = {"--broker", zlt_broker_endpoint (b, "frontend"), "--tenant", "t",
-                          "--lane",   lane,   "--lines", "-q", NULL};
-    assert_int_equal (zlt_run_program (zlt_broker_dir (b), "zlane-submit", args, lines, NULL,
-                                       NULL, WAIT_MS),
-                      0);
+    const char *args[] = {"--broker", zlt_broker_endpoint (b, "frontend"),
+                          "--tenant", "t",
+                          "--lane",   lane,
+                          "--lines",  "-q",
+                          NULL};
+    assert_int_equal (
+        zlt_run_program (zlt_broker_dir (b), "zlane-submit", args, lines, NULL, NULL, WAIT_MS), 0);
     free (lines);
 }
 
@@ -100,15 +110,24 @@ static void
 test_breaker_trips_and_recovers (void **state)
 {
     (void)state;
-    const char *args[] = {"--lane",         "mail",
-                          "--lane",         "other",
-                          "--backoff-base", "10ms",
-                          "--backoff-cap",  "20ms",
-                          "--max-attempts", "100",
-                          "--set",          "lanes/mail/breaker_failures=3",
-                          "--set",          "lanes/mail/breaker_window=10s",
-                          "--set",          "lanes/mail/breaker_cooldown=1s",
-                          "--set",          "lanes/mail/breaker_probes=1",
+    const char *args[] = {"--lane",
+                          "mail",
+                          "--lane",
+                          "other",
+                          "--backoff-base",
+                          "10ms",
+                          "--backoff-cap",
+                          "20ms",
+                          "--max-attempts",
+                          "100",
+                          "--set",
+                          "lanes/mail/breaker_failures=3",
+                          "--set",
+                          "lanes/mail/breaker_window=10s",
+                          "--set",
+                          "lanes/mail/breaker_cooldown=1s",
+                          "--set",
+                          "lanes/mail/breaker_probes=1",
                           NULL};
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
