@@ -124,6 +124,7 @@ struct _zl_broker_t {
     int64_t next_alert_ms;
     int64_t next_prune_ms;
     zl_schedules_t *schedules; // cron schedules (schedules.h)
+    bool config_schedules;     // the config's schedules: still to upsert (first turn led)
     uint64_t *breaker_seen;    // by lane index: its breaker's transitions last published
     uint32_t n_breaker_seen;
 };
@@ -832,6 +833,7 @@ s_lead (zl_broker_t *self, char *err, size_t errlen)
                              s_lead_commit, &commit,     self->schedules};
     if (zl_recover (&rec, err, errlen) == 0) {
         self->loaded = true;
+        self->config_schedules = self->cfg->n_schedules > 0;
         return 0;
     }
     zl_store_role_t role = commit.rc == ZL_STORE_FENCED        ? ZL_ROLE_STANDBY
@@ -961,6 +963,28 @@ s_keep_gone_workers (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
         s_keep_gone (self, &gone[i]->peer, 1);
 }
 
+// The schedules the config declares, added (or updated, keeping their
+// ticks so far) in the first turn this broker leads.
+static void
+s_config_schedules (zl_broker_t *self, zl_now_t now)
+{
+    self->config_schedules = false;
+    for (size_t i = 0; i < self->cfg->n_schedules; i++) {
+        const zl_schedule_config_t *c = &self->cfg->schedules[i];
+        const char *payload = c->payload ? c->payload : "";
+        zl_schedule_info_t s = {.name = c->name,
+                                .cron = c->cron ? c->cron : "",
+                                .tenant = c->tenant ? c->tenant : "",
+                                .lane = c->lane ? c->lane : "",
+                                .payload = {(const uint8_t *)payload, strlen (payload)},
+                                .catch_up = c->catch_up,
+                                .catch_up_max = c->catch_up_max};
+        char err[256];
+        if (zl_schedules_add (self->schedules, &s, now, err, sizeof err) != 0)
+            zl_error ("broker", "config schedule %s: %s: not scheduled", c->name, err);
+    }
+}
+
 // Publish breaker.<lane> for every lane whose circuit breaker changed state
 // since the last turn (its cool-down's end included: ticked here).
 static void
@@ -1038,6 +1062,8 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     }
 
     // 3. drain and apply (every change goes into the turn's store batch)
+    if (self->config_schedules)
+        s_config_schedules (self, now);
     s_release_gone (self, now);
     s_drain_all (self, items, fed, now);
 

@@ -465,6 +465,46 @@ zl_broker_config_store (const zl_broker_config_t *cfg, char *err, size_t errlen)
     return cfg->store ? cfg->store : cfg->data_dir;
 }
 
+// schedules/NAME/KEY: a cron schedule's fields (checked when it is added).
+static int
+s_set_schedule (zl_broker_config_t *cfg, const char *name, const char *key, const char *value,
+                char *err, size_t errlen)
+{
+    zl_schedule_config_t *s = NULL;
+    for (size_t i = 0; i < cfg->n_schedules && !s; i++)
+        if (!strcmp (cfg->schedules[i].name, name))
+            s = &cfg->schedules[i];
+    if (!s) {
+        cfg->schedules =
+            zl_realloc (cfg->schedules, (cfg->n_schedules + 1) * sizeof *cfg->schedules);
+        s = &cfg->schedules[cfg->n_schedules++];
+        *s = (zl_schedule_config_t){.name = zl_strdup (name)};
+    }
+    char **field = !strcmp (key, "cron")      ? &s->cron
+                   : !strcmp (key, "lane")    ? &s->lane
+                   : !strcmp (key, "tenant")  ? &s->tenant
+                   : !strcmp (key, "payload") ? &s->payload
+                                              : NULL;
+    if (field) {
+        free (*field);
+        *field = zl_strdup (value);
+        return 0;
+    }
+    if (!strcmp (key, "missed")) {
+        if (!strcmp (value, "skip")) {
+            s->catch_up = false;
+            return 0;
+        }
+        if (!strncmp (value, "catch_up", 8) && (value[8] == '\0' || value[8] == ':')) {
+            s->catch_up = true;
+            s->catch_up_max = value[8] ? (uint32_t)strtoul (value + 9, NULL, 10) : 0;
+            return 0;
+        }
+        ERR ("schedules/%s/missed wants skip, catch_up or catch_up:N, not '%s'", name, value);
+    }
+    ERR ("unknown schedule key '%s' (cron, lane, tenant, payload, missed)", key);
+}
+
 int
 zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *value, char *err,
                       size_t errlen)
@@ -495,6 +535,8 @@ zl_broker_config_set (zl_broker_config_t *cfg, const char *key, const char *valu
         return s_set_lane_default (cfg, leaf, value, err, errlen);
     if (!strcmp (buf, "defaults") && !strcmp (name, "tenant"))
         return s_set_tenant (&cfg->tenant_defaults, leaf, value, err, errlen);
+    if (!strcmp (buf, "schedules"))
+        return s_set_schedule (cfg, name, leaf, value, err, errlen);
     ERR ("unknown section '%s'", buf);
 }
 
@@ -517,6 +559,12 @@ zl_broker_config_load (zl_broker_config_t *cfg, const char *path, char *err, siz
                         : s_set_tenant (&cfg->tenant_defaults, zconfig_name (k), zconfig_value (k),
                                         err, errlen);
     }
+    sec = zconfig_locate (root, "schedules");
+    for (zconfig_t *item = sec ? zconfig_child (sec) : NULL; item && rc == 0;
+         item = zconfig_next (item))
+        for (zconfig_t *k = zconfig_child (item); k && rc == 0; k = zconfig_next (k))
+            rc = s_set_schedule (cfg, zconfig_name (item), zconfig_name (k), zconfig_value (k), err,
+                                 errlen);
     const char *groups[] = {"lanes", "tenants"};
     for (int g = 0; g < 2 && rc == 0; g++) {
         sec = zconfig_locate (root, groups[g]);
@@ -565,6 +613,15 @@ zl_broker_config_free (zl_broker_config_t *cfg)
     for (size_t i = 0; i < cfg->n_tenants; i++)
         free (cfg->tenants[i].name);
     free (cfg->tenants);
+    for (size_t i = 0; i < cfg->n_schedules; i++) {
+        zl_schedule_config_t *s = &cfg->schedules[i];
+        free (s->name);
+        free (s->cron);
+        free (s->lane);
+        free (s->tenant);
+        free (s->payload);
+    }
+    free (cfg->schedules);
     memset (cfg, 0, sizeof *cfg);
 }
 

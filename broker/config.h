@@ -10,6 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*  A cron schedule the config declares (schedules/NAME/cron, lane, tenant,
+    payload, missed = skip | catch_up | catch_up:N). */
+typedef struct {
+    char *name, *cron, *lane, *tenant, *payload;
+    bool catch_up;
+    uint32_t catch_up_max;
+} zl_schedule_config_t;
+
 typedef struct {
     char *name;
     uint32_t weight;       // share of workers serving several lanes
@@ -91,6 +99,8 @@ typedef struct {
     zl_tenant_config_t tenant_defaults;
     zl_tenant_config_t *tenants;
     size_t n_tenants;
+    zl_schedule_config_t *schedules; // schedules/NAME/...: upserted when the broker leads
+    size_t n_schedules;
     uint64_t given; // broker keys set by a file or a flag, a bit per key (not the defaults)
 } zl_broker_config_t;
 

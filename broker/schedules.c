@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SKIP_GRACE_MS 60000  // skip: a due tick younger than this is still enqueued
-#define MAX_WALK 200000      // ticks walked at a time when catching up a long gap
+#define SKIP_GRACE_MS 60000 // skip: a due tick younger than this is still enqueued
+#define MAX_WALK 200000     // ticks walked at a time when catching up a long gap
 
 typedef struct {
     uint64_t id; // its record in the store
@@ -155,8 +155,8 @@ s_make (const zl_schedule_info_t *in, const zl_cron_t *cron)
     s->n_headers = in->n_headers;
     s->headers = zl_calloc (in->n_headers ? in->n_headers : 1, sizeof *s->headers);
     for (size_t i = 0; i < in->n_headers; i++)
-        s->headers[i] = (zl_header_t){zl_strdup (in->headers[i].key),
-                                      zl_strdup (in->headers[i].value)};
+        s->headers[i] =
+            (zl_header_t){zl_strdup (in->headers[i].key), zl_strdup (in->headers[i].value)};
     s->cron = *cron;
     s->catch_up = in->catch_up;
     s->catch_up_max = in->catch_up_max ? in->catch_up_max : ZL_SCHEDULE_CATCH_UP_DEFAULT;
@@ -263,8 +263,7 @@ s_by_name (const void *a, const void *b)
 }
 
 size_t
-zl_schedules_list (zl_schedules_t *self, zl_arena_t *arena, zl_now_t now,
-                   zl_schedule_info_t **out)
+zl_schedules_list (zl_schedules_t *self, zl_arena_t *arena, zl_now_t now, zl_schedule_info_t **out)
 {
     (void)now;
     if (self->n)
@@ -283,9 +282,8 @@ zl_schedules_list (zl_schedules_t *self, zl_arena_t *arena, zl_now_t now,
                                          .catch_up_max = s->catch_up_max,
                                          .paused = s->paused,
                                          .last_tick_ms = (uint64_t)s->last_tick_ms,
-                                         .next_tick_ms = s->next_tick_ms > 0
-                                                             ? (uint64_t)s->next_tick_ms
-                                                             : 0};
+                                         .next_tick_ms =
+                                             s->next_tick_ms > 0 ? (uint64_t)s->next_tick_ms : 0};
     }
     return self->n;
 }
@@ -335,8 +333,8 @@ s_enqueue (zl_schedules_t *self, sched_t *s, int64_t tick, zl_now_t now)
         return 0; // enqueued before (its last tick's write was lost?): once only
     zl_lane_t *lane = zl_lanes_find (e->lanes, s->lane);
     if (!lane) {
-        zl_warn ("schedules", "schedule %s: lane %s is no longer declared: tick %" PRId64
-                              " not enqueued",
+        zl_warn ("schedules",
+                 "schedule %s: lane %s is no longer declared: tick %" PRId64 " not enqueued",
                  s->name, s->lane, tick);
         return -1;
     }
@@ -366,8 +364,8 @@ s_enqueue (zl_schedules_t *self, sched_t *s, int64_t tick, zl_now_t now)
         return -1;
     }
     zl_jobs_accept (e->jobs, id, &spec, flow, now);
-    zl_debug ("schedules", "schedule %s: tick %" PRId64 " enqueued as job %" PRIu64, s->name,
-              tick, id);
+    zl_debug ("schedules", "schedule %s: tick %" PRId64 " enqueued as job %" PRIu64, s->name, tick,
+              id);
     return 0;
 }
 

@@ -133,22 +133,30 @@ test_schedules_across_a_kill (void **state)
     char *cmd;
     assert_true (asprintf (&cmd, "sh '%s'", script) > 0);
     char *bin = zlt_bin ("zlane-worker"), *err = zlt_path (dir, "w.err");
-    const char *wargv[] = {bin,        "--broker",      zlt_broker_endpoint (b, "backend"),
-                           "--lanes",  "a",             "--exec",
-                           cmd,        "--concurrency", "4",
-                           "--heartbeat", "200ms",      NULL};
+    const char *wargv[] = {bin,
+                           "--broker",
+                           zlt_broker_endpoint (b, "backend"),
+                           "--lanes",
+                           "a",
+                           "--exec",
+                           cmd,
+                           "--concurrency",
+                           "4",
+                           "--heartbeat",
+                           "200ms",
+                           NULL};
     zlt_proc_t *w = zlt_spawn (wargv, NULL, NULL, err);
     assert_non_null (w);
 
-    const char *catchup[] = {"schedule", "add",    "catchup", "--cron", "@every 1s",
-                             "--lane",   "a",      "--tenant", "t",     "--missed",
-                             "catch_up:100",       "catchup",  NULL};
-    const char *skipper[] = {"schedule", "add", "skipper", "--cron", "@every 1s", "--lane", "a",
-                             "--tenant", "t",   "--missed", "skip",  "skipper",   NULL};
-    const char *paused[] = {"schedule", "add", "sleeper", "--cron", "@every 1s", "--lane", "a",
-                            "--tenant", "t",   "--paused", "sleeper", NULL};
-    const char *bad[] = {"schedule", "add", "bad", "--cron", "61 * * * *", "--lane", "a",
-                         "--tenant", "t",   "x",   NULL};
+    const char *catchup[] = {"schedule",     "add",     "catchup",  "--cron", "@every 1s",
+                             "--lane",       "a",       "--tenant", "t",      "--missed",
+                             "catch_up:100", "catchup", NULL};
+    const char *skipper[] = {"schedule", "add", "skipper",  "--cron", "@every 1s", "--lane", "a",
+                             "--tenant", "t",   "--missed", "skip",   "skipper",   NULL};
+    const char *paused[] = {"schedule", "add",      "sleeper", "--cron",   "@every 1s", "--lane",
+                            "a",        "--tenant", "t",       "--paused", "sleeper",   NULL};
+    const char *bad[] = {"schedule", "add",      "bad", "--cron", "61 * * * *", "--lane",
+                         "a",        "--tenant", "t",   "x",      NULL};
     assert_int_equal (s_ctl (b, catchup, NULL), 0);
     assert_int_equal (s_ctl (b, skipper, NULL), 0);
     assert_int_equal (s_ctl (b, paused, NULL), 0);
@@ -212,11 +220,65 @@ test_schedules_across_a_kill (void **state)
     zlt_broker_destroy (&b);
 }
 
+// A schedule the config declares is there when the broker leads, fires,
+// and after a restart (the config upserts it again) goes on from its last
+// tick: no tick twice.
+static void
+test_config_schedule (void **state)
+{
+    (void)state;
+    const char *args[] = {"--lane", "a",
+                          "--set",  "schedules/cfg/cron=@every 1s",
+                          "--set",  "schedules/cfg/lane=a",
+                          "--set",  "schedules/cfg/tenant=t",
+                          "--set",  "schedules/cfg/payload=cfg",
+                          "--set",  "schedules/cfg/missed=catch_up:5",
+                          NULL};
+    zlt_broker_t *b = zlt_broker_start (args);
+    assert_non_null (b);
+    const char *dir = zlt_broker_dir (b);
+    char *journal = zlt_path (dir, "journal"), *script = zlt_path (dir, "h.sh"), *text;
+    assert_true (asprintf (&text,
+                           "p=$(cat)\necho \"$p $ZLANE_HEADER_ZLANE_CRON_TICK $ZLANE_JOB_ID\" >> "
+                           "'%s'\n",
+                           journal) > 0);
+    assert_int_equal (zlt_write_file (script, text, strlen (text)), 0);
+    free (text);
+    char *cmd, *bin = zlt_bin ("zlane-worker"), *err = zlt_path (dir, "w.err");
+    assert_true (asprintf (&cmd, "sh '%s'", script) > 0);
+    const char *wargv[] = {
+        bin, "--broker", zlt_broker_endpoint (b, "backend"), "--lanes", "a", "--exec", cmd, NULL};
+    zlt_proc_t *w = zlt_spawn (wargv, NULL, NULL, err);
+    reach_t r = {"cfg", s_wall_ms () + 1500};
+    assert_int_equal (zlt_wait_file (journal, s_reached, &r, WAIT_MS), 0);
+    assert_int_equal (zlt_broker_restart (b, 15000), 0); // (SIGKILL, then start)
+    r.at_ms = s_wall_ms () + 1500;
+    assert_int_equal (zlt_wait_file (journal, s_reached, &r, WAIT_MS), 0);
+    static ticks_t t;
+    s_read (journal, "cfg", &t); // fails on a tick enqueued twice
+    qsort (t.tick, (size_t)t.n, sizeof t.tick[0], s_cmp);
+    for (int i = 1; i < t.n; i++)
+        assert_int_equal (t.tick[i], t.tick[i - 1] + 1000);
+    char *out = NULL;
+    const char *list[] = {"schedule", "list", NULL};
+    assert_int_equal (s_ctl (b, list, &out), 0);
+    assert_non_null (strstr (out, "cfg"));
+    free (out);
+    free (bin);
+    free (err);
+    free (cmd);
+    free (script);
+    free (journal);
+    zlt_proc_destroy (&w);
+    zlt_broker_destroy (&b);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_schedules_across_a_kill),
+        cmocka_unit_test (test_config_schedule),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
