@@ -189,6 +189,10 @@ export interface Job {
   batch?: BatchInfo;
   /** Its ordering key ("" none). */
   orderingKey: string;
+  /** The last progress checkpoint an earlier attempt saved, or null. */
+  checkpoint: Buffer | null;
+  /** Save progress (sent at once, before the job's Ack or Nack); a later attempt gets it as checkpoint. */
+  saveCheckpoint(data: Buffer | Uint8Array | string): void;
   /** Aborted when the lease is lost (or presumed lost), max run time passes, or a forced stop. */
   signal: AbortSignal;
   text(): string;

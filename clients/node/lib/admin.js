@@ -11,6 +11,7 @@ const Stats = proto.T("Stats");
 const DeadLetter = proto.T("DeadLetter");
 const DlqAlert = proto.T("DlqAlert");
 const BatchInfo = proto.T("BatchInfo");
+const Breaker = proto.T("Breaker");
 
 function filter(f = {}) {
   if (typeof f === "string" || typeof f === "number" || typeof f === "bigint") f = { ids: [f] };
@@ -242,6 +243,7 @@ class Admin {
  *   {type: "deadLetter", topic: "dlq.<lane>.<tenant>", ...DeadLetter}
  *   {type: "dlqAlert", topic: "alert.dlq", depth, oldestAgeMs}
  *   {type: "batchDone", topic: "batch.<id>", ...BatchInfo} (a batch settled, once)
+ *   {type: "breaker", topic: "breaker.<lane>", ...Breaker} (a lane's circuit breaker changed state)
  * It connects to every endpoint of the list at once: only the leader publishes.
  */
 class Subscriber {
@@ -287,6 +289,7 @@ class Subscriber {
         if (m.kind === "dead_letter") yield { type: "deadLetter", topic, ...deadLetter(m.body) };
         else if (m.kind === "dlq_alert") yield { type: "dlqAlert", topic, ...proto.plain(DlqAlert, m.body) };
         else if (m.kind === "batch_done") yield { type: "batchDone", topic, ...proto.plain(BatchInfo, m.body) };
+        else if (m.kind === "breaker") yield { type: "breaker", topic, ...proto.plain(Breaker, m.body) };
       }
     } catch (e) {
       if (!this._closed) throw e;

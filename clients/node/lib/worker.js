@@ -64,6 +64,19 @@ class Job {
     // a batch's callback job: the batch as it settled (counts, failed ids)
     this.batch = j.batch ? proto.plain(BatchInfo, j.batch) : undefined;
     this.orderingKey = j.ordering_key || "";
+    // the last progress checkpoint an earlier attempt saved (saveCheckpoint), or null
+    this.checkpoint = j.checkpoint && j.checkpoint.length ? Buffer.from(j.checkpoint) : null;
+  }
+  /**
+   * Save this job's progress: `data` (a Buffer/Uint8Array, or a string as UTF-8; at most
+   * the broker's max_checkpoint, 64 KiB by default) goes to the broker in an Extend at
+   * once (before the job's Ack or Nack), is stored with the job, and a later attempt
+   * gets it as job.checkpoint if this one does not finish. Empty: RangeError.
+   */
+  saveCheckpoint(data) {
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
+    if (!bytes.length) throw new RangeError("a checkpoint is at least one byte");
+    this.#held.saveCheckpoint(bytes);
   }
   /** An AbortSignal, aborted when the lease is lost, the max run time passed, or on a forced stop. */
   get signal() {
@@ -117,6 +130,10 @@ class Held {
       if (this.aborted) this.ac.abort(this.reason);
     }
     return this.ac.signal;
+  }
+  saveCheckpoint(bytes) {
+    if (!this.worker) throw new Error("this job is not held by a worker");
+    this.worker._saveCheckpoint(this, bytes);
   }
   abort(reason) {
     if (this.aborted) return;
@@ -384,6 +401,7 @@ class Worker extends EventEmitter {
       const key = proto.leaseKey(j.job_id, j.lease);
       if (this._held.has(key)) continue; // dispatched twice
       const h = new Held(key, j, this._extend && j.lease_ms >= 2 ? now + j.lease_ms / 2 : 0, j.max_run_ms ? now + j.max_run_ms : 0);
+      h.worker = this;
       this._held.set(key, h);
       if (this._draining) this._handBack(h, FC.FAILURE_THROTTLED, "worker shutting down");
       else this._backlog.push(h);
@@ -552,6 +570,12 @@ class Worker extends EventEmitter {
 
   // ------------------------------------------------------------ flush and timers
 
+  _saveCheckpoint(h, bytes) {
+    if (!this._sock || !this._held.has(h.key)) return; // the lease is gone: nothing to save
+    this._extends.push({ job_id: h.jobId, lease: h.lease, lease_ms: h.leaseMs, checkpoint: bytes });
+    this._scheduleFlush();
+  }
+
   _scheduleFlush() {
     if (this._flushScheduled) return;
     this._flushScheduled = true;
@@ -569,6 +593,11 @@ class Worker extends EventEmitter {
       this._send("ready", { name: this.name, lanes: this.lanes, capacity, instance: this.instance }, now);
       this._markUnsent(); // what came before Ready may be lost
     }
+    if (this._extends.length) { // first: a checkpoint goes before its job's Ack or Nack
+      this._send("extend", { items: this._extends }, now);
+      this.stats.extendsSent += this._extends.length;
+      this._extends = [];
+    }
     if (this._unsent.size) {
       const acks = [];
       const nacks = [];
@@ -584,11 +613,6 @@ class Worker extends EventEmitter {
       if (nacks.length) this._send("nack", { items: nacks }, now);
       for (const [k, s] of this._unsent) this._sent.set(k, s);
       this._unsent.clear();
-    }
-    if (this._extends.length) {
-      this._send("extend", { items: this._extends }, now);
-      this.stats.extendsSent += this._extends.length;
-      this._extends = [];
     }
     if (now - this._lastSent >= this._heartbeatMs) this._send("heartbeat", {}, now);
   }

@@ -297,7 +297,8 @@ class Subscriber:
             poller.poll(int(left * 1000) + 1)
 
     def recv(self, timeout: float | None = None):
-        """The next DeadLetter, DlqAlert or BatchInfo (a batch settled) record, or None
+        """The next DeadLetter, DlqAlert, BatchInfo (a batch settled) or Breaker (a
+        lane's circuit breaker changed state: topic breaker.<lane>) record, or None
         if none came within `timeout` seconds (None = wait)."""
         end = None if timeout is None else now() + timeout
         while True:
@@ -314,7 +315,7 @@ class Subscriber:
                 kind, msg = decode(frames[1])
             except ValueError:
                 continue
-            if kind not in ("dead_letter", "dlq_alert", "batch_done"):
+            if kind not in ("dead_letter", "dlq_alert", "batch_done", "breaker"):
                 continue
             rec = to_record(msg)
             rec.topic = frames[0].decode("utf-8", "replace")

@@ -77,7 +77,9 @@ class Job:
     parent of a job in a workflow, in the order it named them), batch (a batch's
     callback job: the BatchInfo record of the batch as it settled, with its counts
     and failed job ids; None for any other job), ordering_key (its
-    JobSpec.ordering_key, "" none). `cancelled` turns
+    JobSpec.ordering_key, "" none), checkpoint (the last progress checkpoint
+    an earlier attempt saved, bytes, or None; save one with save_checkpoint).
+    `cancelled` turns
     true once the lease is lost (or presumed lost) or the job ran out of time: a
     long handler may check it and return early. A handler that returns bytes or
     str gives the job that result (str as UTF-8): sent with the ack, kept by the
@@ -85,7 +87,7 @@ class Job:
 
     __slots__ = ("id", "lease", "attempt", "tenant", "lane", "payload", "headers",
                  "idempotency_key", "lease_ms", "max_run_ms", "max_attempts", "enqueued_at_ms",
-                 "parent_results", "batch", "ordering_key", "_event", "_reason", "_next_extend", "_max_run_at",
+                 "parent_results", "batch", "ordering_key", "checkpoint", "_worker", "_event", "_reason", "_next_extend", "_max_run_at",
                  "_received", "_held")
 
     def __init__(self, msg=None, **fields):
@@ -95,6 +97,7 @@ class Job:
         self._max_run_at = None
         self._received = 0.0
         self._held = False          # in the worker's held set (its timers live)
+        self._worker = None         # the Worker holding it (save_checkpoint)
         if msg is not None:         # a DispatchJob: read once, straight from the message
             self.id = msg.job_id
             self.lease = msg.lease
@@ -112,6 +115,7 @@ class Job:
                                    if len(msg.parent_results) else [])
             self.batch = to_record(msg.batch) if msg.HasField("batch") else None
             self.ordering_key = msg.ordering_key
+            self.checkpoint = bytes(msg.checkpoint) if msg.checkpoint else None
             return
         for name in ("id", "lease", "attempt", "lease_ms", "max_run_ms", "max_attempts",
                      "enqueued_at_ms"):
@@ -124,6 +128,24 @@ class Job:
         self.parent_results = list(fields.get("parent_results") or [])
         self.batch = fields.get("batch")
         self.ordering_key = fields.get("ordering_key", "")
+        self.checkpoint = fields.get("checkpoint")
+
+    def save_checkpoint(self, data) -> None:
+        """Save this job's progress: `data` (bytes, or str as UTF-8; at most the
+        broker's max_checkpoint, 64 KiB by default) goes to the broker in an Extend at
+        once (before the job's Ack or Nack), is stored with the job, and a later attempt
+        of it gets it as job.checkpoint if this one does not finish. A later call
+        replaces one not sent yet. Thread-safe. Raises ValueError for empty data and
+        RuntimeError for a job no worker holds."""
+        if isinstance(data, str):
+            data = data.encode()
+        data = bytes(data)
+        if not data:
+            raise ValueError("a checkpoint is at least one byte")
+        worker = self._worker
+        if worker is None:
+            raise RuntimeError("this job is not held by a worker")
+        worker._save_checkpoint(self, data)
 
     @property
     def cancelled(self) -> bool:
@@ -244,6 +266,8 @@ class Worker:
         while not self._instance:
             self._instance = random.SystemRandom().getrandbits(64)
         self._waker = Waker()
+        self._ckpt_lock = threading.Lock()
+        self._ckpts: dict = {}  # (job id, lease) -> (job, bytes): saved, not yet sent
         self._stop_requests = 0
         self._started = False
         self._done: deque = deque()  # (job, settle or None: not run) from handlers
@@ -523,6 +547,7 @@ class Worker:
                 self._schedule(_MAX_RUN, job, t, job.max_run_ms)
             held[ref] = job
             job._held = True
+            job._worker = self
             if debug:
                 log.debug("job %d attempt %d: received (tenant %s, lane %s, %d bytes, lease %d ms)",
                           job.id, job.attempt, job.tenant, job.lane, len(job.payload),
@@ -826,12 +851,26 @@ class Worker:
         return self._send(_env(ready=pb.Ready(name=self.name, lanes=list(self._handlers),
                                               capacity=capacity, instance=self._instance)), t)
 
+    def _save_checkpoint(self, job: "Job", data: bytes) -> None:
+        with self._ckpt_lock:
+            self._ckpts[(job.id, job.lease)] = (job, data)
+        self._waker.wake()
+
     def _flush(self, t: float) -> None:
         if self._dealer is None:
             return
         if self._need_ready and self._send_ready(t):
             self._need_ready = False
             self._mark_unsent()  # what came before Ready may have been refused
+        with self._ckpt_lock:
+            ckpts, self._ckpts = self._ckpts, {}
+        for job, data in ckpts.values():  # before any settlement: stored before the job ends
+            self._extends.append(pb.ExtendItem(job_id=job.id, lease=job.lease,
+                                               lease_ms=job.lease_ms, checkpoint=data))
+        if self._extends:  # (first: a checkpoint goes before its job's Ack or Nack)
+            if self._send(_env(extend=pb.Extend(items=self._extends)), t):
+                self.stats["extends_sent"] += len(self._extends)
+            self._extends = []
         if self._unsent:
             acks = [p for p in self._unsent if p.ack]
             nacks = [p for p in self._unsent if not p.ack]
@@ -850,10 +889,6 @@ class Worker:
                     p.counted = True
                     self.stats["acked" if p.ack else "nacked"] += 1
             self._unsent = keep
-        if self._extends:
-            if self._send(_env(extend=pb.Extend(items=self._extends)), t):
-                self.stats["extends_sent"] += len(self._extends)
-            self._extends = []
         if t - self._last_sent >= self._heartbeat:
             self._send(_env(heartbeat=pb.Heartbeat()), t)
 
