@@ -114,6 +114,42 @@ s_wall_ms (void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+// A worker on lane a whose handler appends "<payload> <tick> <job id>" to
+// `journal` for every run.
+static zlt_proc_t *
+s_worker (zlt_broker_t *b, const char *journal)
+{
+    const char *dir = zlt_broker_dir (b);
+    char *script = zlt_path (dir, "h.sh"), *text, *cmd;
+    assert_true (asprintf (&text,
+                           "p=$(cat)\necho \"$p $ZLANE_HEADER_ZLANE_CRON_TICK $ZLANE_JOB_ID\" >> "
+                           "'%s'\n",
+                           journal) > 0);
+    assert_int_equal (zlt_write_file (script, text, strlen (text)), 0);
+    assert_true (asprintf (&cmd, "sh '%s'", script) > 0);
+    char *bin = zlt_bin ("zlane-worker"), *err = zlt_path (dir, "w.err");
+    const char *argv[] = {bin,
+                          "--broker",
+                          zlt_broker_endpoint (b, "backend"),
+                          "--lanes",
+                          "a",
+                          "--exec",
+                          cmd,
+                          "--concurrency",
+                          "4",
+                          "--heartbeat",
+                          "200ms",
+                          NULL};
+    zlt_proc_t *w = zlt_spawn (argv, NULL, NULL, err);
+    assert_non_null (w);
+    free (text);
+    free (cmd);
+    free (bin);
+    free (err);
+    free (script);
+    return w;
+}
+
 static void
 test_schedules_across_a_kill (void **state)
 {
@@ -123,30 +159,8 @@ test_schedules_across_a_kill (void **state)
     assert_non_null (b);
     const char *dir = zlt_broker_dir (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    char *journal = zlt_path (dir, "journal"), *script = zlt_path (dir, "h.sh"), *text;
-    assert_true (asprintf (&text,
-                           "p=$(cat)\necho \"$p $ZLANE_HEADER_ZLANE_CRON_TICK $ZLANE_JOB_ID\" >> "
-                           "'%s'\n",
-                           journal) > 0);
-    assert_int_equal (zlt_write_file (script, text, strlen (text)), 0);
-    free (text);
-    char *cmd;
-    assert_true (asprintf (&cmd, "sh '%s'", script) > 0);
-    char *bin = zlt_bin ("zlane-worker"), *err = zlt_path (dir, "w.err");
-    const char *wargv[] = {bin,
-                           "--broker",
-                           zlt_broker_endpoint (b, "backend"),
-                           "--lanes",
-                           "a",
-                           "--exec",
-                           cmd,
-                           "--concurrency",
-                           "4",
-                           "--heartbeat",
-                           "200ms",
-                           NULL};
-    zlt_proc_t *w = zlt_spawn (wargv, NULL, NULL, err);
-    assert_non_null (w);
+    char *journal = zlt_path (dir, "journal");
+    zlt_proc_t *w = s_worker (b, journal);
 
     const char *catchup[] = {"schedule",     "add",     "catchup",  "--cron", "@every 1s",
                              "--lane",       "a",       "--tenant", "t",      "--missed",
@@ -210,10 +224,6 @@ test_schedules_across_a_kill (void **state)
     assert_int_not_equal (s_ctl (b, rm, NULL), 0); // gone
     assert_int_equal (zlt_counter (admin, "schedules"), 2);
 
-    free (bin);
-    free (err);
-    free (cmd);
-    free (script);
     free (journal);
     zlt_proc_destroy (&w);
     zlt_client_destroy (&admin);
@@ -237,18 +247,8 @@ test_config_schedule (void **state)
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     const char *dir = zlt_broker_dir (b);
-    char *journal = zlt_path (dir, "journal"), *script = zlt_path (dir, "h.sh"), *text;
-    assert_true (asprintf (&text,
-                           "p=$(cat)\necho \"$p $ZLANE_HEADER_ZLANE_CRON_TICK $ZLANE_JOB_ID\" >> "
-                           "'%s'\n",
-                           journal) > 0);
-    assert_int_equal (zlt_write_file (script, text, strlen (text)), 0);
-    free (text);
-    char *cmd, *bin = zlt_bin ("zlane-worker"), *err = zlt_path (dir, "w.err");
-    assert_true (asprintf (&cmd, "sh '%s'", script) > 0);
-    const char *wargv[] = {
-        bin, "--broker", zlt_broker_endpoint (b, "backend"), "--lanes", "a", "--exec", cmd, NULL};
-    zlt_proc_t *w = zlt_spawn (wargv, NULL, NULL, err);
+    char *journal = zlt_path (dir, "journal");
+    zlt_proc_t *w = s_worker (b, journal);
     reach_t r = {"cfg", s_wall_ms () + 1500};
     assert_int_equal (zlt_wait_file (journal, s_reached, &r, WAIT_MS), 0);
     assert_int_equal (zlt_broker_restart (b, 15000), 0); // (SIGKILL, then start)
@@ -264,10 +264,6 @@ test_config_schedule (void **state)
     assert_int_equal (s_ctl (b, list, &out), 0);
     assert_non_null (strstr (out, "cfg"));
     free (out);
-    free (bin);
-    free (err);
-    free (cmd);
-    free (script);
     free (journal);
     zlt_proc_destroy (&w);
     zlt_broker_destroy (&b);
