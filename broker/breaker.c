@@ -13,6 +13,7 @@ struct _zl_breaker_t {
     int64_t open_until_ms;
     uint32_t probes_out, probes_ok;
     uint64_t opened, transitions;
+    uint64_t told; // transitions already taken by zl_breaker_take_change
 };
 
 const char *
@@ -141,6 +142,15 @@ zl_breaker_view (const zl_breaker_t *self, int64_t now_ms)
                                .probes_out = self->probes_out,
                                .opened = self->opened,
                                .transitions = self->transitions};
+}
+
+bool
+zl_breaker_take_change (zl_breaker_t *self)
+{
+    if (self->told == self->transitions)
+        return false;
+    self->told = self->transitions;
+    return true;
 }
 
 int64_t

@@ -65,6 +65,8 @@ typedef struct {
 
 /*  The breaker as stats, metrics and events show it, at `now_ms`. */
 zl_breaker_view_t zl_breaker_view (const zl_breaker_t *self, int64_t now_ms);
+/*  True once per change of state since the last call (for its event). */
+bool zl_breaker_take_change (zl_breaker_t *self);
 /*  OPEN: when it half-opens (monotonic ms); else -1. */
 int64_t zl_breaker_next_ms (const zl_breaker_t *self);
 /*  Fill `out` with the breaker of lane `lane` (borrowed) as the protocol

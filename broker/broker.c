@@ -125,8 +125,6 @@ struct _zl_broker_t {
     int64_t next_prune_ms;
     zl_schedules_t *schedules; // cron schedules (schedules.h)
     bool config_schedules;     // the config's schedules: still to upsert (first turn led)
-    uint64_t *breaker_seen;    // by lane index: its breaker's transitions last published
-    uint32_t n_breaker_seen;
 };
 
 typedef struct {
@@ -963,72 +961,6 @@ s_keep_gone_workers (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
         s_keep_gone (self, &gone[i]->peer, 1);
 }
 
-// The schedules the config declares, added (or updated, keeping their
-// ticks so far) in the first turn this broker leads.
-static void
-s_config_schedules (zl_broker_t *self, zl_now_t now)
-{
-    self->config_schedules = false;
-    for (size_t i = 0; i < self->cfg->n_schedules; i++) {
-        const zl_schedule_config_t *c = &self->cfg->schedules[i];
-        const char *payload = c->payload ? c->payload : "";
-        zl_schedule_info_t s = {.name = c->name,
-                                .cron = c->cron ? c->cron : "",
-                                .tenant = c->tenant ? c->tenant : "",
-                                .lane = c->lane ? c->lane : "",
-                                .payload = {(const uint8_t *)payload, strlen (payload)},
-                                .catch_up = c->catch_up,
-                                .catch_up_max = c->catch_up_max};
-        char err[256];
-        if (zl_schedules_add (self->schedules, &s, now, err, sizeof err) != 0)
-            zl_error ("broker", "config schedule %s: %s: not scheduled", c->name, err);
-    }
-}
-
-// Publish breaker.<lane> for every lane whose circuit breaker changed state
-// since the last turn (its cool-down's end included: ticked here).
-static void
-s_breaker_events (zl_broker_t *self, zl_now_t now)
-{
-    uint32_t n = zl_lanes_count (self->lanes);
-    if (n > self->n_breaker_seen) {
-        self->breaker_seen = zl_realloc (self->breaker_seen, n * sizeof *self->breaker_seen);
-        memset (self->breaker_seen + self->n_breaker_seen, 0,
-                (n - self->n_breaker_seen) * sizeof *self->breaker_seen);
-        self->n_breaker_seen = n;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        zl_lane_t *lane = zl_lanes_at (self->lanes, i);
-        if (!lane->breaker)
-            continue;
-        zl_breaker_tick (lane->breaker, now.mono_ms);
-        zl_breaker_view_t v = zl_breaker_view (lane->breaker, now.mono_ms);
-        if (v.transitions == self->breaker_seen[i])
-            continue;
-        self->breaker_seen[i] = v.transitions;
-        zl_msg_t m = {.kind = ZL_MSG_BREAKER};
-        zl_breaker_info (lane->breaker, lane->name, now, &m.u.breaker);
-        zl_info ("broker", "lane %s: circuit breaker %s (%" PRIu64 " opened so far)", lane->name,
-                 zl_breaker_state_name (v.state), v.opened);
-        zl_replies_publish (self->replies, zl_arena_printf (self->turn, "breaker.%s", lane->name),
-                            &m);
-    }
-}
-
-// The earliest end of an open breaker's cool-down (monotonic ms), or -1.
-static int64_t
-s_breaker_wake (zl_broker_t *self)
-{
-    int64_t wake = -1;
-    for (uint32_t i = 0, n = zl_lanes_count (self->lanes); i < n; i++) {
-        zl_lane_t *lane = zl_lanes_at (self->lanes, i);
-        int64_t t = lane->breaker ? zl_breaker_next_ms (lane->breaker) : -1;
-        if (t >= 0 && (wake < 0 || t < wake))
-            wake = t;
-    }
-    return wake;
-}
-
 /*  Steps 2-7 of a turn, in their order: leadership, drain and apply (the
     sockets that `items` marks readable, or the one `fed` frame), timers,
     dispatch, commit, replies. Returns ZL_TURN_OK, or ZL_TURN_STORE_FAILED. */
@@ -1062,8 +994,10 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     }
 
     // 3. drain and apply (every change goes into the turn's store batch)
-    if (self->config_schedules)
-        s_config_schedules (self, now);
+    if (self->config_schedules) {
+        self->config_schedules = false;
+        zl_schedules_add_config (self->schedules, self->cfg, now);
+    }
     s_release_gone (self, now);
     s_drain_all (self, items, fed, now);
 
@@ -1077,7 +1011,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
 
     // 5. dispatch; then what the lanes' circuit breakers did this turn
     s_dispatch (self, now);
-    s_breaker_events (self, now);
+    zl_notices_breakers (self->notices, self->lanes, now);
 
     // 6. commit. The last turn's, if still under way, ends first and its
     // replies go; then this turn's starts. A store that can (PostgreSQL)
@@ -1131,7 +1065,7 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
                       zl_jobs_next_timer (self->jobs),
                       zl_sched_next_wake (self->sched),
                       deadline,
-                      s_breaker_wake (self)};
+                      zl_lanes_breaker_wake (self->lanes)};
     for (size_t i = 0; i < sizeof next / sizeof next[0]; i++)
         if (next[i] >= 0 && next[i] < wake)
             wake = next[i];
@@ -1334,7 +1268,6 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_codec_destroy (&self->codec);
     zl_arena_destroy (&self->turn);
     free (self->gone);
-    free (self->breaker_seen);
     free (self);
     *self_p = NULL;
 }

@@ -204,3 +204,15 @@ zl_lanes_names (zl_lanes_t *self, zl_arena_t *arena, uint32_t max)
         snprintf (out + strlen (out), 32, " and %u more", n - shown);
     return out;
 }
+
+int64_t
+zl_lanes_breaker_wake (zl_lanes_t *self)
+{
+    int64_t wake = -1;
+    for (uint32_t i = 0; i < self->n_lanes; i++) {
+        int64_t t = self->lanes[i]->breaker ? zl_breaker_next_ms (self->lanes[i]->breaker) : -1;
+        if (t >= 0 && (wake < 0 || t < wake))
+            wake = t;
+    }
+    return wake;
+}

@@ -74,6 +74,9 @@ void zl_lanes_count_depth (zl_lane_t *lane, zl_tenant_t *tenant, int64_t delta);
 /*  Count `delta` jobs into or out of the running jobs of `lane` and
     `tenant`. */
 void zl_lanes_count_running (zl_lane_t *lane, zl_tenant_t *tenant, int delta);
+/*  The earliest end of an open circuit breaker's cool-down among the lanes
+    (monotonic ms), or -1. */
+int64_t zl_lanes_breaker_wake (zl_lanes_t *self);
 /*  Pause (dispatch nothing from it) or resume `lane`. */
 void zl_lane_set_paused (zl_lane_t *lane, bool paused);
 

@@ -1,5 +1,10 @@
 #include "notices.h"
 
+#include "breaker.h"
+#include "log.h"
+
+#include <inttypes.h>
+
 #include "counters.h"
 #include "watches.h"
 #include "zl_alloc.h"
@@ -107,4 +112,23 @@ zl_notices_settle_batches (zl_notices_t *self, zl_now_t now)
     for (size_t i = 0; i < n; i++)
         zl_replies_batch_done (e->replies, &settled[i]);
     return n;
+}
+
+void
+zl_notices_breakers (zl_notices_t *self, zl_lanes_t *lanes, zl_now_t now)
+{
+    for (uint32_t i = 0, n = zl_lanes_count (lanes); i < n; i++) {
+        zl_lane_t *lane = zl_lanes_at (lanes, i);
+        if (!lane->breaker)
+            continue;
+        zl_breaker_tick (lane->breaker, now.mono_ms);
+        if (!zl_breaker_take_change (lane->breaker))
+            continue;
+        zl_msg_t m = {.kind = ZL_MSG_BREAKER};
+        zl_breaker_info (lane->breaker, lane->name, now, &m.u.breaker);
+        zl_info ("notices", "lane %s: circuit breaker %s (%" PRIu64 " opened so far)", lane->name,
+                 zl_breaker_state_name ((zl_breaker_state_t)m.u.breaker.state), m.u.breaker.opened);
+        zl_replies_publish (self->env.replies,
+                            zl_arena_printf (self->env.turn, "breaker.%s", lane->name), &m);
+    }
 }

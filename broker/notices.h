@@ -11,6 +11,7 @@
 #include "arena.h"
 #include "clock.h"
 #include "jobs.h"
+#include "lane.h"
 #include "replies.h"
 #include "wire.h"
 
@@ -51,6 +52,11 @@ typedef bool (zl_notices_may_fn) (void *arg, const char *tenant);
 size_t zl_notices_watch (zl_notices_t *self, const zl_peer_t *peer, const uint64_t *ids, size_t n,
                          zl_notices_may_fn *may, void *may_arg);
 
+/*  After dispatch: every lane whose circuit breaker changed state this turn
+    (its cool-down's end included: ticked here) publishes breaker.<lane>
+    (a Breaker) at once: the breaker is not stored, nothing waits for the
+    commit. */
+void zl_notices_breakers (zl_notices_t *self, zl_lanes_t *lanes, zl_now_t now);
 /*  End of a turn's work, before dispatch: the batches that settled enqueue
     their callbacks (jobs.h) and their batch.<id> events. Returns how many. */
 size_t zl_notices_settle_batches (zl_notices_t *self, zl_now_t now);

@@ -227,6 +227,25 @@ zl_schedules_add (zl_schedules_t *self, const zl_schedule_info_t *in, zl_now_t n
     return 0;
 }
 
+void
+zl_schedules_add_config (zl_schedules_t *self, const zl_broker_config_t *cfg, zl_now_t now)
+{
+    for (size_t i = 0; i < cfg->n_schedules; i++) {
+        const zl_schedule_config_t *c = &cfg->schedules[i];
+        const char *payload = c->payload ? c->payload : "";
+        zl_schedule_info_t s = {.name = c->name,
+                                .cron = c->cron ? c->cron : "",
+                                .tenant = c->tenant ? c->tenant : "",
+                                .lane = c->lane ? c->lane : "",
+                                .payload = {(const uint8_t *)payload, strlen (payload)},
+                                .catch_up = c->catch_up,
+                                .catch_up_max = c->catch_up_max};
+        char err[256];
+        if (zl_schedules_add (self, &s, now, err, sizeof err) != 0)
+            zl_error ("schedules", "config schedule %s: %s: not scheduled", c->name, err);
+    }
+}
+
 int
 zl_schedules_remove (zl_schedules_t *self, const char *name)
 {

@@ -17,6 +17,7 @@
 
 #include "arena.h"
 #include "clock.h"
+#include "config.h"
 #include "jobs.h"
 #include "lane.h"
 #include "msg.h"
@@ -50,6 +51,9 @@ void zl_schedules_destroy (zl_schedules_t **self_p);
     tenant or lane; a store write that failed). */
 int zl_schedules_add (zl_schedules_t *self, const zl_schedule_info_t *s, zl_now_t now, char *err,
                       size_t errlen);
+/*  Add (or update, keeping their ticks so far) the schedules `cfg`
+    declares; one that is refused is logged and left out. */
+void zl_schedules_add_config (zl_schedules_t *self, const zl_broker_config_t *cfg, zl_now_t now);
 /*  Remove, pause or resume (`paused`) the schedule `name`. Returns 0, or -1
     if there is none of that name. */
 int zl_schedules_remove (zl_schedules_t *self, const char *name);
