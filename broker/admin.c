@@ -6,24 +6,58 @@
 #include "dlq.h"
 #include "log.h"
 #include "text.h"
+#include "workers.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-// True if a dead job matches the filter (lane, tenant, ids: all that are set).
+// True if `text` holds `part`, ASCII letters compared without case.
 static bool
-s_filter_match (const zl_dlq_filter_t *f, const zl_job_t *job)
+s_contains_nocase (const char *text, const char *part)
+{
+    size_t n = strlen (part);
+    for (; *text; text++) {
+        size_t i = 0;
+        while (i < n && text[i] &&
+               (text[i] == part[i] ||
+                ((unsigned char)(text[i] | 0x20) >= 'a' && (unsigned char)(text[i] | 0x20) <= 'z' &&
+                 (text[i] | 0x20) == (part[i] | 0x20))))
+            i++;
+        if (i == n)
+            return true;
+    }
+    return n == 0;
+}
+
+/*  True if a dead job matches the filter: every criterion that is set (lane,
+    tenant, ids, the time it died, text in its final error). The error is
+    read from the store, so it is looked at last, in `scratch` (reset here). */
+static bool
+s_filter_match (const zl_admin_env_t *env, const zl_dlq_filter_t *f, zl_job_t *job,
+                zl_arena_t *scratch)
 {
     if (f->lane[0] && strcmp (f->lane, job->flow->lane->name) != 0)
         return false;
     if (f->tenant[0] && strcmp (f->tenant, job->flow->tenant->name) != 0)
         return false;
-    if (f->n_ids) {
-        for (size_t i = 0; i < f->n_ids; i++)
-            if (f->ids[i] == job->id)
-                return true;
+    if (f->dead_from_ms && (uint64_t)job->dead_at_ms < f->dead_from_ms)
         return false;
+    if (f->dead_to_ms && (uint64_t)job->dead_at_ms >= f->dead_to_ms)
+        return false;
+    if (f->n_ids) {
+        bool named = false;
+        for (size_t i = 0; i < f->n_ids && !named; i++)
+            named = f->ids[i] == job->id;
+        if (!named)
+            return false;
+    }
+    if (f->error_contains && f->error_contains[0]) {
+        zl_dead_letter_t d;
+        zl_arena_reset (scratch);
+        if (zl_jobs_dead_letter (env->jobs, job, false, scratch, &d) != 0 ||
+            !s_contains_nocase (d.error ? d.error : "", f->error_contains))
+            return false;
     }
     return true;
 }
@@ -32,7 +66,34 @@ s_filter_match (const zl_dlq_filter_t *f, const zl_job_t *job)
 static bool
 s_filter_narrow (const zl_dlq_filter_t *f)
 {
-    return f->all || f->lane[0] || f->tenant[0] || f->n_ids;
+    return f->all || f->lane[0] || f->tenant[0] || f->n_ids ||
+           (f->error_contains && f->error_contains[0]) || f->dead_from_ms || f->dead_to_ms;
+}
+
+// The connected workers, as WorkerInfo.
+static void
+s_workers (const zl_admin_env_t *env, zl_now_t now, zl_admin_reply_t *r)
+{
+    size_t n = 0;
+    zl_worker_conn_t **all = env->workers ? zl_workers_all (env->workers, &n) : NULL;
+    r->result = ZL_ADMIN_RESULT_WORKERS;
+    r->n_workers = n;
+    r->workers = zl_arena_calloc (env->arena, n ? n : 1, sizeof (zl_worker_info_t));
+    for (size_t i = 0; i < n; i++) {
+        const zl_worker_conn_t *w = all[i];
+        zl_worker_info_t *o = &r->workers[i];
+        o->name = w->name;
+        o->host = w->host ? w->host : "";
+        o->n_lanes = w->n_lanes;
+        o->lanes = zl_arena_calloc (env->arena, w->n_lanes ? w->n_lanes : 1, sizeof (char *));
+        for (uint32_t k = 0; k < w->n_lanes; k++)
+            o->lanes[k] = w->lanes[k]->name;
+        o->capacity = w->capacity;
+        o->in_flight = w->in_flight;
+        o->last_seen_age_ms =
+            now.mono_ms > w->last_seen_ms ? (uint64_t)(now.mono_ms - w->last_seen_ms) : 0;
+        o->instance = w->instance;
+    }
 }
 
 #define MAX_NAME 128
@@ -48,6 +109,11 @@ s_names_problem (zl_arena_t *a, const zl_admin_request_t *req)
         return zl_arena_printf (a, "field 'filter.tenant' %s", bad);
     if ((bad = zl_text_name_problem (a, req->lane, MAX_NAME, true)))
         return zl_arena_printf (a, "field 'lane' %s", bad);
+    if (req->filter.error_contains && strlen (req->filter.error_contains) > ZL_DLQ_ERROR_FILTER_MAX)
+        return zl_arena_printf (a, "field 'filter.error_contains' is longer than %d bytes",
+                                ZL_DLQ_ERROR_FILTER_MAX);
+    if (req->filter.dead_to_ms && req->filter.dead_to_ms <= req->filter.dead_from_ms)
+        return "field 'filter.dead_to_ms' must be after 'filter.dead_from_ms'";
     return NULL;
 }
 
@@ -100,6 +166,10 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     r->error = "";
     zl_dlq_t *dlq = zl_jobs_dlq (env->jobs);
     const char *refused = NULL;
+    // where a filter on the error text reads each dead letter
+    zl_arena_t *scratch = req->filter.error_contains && req->filter.error_contains[0]
+                              ? zl_arena_new (16 * 1024)
+                              : NULL;
     switch (req->op) {
     case ZL_ADMIN_STATS:
         r->result = ZL_ADMIN_RESULT_STATS;
@@ -126,7 +196,7 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         r->result = ZL_ADMIN_RESULT_DLQ_LIST;
         r->dead_letters = zl_arena_alloc (env->arena, limit * sizeof (zl_dead_letter_t));
         for (; j && r->n_dead_letters < limit; j = zl_dlq_next (dlq, j))
-            if (s_filter_match (&req->filter, j) &&
+            if (s_filter_match (env, &req->filter, j, scratch) &&
                 zl_jobs_dead_letter (env->jobs, j, false, env->arena,
                                      &r->dead_letters[r->n_dead_letters]) == 0)
                 r->n_dead_letters++;
@@ -164,7 +234,7 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     case ZL_ADMIN_DLQ_REDRIVE:
     case ZL_ADMIN_DLQ_PURGE: {
         if (!s_filter_narrow (&req->filter)) {
-            refused = "say which dead letters: all, a lane, a tenant or ids";
+            refused = "say which dead letters: all, a lane, a tenant, ids, error text or a time";
             break;
         }
         if ((refused = s_filter_refused (env, &req->filter)))
@@ -176,7 +246,7 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         size_t n = zl_dlq_depth (dlq), k = 0;
         uint64_t *ids = zl_arena_alloc (env->arena, (n ? n : 1) * sizeof *ids);
         for (zl_job_t *j = zl_dlq_first (dlq); j && k < n; j = zl_dlq_next (dlq, j))
-            if (s_filter_match (&req->filter, j))
+            if (s_filter_match (env, &req->filter, j, scratch))
                 ids[k++] = j->id;
         for (size_t i = 0; i < k; i++) {
             zl_job_t *j = zl_jobs_find (env->jobs, ids[i]);
@@ -254,8 +324,11 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
         break;
     }
+    case ZL_ADMIN_WORKERS: s_workers (env, now, r); break;
     default: break;
     }
+    if (scratch)
+        zl_arena_destroy (&scratch);
     if (refused) {
         r->ok = false;
         r->error = refused;

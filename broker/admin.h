@@ -22,6 +22,7 @@ typedef struct {
     zl_arena_t *arena;                 // the reply's strings and arrays
     const zl_stats_sources_t *stats;   // for ZL_ADMIN_STATS
     struct _zl_schedules_t *schedules; // cron schedules (schedules.h)
+    struct _zl_workers_t *workers;     // the connected workers (workers.h)
 } zl_admin_env_t;
 
 /*  True if `req` changes the broker (redrive, purge, pause, resume, cancel). */

@@ -132,7 +132,8 @@ typedef struct {
     zl_sock_t sock;
     const zl_peer_t *peer;
     zl_now_t now;
-    zcert_t *cert; // with CURVE: the client's certificate (role, tenants, lanes)
+    zcert_t *cert;    // with CURVE: the client's certificate (role, tenants, lanes)
+    zmq_msg_t *frame; // the frame as received (its metadata), NULL when fed
 } ctx_t;
 
 typedef void (handler_fn) (ctx_t *ctx, const zl_msg_t *msg);
@@ -274,7 +275,8 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
                           .peer = ctx->peer,
                           .may_take = s_may_take_from,
                           .may_arg = ctx,
-                          .curve_key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL};
+                          .curve_key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL,
+                          .host = ctx->frame ? zmq_msg_gets (ctx->frame, "Peer-Address") : NULL};
     zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms);
 }
 
@@ -357,7 +359,8 @@ s_on_admin (ctx_t *ctx, const zl_msg_t *msg)
                           .counters = self->counters,
                           .arena = self->turn,
                           .stats = &src,
-                          .schedules = self->schedules};
+                          .schedules = self->schedules,
+                          .workers = self->workers};
     zl_msg_t out = {.kind = ZL_MSG_ADMIN_REPLY};
     if (zl_admin_apply (&env, req, ctx->now, &out.u.admin_reply) != 0) {
         s_reject (ctx, ZL_CTR_INVALID, ZL_ERR_INVALID, 0, 0, "%s", out.u.admin_reply.error);
@@ -421,9 +424,9 @@ s_not_leading (ctx_t *ctx, const zl_msg_t *msg)
 // ---------------------------------------------------------------- frames
 static void
 s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_t *cert,
-                const void *data, size_t size, bool extra_frames, zl_now_t now)
+                zmq_msg_t *frame, const void *data, size_t size, bool extra_frames, zl_now_t now)
 {
-    ctx_t ctx = {self, sock, peer, now, cert};
+    ctx_t ctx = {self, sock, peer, now, cert, frame};
     self->counters[ZL_CTR_FRAMES_IN]++;
     if (extra_frames) {
         s_reject (&ctx, ZL_CTR_BAD_FRAME, ZL_ERR_BAD_FRAME, 0, 0,
@@ -514,8 +517,8 @@ s_drain (zl_broker_t *self, zl_sock_t sock, zl_now_t now)
             const char *key = zmq_msg_gets (&body, "User-Id");
             cert = zl_security_client (self->security, key, now.mono_ms);
         }
-        s_handle_frame (self, sock, &peer, cert, zmq_msg_data (&body), zmq_msg_size (&body), extra,
-                        now);
+        s_handle_frame (self, sock, &peer, cert, &body, zmq_msg_data (&body), zmq_msg_size (&body),
+                        extra, now);
         zmq_msg_close (&body);
     }
     return n;
@@ -891,7 +894,7 @@ static void
 s_drain_all (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed, zl_now_t now)
 {
     if (fed)
-        s_handle_frame (self, fed->sock, &fed->peer, NULL, fed->data, fed->size, false, now);
+        s_handle_frame (self, fed->sock, &fed->peer, NULL, NULL, fed->data, fed->size, false, now);
     for (int i = 0; items && i < ZL_SOCK_COUNT; i++)
         if (items[i].revents & ZMQ_POLLIN)
             s_drain (self, (zl_sock_t)i, now);

@@ -39,6 +39,7 @@ s_free_worker (zl_worker_conn_t *w)
 {
     free (w->name);
     free (w->curve_key);
+    free (w->host);
     free (w->lanes);
     zl_worker_outbox_free (&w->out);
     free (w);
@@ -241,6 +242,8 @@ zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_
         return NULL;
     zl_worker_conn_t *w = zl_workers_add (self, env->peer, r->name, r->instance, env->curve_key,
                                           lanes, n, r->capacity, now_ms);
+    free (w->host);
+    w->host = env->host && *env->host ? zl_strdup (env->host) : NULL;
     env->counters[ZL_CTR_WORKERS_READY]++;
     zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
              w->capacity ? "ready" : "draining", n, w->capacity);

@@ -21,6 +21,7 @@ typedef struct zl_worker_conn {
     char *name;
     uint64_t instance; // from Ready: the worker process across reconnects; 0 = none
     char *curve_key;   // with CURVE: the client's public key (Z85), else NULL
+    char *host;        // the connection's peer address at its Ready, NULL unknown
     zl_lane_t **lanes;
     uint32_t n_lanes;
     uint32_t capacity;
@@ -43,6 +44,7 @@ typedef struct {
     bool (*may_take) (void *arg, const char *lane); // the sender's key may serve `lane`
     void *may_arg;
     const char *curve_key; // with CURVE: the sender's public key (Z85), else NULL
+    const char *host;      // the sender's peer address (ZMQ Peer-Address), else NULL
 } zl_ready_env_t;
 
 /*  Return an empty registry. */

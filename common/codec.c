@@ -166,7 +166,7 @@ static void
 s_dec_filter (zl_dlq_filter_t *out, const Zlane__V1__DlqFilter *in)
 {
     if (!in) {
-        out->lane = out->tenant = "";
+        out->lane = out->tenant = out->error_contains = "";
         return;
     }
     out->lane = in->lane;
@@ -174,6 +174,9 @@ s_dec_filter (zl_dlq_filter_t *out, const Zlane__V1__DlqFilter *in)
     out->n_ids = in->n_ids;
     out->ids = in->ids;
     out->all = in->all;
+    out->error_contains = in->error_contains;
+    out->dead_from_ms = in->dead_from_ms;
+    out->dead_to_ms = in->dead_to_ms;
 }
 
 static void
@@ -619,6 +622,7 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             s_dec_schedule (a, &o->schedule, r->schedule_add);
             break;
         case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_LIST: o->op = ZL_ADMIN_SCHEDULE_LIST; break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_WORKERS: o->op = ZL_ADMIN_WORKERS; break;
         case ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_REMOVE:
             o->op = ZL_ADMIN_SCHEDULE_REMOVE;
             o->schedule.name = r->schedule_remove->name;
@@ -689,6 +693,22 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
             o->schedules = ARR (a, r->schedules->n_items, zl_schedule_info_t);
             for (size_t i = 0; i < r->schedules->n_items; i++)
                 s_dec_schedule (a, &o->schedules[i], r->schedules->items[i]);
+            break;
+        case ZLANE__V1__ADMIN_REPLY__RESULT_WORKERS:
+            o->result = ZL_ADMIN_RESULT_WORKERS;
+            o->n_workers = r->workers->n_items;
+            o->workers = ARR (a, r->workers->n_items, zl_worker_info_t);
+            for (size_t i = 0; i < r->workers->n_items; i++) {
+                const Zlane__V1__WorkerInfo *w = r->workers->items[i];
+                o->workers[i] = (zl_worker_info_t){.name = w->name,
+                                                   .host = w->host,
+                                                   .n_lanes = w->n_lanes,
+                                                   .lanes = (const char **)w->lanes,
+                                                   .capacity = w->capacity,
+                                                   .in_flight = w->in_flight,
+                                                   .last_seen_age_ms = w->last_seen_age_ms,
+                                                   .instance = w->instance};
+            }
             break;
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
         }
@@ -885,6 +905,9 @@ s_enc_filter (zl_arena_t *a, const zl_dlq_filter_t *in)
     f->n_ids = in->n_ids;
     f->ids = in->ids;
     f->all = in->all;
+    f->error_contains = S (in->error_contains);
+    f->dead_from_ms = in->dead_from_ms;
+    f->dead_to_ms = in->dead_to_ms;
     return f;
 }
 
@@ -1438,6 +1461,10 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_SCHEDULE_LIST;
             r->schedule_list = NEW (a, Zlane__V1__ScheduleQuery, zlane__v1__schedule_query__init);
             break;
+        case ZL_ADMIN_WORKERS:
+            r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_WORKERS;
+            r->workers = NEW (a, Zlane__V1__WorkersRequest, zlane__v1__workers_request__init);
+            break;
         case ZL_ADMIN_SCHEDULE_REMOVE:
         case ZL_ADMIN_SCHEDULE_PAUSE:
         case ZL_ADMIN_SCHEDULE_RESUME: {
@@ -1524,6 +1551,26 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
             r->schedules->items = PTRS (a, in->n_schedules, Zlane__V1__Schedule);
             for (size_t i = 0; i < in->n_schedules; i++)
                 r->schedules->items[i] = s_enc_schedule (a, &in->schedules[i]);
+            break;
+        case ZL_ADMIN_RESULT_WORKERS:
+            r->result_case = ZLANE__V1__ADMIN_REPLY__RESULT_WORKERS;
+            r->workers = NEW (a, Zlane__V1__WorkerList, zlane__v1__worker_list__init);
+            r->workers->n_items = in->n_workers;
+            r->workers->items = PTRS (a, in->n_workers, Zlane__V1__WorkerInfo);
+            for (size_t i = 0; i < in->n_workers; i++) {
+                const zl_worker_info_t *t = &in->workers[i];
+                Zlane__V1__WorkerInfo *w =
+                    NEW (a, Zlane__V1__WorkerInfo, zlane__v1__worker_info__init);
+                w->name = S (t->name);
+                w->host = S (t->host);
+                w->n_lanes = t->n_lanes;
+                w->lanes = (char **)t->lanes;
+                w->capacity = t->capacity;
+                w->in_flight = t->in_flight;
+                w->last_seen_age_ms = t->last_seen_age_ms;
+                w->instance = t->instance;
+                r->workers->items[i] = w;
+            }
             break;
         default: break;
         }

@@ -423,6 +423,7 @@ typedef enum {
     ZL_ADMIN_SCHEDULE_REMOVE,
     ZL_ADMIN_SCHEDULE_PAUSE,
     ZL_ADMIN_SCHEDULE_RESUME,
+    ZL_ADMIN_WORKERS,
     ZL_ADMIN_OP_COUNT
 } zl_admin_op_t;
 
@@ -430,9 +431,25 @@ typedef struct {
     const char *lane;   // "" = any
     const char *tenant; // "" = any
     size_t n_ids;
-    uint64_t *ids; // none = any
-    bool all;      // required when nothing else narrows the set
+    uint64_t *ids;              // none = any
+    bool all;                   // required when nothing else narrows the set
+    const char *error_contains; // "" = any; else the final error holds it (any case)
+    uint64_t dead_from_ms;      // died at or after (wall clock); 0 = any
+    uint64_t dead_to_ms;        // died before (wall clock); 0 = any
 } zl_dlq_filter_t;
+
+#define ZL_DLQ_ERROR_FILTER_MAX 256 // bytes of DlqFilter.error_contains
+
+/*  A connected worker (WorkerInfo in the protocol). */
+typedef struct {
+    const char *name;
+    const char *host; // the connection's peer address, "" unknown
+    size_t n_lanes;
+    const char **lanes;
+    uint32_t capacity, in_flight;
+    uint64_t last_seen_age_ms;
+    uint64_t instance;
+} zl_worker_info_t;
 
 /*  A cron schedule (Schedule in the protocol). */
 typedef struct {
@@ -550,7 +567,8 @@ typedef enum {
     ZL_ADMIN_RESULT_CANCEL,
     ZL_ADMIN_RESULT_JOB,
     ZL_ADMIN_RESULT_BATCH,
-    ZL_ADMIN_RESULT_SCHEDULES
+    ZL_ADMIN_RESULT_SCHEDULES,
+    ZL_ADMIN_RESULT_WORKERS
 } zl_admin_result_t;
 
 typedef struct {
@@ -569,6 +587,8 @@ typedef struct {
     zl_batch_info_t batch; // batch show
     size_t n_schedules;    // schedule list, add
     zl_schedule_info_t *schedules;
+    size_t n_workers; // workers
+    zl_worker_info_t *workers;
 } zl_admin_reply_t;
 
 // ------------------------------------------------------------------ envelope

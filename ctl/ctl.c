@@ -54,10 +54,13 @@ s_usage (FILE *out)
         "  stats [--counter NAME] [--latency NAME]\n"
         "        per lane and tenant: ready, delayed, in flight, DLQ depth, oldest\n"
         "        ages, acks, nacks by class, lease expiries; broker counters\n"
-        "  dlq list [--lane L] [--tenant T] [--limit N] [--after ID]\n"
+        "  dlq list [--lane L] [--tenant T] [--error TEXT] [--since DUR] [--until DUR]\n"
+        "           [--limit N] [--after ID]\n"
         "  dlq show ID                 one dead letter with its attempt history\n"
-        "  dlq redrive (--all | --lane L | --tenant T | ID...)   attempts reset\n"
-        "  dlq purge   (--all | --lane L | --tenant T | ID...)\n"
+        "  dlq redrive (--all | FILTER | ID...)   attempts reset (FILTER: as for list)\n"
+        "  dlq purge   (--all | FILTER | ID...)\n"
+        "  workers                     connected workers: name, host, lanes, capacity,\n"
+        "                              jobs in flight, last heard from\n"
         "  job show ID                 a job's state, or its outcome once final (acked\n"
         "                              with its result, or dead-lettered with its error)\n"
         "  job result ID               only the result's bytes (exit 4: dead-lettered,\n"
@@ -710,11 +713,49 @@ s_print_dead_letter (const opts_t *o, const zl_dead_letter_t *d, bool full)
     }
 }
 
+/*  The filter options both list and redrive/purge take: --error TEXT (in the
+    final error, any case), --since DUR (died within the last DUR), --until
+    DUR (died more than DUR ago). Returns 1 if argv[*i] was one (and moves
+    *i past its value), 0 if not, -1 (said why) for a bad value. */
+static int
+s_filter_option (int argc, char **argv, int *i, zl_dlq_filter_t *f)
+{
+    const char *a = argv[*i];
+    bool since = !strcmp (a, "--since"), until = !strcmp (a, "--until");
+    if (!since && !until && strcmp (a, "--error") != 0)
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf (stderr, "zlane-ctl: dlq: %s needs a value\n", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!since && !until) {
+        f->error_contains = v;
+        return 1;
+    }
+    uint64_t ms;
+    if (zl_parse_duration_ms (v, &ms) != 0) {
+        fprintf (stderr, "zlane-ctl: dlq: %s '%s' is not a duration (30s, 5m, 2h)\n", a, v);
+        return -1;
+    }
+    uint64_t now = (uint64_t)zl_clock_wall_ms (), at = ms < now ? now - ms : 1;
+    if (since)
+        f->dead_from_ms = at;
+    else
+        f->dead_to_ms = at;
+    return 1;
+}
+
 static int
 s_parse_filter (int argc, char **argv, zl_dlq_filter_t *f, uint64_t *ids, const char *cmd)
 {
     f->lane = f->tenant = "";
     for (int i = 0; i < argc; i++) {
+        int opt = s_filter_option (argc, argv, &i, f);
+        if (opt < 0)
+            return 2;
+        if (opt)
+            continue;
         if (!strcmp (argv[i], "--all"))
             f->all = true;
         else if (!strcmp (argv[i], "--lane") && i + 1 < argc)
@@ -732,8 +773,11 @@ s_parse_filter (int argc, char **argv, zl_dlq_filter_t *f, uint64_t *ids, const 
         }
     }
     f->ids = ids;
-    if (!f->all && !f->lane[0] && !f->tenant[0] && !f->n_ids) {
-        fprintf (stderr, "zlane-ctl: dlq %s: say which: --all, --lane L, --tenant T or job ids\n",
+    if (!f->all && !f->lane[0] && !f->tenant[0] && !f->n_ids && !f->error_contains &&
+        !f->dead_from_ms && !f->dead_to_ms) {
+        fprintf (stderr,
+                 "zlane-ctl: dlq %s: say which: --all, --lane L, --tenant T, --error TEXT, "
+                 "--since DUR, --until DUR or job ids\n",
                  cmd);
         return 2;
     }
@@ -744,10 +788,13 @@ static int
 s_cmd_dlq (const opts_t *o, int argc, char **argv)
 {
     if (argc < 1 || !strcmp (argv[0], "--help") || !strcmp (argv[0], "-h")) {
-        printf ("Usage: zlane-ctl dlq list [--lane L] [--tenant T] [--limit N] [--after ID]\n"
+        printf ("Usage: zlane-ctl dlq list [FILTER] [--limit N] [--after ID]\n"
                 "       zlane-ctl dlq show ID\n"
-                "       zlane-ctl dlq redrive (--all | --lane L | --tenant T | ID...)\n"
-                "       zlane-ctl dlq purge (--all | --lane L | --tenant T | ID...)\n"
+                "       zlane-ctl dlq redrive (--all | FILTER | ID...)\n"
+                "       zlane-ctl dlq purge (--all | FILTER | ID...)\n"
+                "FILTER: any of --lane L, --tenant T, --error TEXT (in the final error,\n"
+                "any case), --since DUR (died within the last DUR), --until DUR (died\n"
+                "more than DUR ago).\n"
                 "redrive puts dead letters back in their lane with a fresh attempt count;\n"
                 "purge deletes them.\n");
         return argc < 1 ? 2 : 0;
@@ -769,6 +816,13 @@ s_cmd_dlq (const opts_t *o, int argc, char **argv)
         req.op = ZL_ADMIN_DLQ_LIST;
         for (int i = 0; i < argc; i++) {
             uint64_t v;
+            int opt = s_filter_option (argc, argv, &i, &req.filter);
+            if (opt < 0) {
+                rc = 2;
+                goto done;
+            }
+            if (opt)
+                continue;
             if (!strcmp (argv[i], "--lane") && i + 1 < argc)
                 req.filter.lane = argv[++i];
             else if (!strcmp (argv[i], "--tenant") && i + 1 < argc)
@@ -817,6 +871,58 @@ s_cmd_dlq (const opts_t *o, int argc, char **argv)
                 r->count);
 done:
     free (ids);
+    zl_codec_destroy (&codec);
+    return rc;
+}
+
+// zlane-ctl workers: one line (or JSON object) per connected worker.
+static int
+s_cmd_workers (const opts_t *o, int argc, char **argv)
+{
+    if (argc > 0) {
+        if (!strcmp (argv[0], "--help") || !strcmp (argv[0], "-h")) {
+            printf ("Usage: zlane-ctl workers\n");
+            return 0;
+        }
+        return s_fail_usage ("workers: unexpected argument '%s'", argv[0]);
+    }
+    zl_codec_t *codec = zl_codec_new ();
+    zl_admin_request_t req = {.op = ZL_ADMIN_WORKERS, .lane = ""};
+    req.filter.lane = req.filter.tenant = "";
+    zl_msg_t reply;
+    int rc = s_admin (o, codec, &req, &reply);
+    if (rc == 0) {
+        const zl_admin_reply_t *r = &reply.u.admin_reply;
+        if (!o->json)
+            printf ("%-24s %-16s %-24s %8s %9s %10s\n", "NAME", "HOST", "LANES", "CAPACITY",
+                    "IN FLIGHT", "LAST SEEN");
+        for (size_t i = 0; i < r->n_workers; i++) {
+            const zl_worker_info_t *w = &r->workers[i];
+            if (o->json) {
+                printf ("{\"name\":");
+                zl_json_str (stdout, w->name);
+                printf (",\"host\":");
+                zl_json_str (stdout, w->host);
+                printf (",\"lanes\":[");
+                for (size_t k = 0; k < w->n_lanes; k++) {
+                    printf ("%s", k ? "," : "");
+                    zl_json_str (stdout, w->lanes[k]);
+                }
+                printf ("],\"capacity\":%u,\"in_flight\":%u,\"last_seen_age_ms\":%" PRIu64
+                        ",\"instance\":\"%016" PRIx64 "\"}\n",
+                        w->capacity, w->in_flight, w->last_seen_age_ms, w->instance);
+                continue;
+            }
+            char lanes[256] = "";
+            size_t used = 0;
+            for (size_t k = 0; k < w->n_lanes && used < sizeof lanes - 1; k++)
+                used += (size_t)snprintf (lanes + used, sizeof lanes - used, "%s%s", k ? "," : "",
+                                          w->lanes[k]);
+            printf ("%-24s %-16s %-24s %8u %9u %8" PRIu64 "ms\n", w->name,
+                    w->host[0] ? w->host : "-", lanes, w->capacity, w->in_flight,
+                    w->last_seen_age_ms);
+        }
+    }
     zl_codec_destroy (&codec);
     return rc;
 }
@@ -1589,6 +1695,8 @@ main (int argc, char **argv)
         rc = s_cmd_stats (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "dlq"))
         rc = s_cmd_dlq (&o, argc - i - 1, argv + i + 1);
+    else if (!strcmp (cmd, "workers"))
+        rc = s_cmd_workers (&o, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "pause") || !strcmp (cmd, "resume"))
         rc = s_cmd_lane (&o, cmd, argc - i - 1, argv + i + 1);
     else if (!strcmp (cmd, "cancel"))

@@ -319,7 +319,17 @@ export interface Stats {
 }
 
 export type DlqFilter =
-  | { lane?: string; tenant?: string; ids?: Array<string | bigint | number>; all?: boolean }
+  | {
+      lane?: string;
+      tenant?: string;
+      ids?: Array<string | bigint | number>;
+      /** the final error contains this text (any case) */
+      errorContains?: string;
+      /** died at or after / before (broker wall clock, ms since the epoch) */
+      deadFromMs?: number;
+      deadToMs?: number;
+      all?: boolean;
+    }
   | Array<string | bigint | number>
   | string;
 
@@ -329,9 +339,23 @@ export interface AdminOptions {
   timeoutMs?: number;
 }
 
+export interface WorkerInfo {
+  name: string;
+  /** the connection's peer address ("" unknown) */
+  host: string;
+  lanes: string[];
+  capacity: number;
+  inFlight: number;
+  lastSeenAgeMs: number;
+  /** Ready.instance (a 64-bit number, as a decimal string) */
+  instance: string;
+}
+
 export class Admin {
   constructor(opts?: AdminOptions);
   stats(): Promise<Stats>;
+  /** The connected workers (zlane-ctl workers). */
+  workers(): Promise<WorkerInfo[]>;
   dlqList(filter?: DlqFilter, opts?: { limit?: number; afterId?: string }): Promise<DeadLetter[]>;
   dlqShow(jobId: string | bigint): Promise<DeadLetter>;
   dlqRedrive(filter: DlqFilter): Promise<number>;

@@ -54,7 +54,10 @@ typedef struct {
     zl_error_code_t error;      // error
     bool ok;                    // admin reply
     uint64_t count;             //   redrive, purge
-    char topic[64];             // event
+    size_t n_workers;           //   workers: how many, and the first's
+    char worker[16], worker_lane[16];
+    uint32_t worker_capacity, worker_in_flight;
+    char topic[64]; // event
 } seen_t;
 
 typedef struct {
@@ -122,6 +125,14 @@ s_record (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_
         s->count = m->u.admin_reply.count;
         for (size_t i = 0; i < m->u.admin_reply.n_dead_letters && s->n < MAX_IDS; i++)
             s->ids[s->n++] = m->u.admin_reply.dead_letters[i].job_id;
+        s->n_workers = m->u.admin_reply.n_workers;
+        if (s->n_workers) {
+            const zl_worker_info_t *w = &m->u.admin_reply.workers[0];
+            snprintf (s->worker, sizeof s->worker, "%s", w->name);
+            snprintf (s->worker_lane, sizeof s->worker_lane, "%s", w->n_lanes ? w->lanes[0] : "");
+            s->worker_capacity = w->capacity;
+            s->worker_in_flight = w->in_flight;
+        }
         break;
     default: break;
     }
@@ -780,6 +791,100 @@ test_deadline_resend_is_a_duplicate (void **state)
     assert_int_equal (rej->reject, ZL_REJECT_INVALID);
 }
 
+// The admin reply to `m` (read-only requests are answered at once).
+static const seen_t *
+s_admin_reply (zl_msg_t *m)
+{
+    assert_int_equal (s_feed (ZLH_ADMIN, 0, m), 0);
+    const seen_t *r = s_find (&T.got, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    if (!r)
+        r = s_find (&T.early, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    assert_non_null (r);
+    return r;
+}
+
+/*  The DLQ filters on the final error (any case) and the time a job died,
+    for list, redrive and purge; and the workers list (name, lanes,
+    capacity, jobs in flight). */
+static void
+test_dlq_filters_and_workers (void **state)
+{
+    (void)state;
+    s_hello (0);
+    uint64_t ids[4];
+    s_submit (0, 1, 4, ids);
+    zl_msg_t ready = s_ready_msg (0, 4);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+    const seen_t *d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    assert_int_equal (d->n, 4);
+    uint64_t leases[4];
+    memcpy (leases, d->leases, sizeof leases);
+
+    zl_msg_t w = s_admin_msg (ZL_ADMIN_WORKERS, 0);
+    const seen_t *r = s_admin_reply (&w);
+    assert_true (r->ok);
+    assert_int_equal (r->n_workers, 1);
+    assert_string_equal (r->worker, "w0");
+    assert_string_equal (r->worker_lane, "a");
+    assert_int_equal (r->worker_capacity, 4);
+    assert_int_equal (r->worker_in_flight, 4);
+
+    // three die with different errors; the fourth is acked
+    static const char *errors[] = {"SMTP timeout after 30s", "bad address", "smtp TIMEOUT again"};
+    for (int i = 0; i < 3; i++) {
+        zl_nack_item_t item = {ids[i], leases[i], ZL_FAIL_PERMANENT, errors[i], 0, 1000};
+        zl_msg_t nack = {.kind = ZL_MSG_NACK};
+        nack.u.nack = (zl_nack_t){1, &item};
+        s_feed_ok (ZLH_BACKEND, 0, &nack);
+    }
+    zl_msg_t ack = s_ack_msg (ids[3], leases[3]);
+    s_feed_ok (ZLH_BACKEND, 0, &ack);
+    r = s_admin_reply (&w);
+    assert_int_equal (r->worker_in_flight, 0);
+
+    zl_msg_t list = s_admin_msg (ZL_ADMIN_DLQ_LIST, 0);
+    list.u.admin_request.filter.all = false;
+    list.u.admin_request.filter.error_contains = "timeout";
+    r = s_admin_reply (&list);
+    assert_true (r->ok);
+    assert_int_equal (r->n, 2);
+    assert_int_equal (r->ids[0], ids[0]);
+    assert_int_equal (r->ids[1], ids[2]);
+    // a text no error holds matches nothing (ok, empty)
+    list.u.admin_request.filter.error_contains = "refused";
+    r = s_admin_reply (&list);
+    assert_true (r->ok);
+    assert_int_equal (r->n, 0);
+    // by time: every one died before a day from now, none after it
+    uint64_t later = (uint64_t)zl_clock_wall_ms () + 86400000;
+    list.u.admin_request.filter.error_contains = "";
+    list.u.admin_request.filter.dead_to_ms = later;
+    r = s_admin_reply (&list);
+    assert_int_equal (r->n, 3);
+    list.u.admin_request.filter.dead_to_ms = 0;
+    list.u.admin_request.filter.dead_from_ms = later;
+    r = s_admin_reply (&list);
+    assert_int_equal (r->n, 0);
+    // a window that ends before it starts is refused
+    list.u.admin_request.filter.dead_to_ms = later - 1;
+    assert_int_equal (s_feed (ZLH_ADMIN, 0, &list), 0);
+    assert_non_null (s_find (&T.early, ZLH_ADMIN, ZL_MSG_ERROR)); // bad input: answered at once
+
+    // redrive by error text: the two timeouts come back, "bad address" stays
+    zl_msg_t redrive = s_admin_msg (ZL_ADMIN_DLQ_REDRIVE, 0);
+    redrive.u.admin_request.filter.all = false;
+    redrive.u.admin_request.filter.error_contains = "TimeOut";
+    s_feed_ok (ZLH_ADMIN, 0, &redrive);
+    r = s_find (&T.got, ZLH_ADMIN, ZL_MSG_ADMIN_REPLY);
+    assert_non_null (r);
+    assert_true (r->ok);
+    assert_int_equal (r->count, 2);
+    uint64_t dead[MAX_IDS];
+    assert_int_equal (s_dlq_list (dead), 1);
+    assert_int_equal (dead[0], ids[1]);
+}
+
 #define T_(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
 int
@@ -795,6 +900,7 @@ main (void)
         T_ (test_io_error_in_a_submit),
         T_ (test_turn_return_codes),
         T_ (test_deadline_resend_is_a_duplicate),
+        T_ (test_dlq_filters_and_workers),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

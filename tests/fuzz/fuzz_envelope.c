@@ -64,6 +64,9 @@ s_filter (const zl_dlq_filter_t *a, const zl_dlq_filter_t *b)
     EQ (a->n_ids, b->n_ids);
     for (size_t i = 0; i < a->n_ids; i++)
         EQ (a->ids[i], b->ids[i]);
+    STR (a->error_contains, b->error_contains);
+    EQ (a->dead_from_ms, b->dead_from_ms);
+    EQ (a->dead_to_ms, b->dead_to_ms);
 }
 
 static void
@@ -415,6 +418,19 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             s_outcome (&x->job, &y->job);
         if (x->result == ZL_ADMIN_RESULT_BATCH)
             s_batch (&x->batch, &y->batch);
+        EQ (x->n_workers, y->n_workers);
+        for (size_t i = 0; i < x->n_workers; i++) {
+            const zl_worker_info_t *p = &x->workers[i], *q = &y->workers[i];
+            STR (p->name, q->name);
+            STR (p->host, q->host);
+            EQ (p->n_lanes, q->n_lanes);
+            for (size_t k = 0; k < p->n_lanes; k++)
+                STR (p->lanes[k], q->lanes[k]);
+            EQ (p->capacity, q->capacity);
+            EQ (p->in_flight, q->in_flight);
+            EQ (p->last_seen_age_ms, q->last_seen_age_ms);
+            EQ (p->instance, q->instance);
+        }
         break;
     }
     case ZL_MSG_WATCH:

@@ -12,15 +12,25 @@ const DeadLetter = proto.T("DeadLetter");
 const DlqAlert = proto.T("DlqAlert");
 const BatchInfo = proto.T("BatchInfo");
 const Breaker = proto.T("Breaker");
+const WorkerInfo = proto.T("WorkerInfo");
 
 function filter(f = {}) {
   if (typeof f === "string" || typeof f === "number" || typeof f === "bigint") f = { ids: [f] };
   if (Array.isArray(f)) f = { ids: f };
   const ids = (f.ids || []).map((x) => proto.u64(String(x)));
   const all = !!f.all;
-  if (!all && !f.lane && !f.tenant && ids.length === 0)
-    throw new errors.ConfigError("a DLQ filter needs lane, tenant, ids or all: true");
-  return { lane: f.lane || "", tenant: f.tenant || "", ids, all };
+  const from = Number(f.deadFromMs || 0), to = Number(f.deadToMs || 0);
+  if (!all && !f.lane && !f.tenant && ids.length === 0 && !f.errorContains && !from && !to)
+    throw new errors.ConfigError("a DLQ filter needs lane, tenant, ids, errorContains, deadFromMs, deadToMs or all: true");
+  return {
+    lane: f.lane || "",
+    tenant: f.tenant || "",
+    ids,
+    all,
+    error_contains: f.errorContains || "",
+    dead_from_ms: proto.u64(String(Math.trunc(from))),
+    dead_to_ms: proto.u64(String(Math.trunc(to))),
+  };
 }
 
 /** A dead letter as a plain object (job id a string, payload a Buffer, headers an object). */
@@ -66,7 +76,13 @@ class Admin {
     const r = await this._request({ stats: {} });
     return stats(r.stats);
   }
-  /** Dead letters (payload and attempts omitted) matching `f` ({lane, tenant, ids, all}). */
+  /** The connected workers: {name, host, lanes, capacity, inFlight, lastSeenAgeMs, instance}. */
+  async workers() {
+    const r = await this._request({ workers: {} });
+    return (r.workers?.items || []).map((w) => proto.plain(WorkerInfo, w));
+  }
+  /** Dead letters (payload and attempts omitted) matching `f` ({lane, tenant, ids,
+   * errorContains, deadFromMs, deadToMs, all}). */
   async dlqList(f = { all: true }, { limit = 100, afterId = "0" } = {}) {
     const r = await this._request({ dlq_list: { filter: filter(f), limit, after_id: proto.u64(String(afterId)) } });
     return (r.dlq_list?.items || []).map(deadLetter);
