@@ -16,7 +16,9 @@
 # --test also makes sure `node` and `npm` exist (Debian's nodejs and npm
 # when they do not: a NodeSource nodejs brings its own npm) and installs the
 # Node.js client's npm dependencies (npm ci in clients/node, from its
-# package-lock.json) when clients/node/node_modules is missing.
+# package-lock.json) when clients/node/node_modules is missing, and the
+# dashboard tests' (puppeteer-core, npm ci in web) when web/node_modules is;
+# with Debian's chromium and a font for them.
 # Further arguments are more packages to install (e.g. beanstalkd).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,8 @@ packages=(gcc make cmake pkg-config
           protobuf-compiler python3-protobuf)  # proto3 decoding in Python: tests/wire
 test_packages=(postgresql-15 libpq-dev  # tests/support/pg_harness: initdb, postgres, libpq
                patroni etcd-server    # tests/support/patroni_harness: a failover cluster
-               python3-zmq python3-pytest)  # clients/python: the client and its pytest suite
+               python3-zmq python3-pytest  # clients/python: the client and its pytest suite
+               chromium fonts-dejavu-core)  # web/test: the dashboard in a headless browser
 tests=false
 if [ "${1:-}" = --test ]; then
   shift
@@ -43,9 +46,16 @@ fi
 # for its tests (test_node_client): from the npm registry, once.
 node_deps() {
   $tests || return 0
-  [ -d "$root/clients/node/node_modules" ] && return 0
-  echo "installing the Node.js client's npm dependencies (npm ci in clients/node)"
-  (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+  if [ ! -d "$root/clients/node/node_modules" ]; then
+    echo "installing the Node.js client's npm dependencies (npm ci in clients/node)"
+    (cd "$root/clients/node" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  # web/: puppeteer-core for the dashboard's browser tests (it downloads no
+  # browser: the tests drive Debian's /usr/bin/chromium)
+  if [ ! -d "$root/web/node_modules" ]; then
+    echo "installing the dashboard tests' npm dependencies (npm ci in web)"
+    (cd "$root/web" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+  fi
 }
 if [ "$#" -gt 0 ]; then packages+=("$@"); fi
 

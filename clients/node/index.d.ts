@@ -356,6 +356,12 @@ export class Admin {
   stats(): Promise<Stats>;
   /** The connected workers (zlane-ctl workers). */
   workers(): Promise<WorkerInfo[]>;
+  /** A job's state, or its outcome once final (zlane-ctl job show). */
+  jobShow(jobId: string | bigint): Promise<Record<string, unknown>>;
+  /** The cron schedules (zlane-ctl schedule list). */
+  scheduleList(): Promise<Array<Record<string, unknown>>>;
+  schedulePause(name: string): Promise<void>;
+  scheduleResume(name: string): Promise<void>;
   dlqList(filter?: DlqFilter, opts?: { limit?: number; afterId?: string }): Promise<DeadLetter[]>;
   dlqShow(jobId: string | bigint): Promise<DeadLetter>;
   dlqRedrive(filter: DlqFilter): Promise<number>;

@@ -13,6 +13,8 @@ const DlqAlert = proto.T("DlqAlert");
 const BatchInfo = proto.T("BatchInfo");
 const Breaker = proto.T("Breaker");
 const WorkerInfo = proto.T("WorkerInfo");
+const JobOutcome = proto.T("JobOutcome");
+const Schedule = proto.T("Schedule");
 
 function filter(f = {}) {
   if (typeof f === "string" || typeof f === "number" || typeof f === "bigint") f = { ids: [f] };
@@ -124,6 +126,23 @@ class Admin {
     if (typeof batchId !== "string" || !batchId) throw new errors.ConfigError("batchShow needs a batch id");
     const r = await this._request({ batch_show: { batch_id: batchId } });
     return proto.plain(BatchInfo, r.batch);
+  }
+  /** A job's state, or its outcome once final (zlane-ctl job show): {jobId, found, final,
+   * state, outcome, result (Buffer), error, failedParent, tenant, lane, finishedAtMs, attempts}. */
+  async jobShow(jobId) {
+    const r = await this._request({ job_show: { job_id: proto.u64(String(jobId)) } });
+    return proto.plain(JobOutcome, r.job);
+  }
+  /** The cron schedules (zlane-ctl schedule list). */
+  async scheduleList() {
+    const r = await this._request({ schedule_list: {} });
+    return (r.schedules?.items || []).map((s) => proto.plain(Schedule, s));
+  }
+  async schedulePause(name) {
+    await this._request({ schedule_pause: { name } });
+  }
+  async scheduleResume(name) {
+    await this._request({ schedule_resume: { name } });
   }
   async pause(lane) {
     await this._request({ pause: { lane } });
