@@ -12,24 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-// True if `text` holds `part`, ASCII letters compared without case.
-static bool
-s_contains_nocase (const char *text, const char *part)
-{
-    size_t n = strlen (part);
-    for (; *text; text++) {
-        size_t i = 0;
-        while (i < n && text[i] &&
-               (text[i] == part[i] ||
-                ((unsigned char)(text[i] | 0x20) >= 'a' && (unsigned char)(text[i] | 0x20) <= 'z' &&
-                 (text[i] | 0x20) == (part[i] | 0x20))))
-            i++;
-        if (i == n)
-            return true;
-    }
-    return n == 0;
-}
-
 /*  True if a dead job matches the filter: every criterion that is set (lane,
     tenant, ids, the time it died, text in its final error). The error is
     read from the store, so it is looked at last, in `scratch` (reset here). */
@@ -56,7 +38,7 @@ s_filter_match (const zl_admin_env_t *env, const zl_dlq_filter_t *f, zl_job_t *j
         zl_dead_letter_t d;
         zl_arena_reset (scratch);
         if (zl_jobs_dead_letter (env->jobs, job, false, scratch, &d) != 0 ||
-            !s_contains_nocase (d.error ? d.error : "", f->error_contains))
+            !zl_text_contains_nocase (d.error ? d.error : "", f->error_contains))
             return false;
     }
     return true;
@@ -109,6 +91,12 @@ s_names_problem (zl_arena_t *a, const zl_admin_request_t *req)
         return zl_arena_printf (a, "field 'filter.tenant' %s", bad);
     if ((bad = zl_text_name_problem (a, req->lane, MAX_NAME, true)))
         return zl_arena_printf (a, "field 'lane' %s", bad);
+    if (req->stats_groups.lane &&
+        (bad = zl_text_name_problem (a, req->stats_groups.lane, MAX_NAME, true)))
+        return zl_arena_printf (a, "field 'groups.lane' %s", bad);
+    if (req->stats_groups.tenant_contains && strlen (req->stats_groups.tenant_contains) > MAX_NAME)
+        return zl_arena_printf (a, "field 'groups.tenant_contains' is longer than %d bytes",
+                                MAX_NAME);
     if (req->filter.error_contains && strlen (req->filter.error_contains) > ZL_DLQ_ERROR_FILTER_MAX)
         return zl_arena_printf (a, "field 'filter.error_contains' is longer than %d bytes",
                                 ZL_DLQ_ERROR_FILTER_MAX);
@@ -173,7 +161,12 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
     switch (req->op) {
     case ZL_ADMIN_STATS:
         r->result = ZL_ADMIN_RESULT_STATS;
-        zl_stats_build (env->stats, env->arena, now, &r->stats);
+        if (req->stats_groups.set) {
+            if (zl_stats_query (env->stats, env->arena, now, &req->stats_groups, &r->stats,
+                                &refused) != 0)
+                break;
+        } else
+            zl_stats_build (env->stats, env->arena, now, req->stats_lanes_only, &r->stats);
         break;
     case ZL_ADMIN_DLQ_LIST: {
         uint32_t limit = req->limit ? req->limit : 100;

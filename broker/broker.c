@@ -1134,7 +1134,7 @@ s_fill_stats (void *arg, zl_stats_t *st)
     zl_broker_t *self = arg;
     zl_stats_sources_t src;
     s_stats_sources (self, &src);
-    zl_stats_build (&src, self->turn, zl_now (), st);
+    zl_stats_build (&src, self->turn, zl_now (), false, st);
 }
 
 // ---------------------------------------------------------------- start

@@ -7,6 +7,9 @@
 #include "dlq.h"
 #include "hist.h"
 
+#include "text.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 static const char *s_counter_names[ZL_CTR_COUNT] = {
@@ -51,8 +54,81 @@ s_latency (zl_latency_t *out, const char *name, const zl_hist_t *h)
                           h->max};
 }
 
+// A flow a group query picked, with what it sorts by.
+typedef struct {
+    zl_flow_t *f;
+    int64_t key; // numeric sorts: the figure, negated for largest first
+    int8_t by;   // 0 the key, 1 the tenant's name, 2 the lane's
+    int8_t dir;  // names: 1 A first, -1 Z first
+} s_pick_t;
+
+static int
+s_pick_cmp (const void *x, const void *y)
+{
+    const s_pick_t *a = x, *b = y;
+    int c = 0;
+    if (a->by == 0)
+        c = a->key < b->key ? -1 : a->key > b->key;
+    else if (a->by == 1)
+        c = a->dir * strcmp (a->f->tenant->name, b->f->tenant->name);
+    else
+        c = a->dir * strcmp (a->f->lane->name, b->f->lane->name);
+    if (!c)
+        c = strcmp (a->f->tenant->name, b->f->tenant->name);
+    if (!c)
+        c = strcmp (a->f->lane->name, b->f->lane->name);
+    return c;
+}
+
+static int64_t
+s_figure (const zl_flow_t *f, zl_group_sort_t sort, int64_t now_ms)
+{
+    switch (sort) {
+    case ZL_GROUP_SORT_READY: return (int64_t)f->ready;
+    case ZL_GROUP_SORT_DELAYED: return (int64_t)f->delayed;
+    case ZL_GROUP_SORT_IN_FLIGHT: return (int64_t)f->in_flight;
+    case ZL_GROUP_SORT_DLQ: return (int64_t)f->dlq;
+    case ZL_GROUP_SORT_OLDEST_READY: {
+        int64_t oldest = zl_sched_oldest_ready_ms (f);
+        return oldest >= 0 ? now_ms - oldest : -1;
+    }
+    case ZL_GROUP_SORT_SUBMITTED: return (int64_t)f->submitted;
+    case ZL_GROUP_SORT_ACKED: return (int64_t)f->acked;
+    case ZL_GROUP_SORT_CAPPED: return (int64_t)f->capped;
+    case ZL_GROUP_SORT_THROTTLED: return (int64_t)f->throttled;
+    default: return 0;
+    }
+}
+
+static void s_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, bool lanes_only,
+                     const zl_group_query_t *q, zl_stats_t *st);
+
 void
-zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_stats_t *st)
+zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, bool lanes_only,
+                zl_stats_t *st)
+{
+    s_build (src, a, now, lanes_only, NULL, st);
+}
+
+int
+zl_stats_query (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now,
+                const zl_group_query_t *q, zl_stats_t *st, const char **why)
+{
+    if (q->limit > ZL_GROUP_QUERY_MAX) {
+        *why = "stats: groups.limit is over 1000 rows";
+        return -1;
+    }
+    if ((unsigned)q->sort >= ZL_GROUP_SORT_COUNT) {
+        *why = "stats: groups.sort is not a known GroupSort";
+        return -1;
+    }
+    s_build (src, a, now, false, q, st);
+    return 0;
+}
+
+static void
+s_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, bool lanes_only,
+         const zl_group_query_t *q, zl_stats_t *st)
 {
     memset (st, 0, sizeof *st);
     st->uptime_ms = (uint64_t)(now.mono_ms - src->started_ms);
@@ -115,35 +191,99 @@ zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, zl_s
         st->lanes[i].tenant = "";
         st->lanes[i].paused = lane->paused;
     }
-    st->n_tenants = nt;
-    st->tenants = zl_arena_calloc (a, nt ? nt : 1, sizeof (zl_group_stats_t));
-    for (uint32_t i = 0; i < nt; i++) {
+    st->tenants_known = nt;
+    st->n_tenants = lanes_only || q ? 0 : nt;
+    st->tenants = zl_arena_calloc (a, st->n_tenants ? st->n_tenants : 1, sizeof (zl_group_stats_t));
+    for (uint32_t i = 0; i < st->n_tenants; i++) {
         st->tenants[i].lane = "";
         st->tenants[i].tenant = zl_lanes_tenant_at (src->lanes, i)->name;
     }
     size_t nf;
     zl_flow_t **flows = zl_sched_flows (src->sched, &nf);
-    st->n_groups = nf;
-    st->groups = zl_arena_calloc (a, nf ? nf : 1, sizeof (zl_group_stats_t));
+    st->n_groups = lanes_only || q ? 0 : nf;
+    st->groups = zl_arena_calloc (a, st->n_groups ? st->n_groups : 1, sizeof (zl_group_stats_t));
+    // a group query: the flows it picks, sorted, then the page cut out
+    s_pick_t *picks = q ? zl_arena_alloc (a, (nf ? nf : 1) * sizeof *picks) : NULL;
+    size_t n_picks = 0;
+    size_t dead_flows = 0; // flows holding dead letters
     for (size_t i = 0; i < nf; i++) {
         zl_flow_t *f = flows[i];
+        dead_flows += f->dlq > 0;
+        s_add_group (&st->lanes[f->lane->index], f, now.mono_ms);
+        if (q) {
+            if ((q->lane && q->lane[0] && strcmp (q->lane, f->lane->name) != 0) ||
+                (q->tenant_contains &&
+                 !zl_text_contains_nocase (f->tenant->name, q->tenant_contains)))
+                continue;
+            s_pick_t *p = &picks[n_picks++];
+            p->f = f;
+            p->by = q->sort == ZL_GROUP_SORT_TENANT ? 1 : q->sort == ZL_GROUP_SORT_LANE ? 2 : 0;
+            p->dir = q->ascending ? 1 : -1;
+            p->key = p->by ? 0 : s_figure (f, q->sort, now.mono_ms) * (q->ascending ? 1 : -1);
+            continue;
+        }
+        if (lanes_only)
+            continue;
         st->groups[i].lane = f->lane->name;
         st->groups[i].tenant = f->tenant->name;
         st->groups[i].paused = f->lane->paused;
         s_add_group (&st->groups[i], f, now.mono_ms);
-        s_add_group (&st->lanes[f->lane->index], f, now.mono_ms);
         s_add_group (&st->tenants[f->tenant->index], f, now.mono_ms);
     }
-    // oldest dead-letter age per group: one pass over the DLQ
+    // the page: its rows in order; `row_of` maps a flow to its row, or -1
+    int32_t *row_of = NULL;
+    if (q) {
+        qsort (picks, n_picks, sizeof *picks, s_pick_cmp);
+        st->groups_matched = n_picks;
+        uint32_t limit = q->limit ? q->limit : 50;
+        size_t from = q->offset < n_picks ? q->offset : n_picks;
+        size_t n = n_picks - from < limit ? n_picks - from : limit;
+        st->n_groups = n;
+        st->groups = zl_arena_calloc (a, n ? n : 1, sizeof (zl_group_stats_t));
+        row_of = zl_arena_alloc (a, (nf ? nf : 1) * sizeof *row_of);
+        for (size_t i = 0; i < nf; i++)
+            row_of[i] = -1;
+        for (size_t i = 0; i < n; i++) {
+            zl_flow_t *f = picks[from + i].f;
+            st->groups[i].lane = f->lane->name;
+            st->groups[i].tenant = f->tenant->name;
+            st->groups[i].paused = f->lane->paused;
+            s_add_group (&st->groups[i], f, now.mono_ms);
+            row_of[f->index] = (int32_t)i;
+        }
+    }
+    /*  The oldest dead letter of each flow: the DLQ is in the order jobs
+        died, so a flow's first is its oldest, and the walk ends once every
+        flow holding one has been met (with dead letters spread over many
+        flows, a small part of the queue). */
+    uint64_t *oldest = zl_arena_calloc (a, nf ? nf : 1, sizeof *oldest); // age + 1, 0 unseen
     zl_dlq_t *dlq = zl_jobs_dlq (src->jobs);
-    for (zl_job_t *j = zl_dlq_first (dlq); j; j = zl_dlq_next (dlq, j)) {
-        uint64_t age = (uint64_t)(now.wall_ms - j->dead_at_ms);
-        zl_group_stats_t *gs[3] = {&st->lanes[j->flow->lane->index],
-                                   &st->tenants[j->flow->tenant->index],
-                                   &st->groups[j->flow->index]};
-        for (int g = 0; g < 3; g++)
-            if (age > gs[g]->oldest_dlq_age_ms)
-                gs[g]->oldest_dlq_age_ms = age;
+    for (zl_job_t *j = zl_dlq_first (dlq); j && dead_flows; j = zl_dlq_next (dlq, j)) {
+        uint32_t fi = j->flow->index;
+        if (fi >= nf || oldest[fi])
+            continue;
+        int64_t age = now.wall_ms - j->dead_at_ms;
+        oldest[fi] = (uint64_t)(age > 0 ? age : 0) + 1;
+        dead_flows--;
+    }
+    for (size_t i = 0; i < nf; i++) {
+        if (!oldest[i])
+            continue;
+        uint64_t age = oldest[i] - 1;
+        zl_group_stats_t *lane = &st->lanes[flows[i]->lane->index];
+        if (age > lane->oldest_dlq_age_ms)
+            lane->oldest_dlq_age_ms = age;
+        if (q) {
+            if (row_of[i] >= 0)
+                st->groups[row_of[i]].oldest_dlq_age_ms = age;
+            continue;
+        }
+        if (lanes_only)
+            continue;
+        st->groups[i].oldest_dlq_age_ms = age;
+        zl_group_stats_t *t = &st->tenants[flows[i]->tenant->index];
+        if (age > t->oldest_dlq_age_ms)
+            t->oldest_dlq_age_ms = age;
     }
     st->n_latencies = 2;
     st->latencies = zl_arena_alloc (a, 2 * sizeof (zl_latency_t));

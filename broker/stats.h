@@ -31,8 +31,20 @@ typedef struct {
 } zl_stats_sources_t;
 
 /*  Fill `out` from `src` as of `now`; every array and string lives in
-    `arena` or in the sources (valid until either changes). */
+    `arena` or in the sources (valid until either changes). With
+    `lanes_only` the per-tenant and lane x tenant rows are left out (the
+    lanes' figures are the same): what a dashboard polling every second or
+    two needs, at a cost that does not grow with the number of tenants but
+    for one pass over the flows. */
 void zl_stats_build (const zl_stats_sources_t *src, zl_arena_t *arena, zl_now_t now,
-                     zl_stats_t *out);
+                     bool lanes_only, zl_stats_t *out);
+/*  The same with a group query (`q->set`): the per-tenant rows are left
+    out and the lane x tenant rows are the page `q` selects, sorted (ties by
+    tenant, then lane) and cut at q->offset, q->limit; out->groups_matched
+    counts the rows before the cut. Returns 0, or -1 with a reason in `why`
+    for a query out of bounds (a limit over ZL_GROUP_QUERY_MAX, an unknown
+    sort). */
+int zl_stats_query (const zl_stats_sources_t *src, zl_arena_t *arena, zl_now_t now,
+                    const zl_group_query_t *q, zl_stats_t *out, const char **why);
 
 #endif

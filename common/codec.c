@@ -270,6 +270,8 @@ s_dec_stats (zl_arena_t *a, zl_stats_t *o, const Zlane__V1__Stats *s)
     o->takeovers = s->takeovers;
     o->fenced = s->fenced;
     o->leader = s->leader;
+    o->tenants_known = s->tenants_known;
+    o->groups_matched = s->groups_matched;
     o->n_breakers = s->n_breakers;
     o->breakers = ARR (a, s->n_breakers, zl_breaker_info_t);
     for (size_t i = 0; i < s->n_breakers; i++)
@@ -577,7 +579,20 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         o->lane = "";
         s_dec_filter (&o->filter, NULL);
         switch (r->op_case) {
-        case ZLANE__V1__ADMIN_REQUEST__OP_STATS: o->op = ZL_ADMIN_STATS; break;
+        case ZLANE__V1__ADMIN_REQUEST__OP_STATS:
+            o->op = ZL_ADMIN_STATS;
+            o->stats_lanes_only = r->stats->lanes_only;
+            if (r->stats->groups) {
+                const Zlane__V1__GroupQuery *g = r->stats->groups;
+                o->stats_groups = (zl_group_query_t){.set = true,
+                                                     .lane = g->lane,
+                                                     .tenant_contains = g->tenant_contains,
+                                                     .sort = (zl_group_sort_t)g->sort,
+                                                     .ascending = g->ascending,
+                                                     .offset = g->offset,
+                                                     .limit = g->limit};
+            }
+            break;
         case ZLANE__V1__ADMIN_REQUEST__OP_DLQ_LIST:
             o->op = ZL_ADMIN_DLQ_LIST;
             s_dec_filter (&o->filter, r->dlq_list->filter);
@@ -1048,6 +1063,8 @@ s_enc_stats (zl_arena_t *a, const zl_stats_t *in)
     s->takeovers = in->takeovers;
     s->fenced = in->fenced;
     s->leader = S (in->leader);
+    s->tenants_known = in->tenants_known;
+    s->groups_matched = in->groups_matched;
     s->n_breakers = in->n_breakers;
     s->breakers = PTRS (a, in->n_breakers, Zlane__V1__Breaker);
     for (size_t i = 0; i < in->n_breakers; i++)
@@ -1402,6 +1419,19 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         case ZL_ADMIN_STATS:
             r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_STATS;
             r->stats = NEW (a, Zlane__V1__StatsRequest, zlane__v1__stats_request__init);
+            r->stats->lanes_only = in->stats_lanes_only;
+            if (in->stats_groups.set) {
+                const zl_group_query_t *q = &in->stats_groups;
+                Zlane__V1__GroupQuery *g =
+                    NEW (a, Zlane__V1__GroupQuery, zlane__v1__group_query__init);
+                g->lane = S (q->lane);
+                g->tenant_contains = S (q->tenant_contains);
+                g->sort = (Zlane__V1__GroupSort)q->sort;
+                g->ascending = q->ascending;
+                g->offset = q->offset;
+                g->limit = q->limit;
+                r->stats->groups = g;
+            }
             break;
         case ZL_ADMIN_DLQ_LIST:
             r->op_case = ZLANE__V1__ADMIN_REQUEST__OP_DLQ_LIST;

@@ -466,6 +466,33 @@ typedef struct {
     uint64_t last_tick_ms, next_tick_ms;
 } zl_schedule_info_t;
 
+typedef enum {
+    ZL_GROUP_SORT_READY = 0,
+    ZL_GROUP_SORT_DELAYED,
+    ZL_GROUP_SORT_IN_FLIGHT,
+    ZL_GROUP_SORT_DLQ,
+    ZL_GROUP_SORT_OLDEST_READY,
+    ZL_GROUP_SORT_SUBMITTED,
+    ZL_GROUP_SORT_ACKED,
+    ZL_GROUP_SORT_CAPPED,
+    ZL_GROUP_SORT_THROTTLED,
+    ZL_GROUP_SORT_TENANT,
+    ZL_GROUP_SORT_LANE,
+    ZL_GROUP_SORT_COUNT
+} zl_group_sort_t;
+
+#define ZL_GROUP_QUERY_MAX 1000 // rows one GroupQuery returns
+
+/*  A page of lane x tenant rows (GroupQuery in the protocol). */
+typedef struct {
+    bool set;
+    const char *lane;            // "" every lane
+    const char *tenant_contains; // "" all
+    zl_group_sort_t sort;
+    bool ascending;
+    uint32_t offset, limit; // limit 0: 50
+} zl_group_query_t;
+
 typedef struct {
     uint64_t request_id;
     zl_admin_op_t op;
@@ -476,8 +503,10 @@ typedef struct {
     const char *lane;       // pause, resume
     size_t n_ids;           // cancel: the job ids
     const uint64_t *ids;
-    const char *batch_id;        // batch show
-    zl_schedule_info_t schedule; // schedule add; its name: remove, pause, resume
+    const char *batch_id;          // batch show
+    zl_schedule_info_t schedule;   // schedule add; its name: remove, pause, resume
+    bool stats_lanes_only;         // stats: no per-tenant or lane x tenant rows
+    zl_group_query_t stats_groups; // stats: a sorted page of lane x tenant rows
 } zl_admin_request_t;
 
 #define ZL_CANCEL_MAX_IDS 1000 // ids per CancelRequest
@@ -556,6 +585,8 @@ typedef struct {
     const char *leader;        // the leader's name as last seen, "" unknown
     size_t n_breakers;
     zl_breaker_info_t *breakers;
+    uint32_t tenants_known;  // distinct tenants (also with lanes only)
+    uint64_t groups_matched; // with a group query: rows matched before paging
 } zl_stats_t;
 
 typedef enum {

@@ -116,3 +116,27 @@ zl_text_cut (const char *s, size_t len, size_t max)
         n--;
     return n;
 }
+
+bool
+zl_text_contains_nocase (const char *text, const char *part)
+{
+    size_t n = strlen (part);
+    if (n == 0)
+        return true;
+    for (; *text; text++) {
+        size_t i = 0;
+        while (i < n && text[i]) {
+            unsigned char a = (unsigned char)text[i], b = (unsigned char)part[i];
+            if (a >= 'A' && a <= 'Z')
+                a = (unsigned char)(a + 32);
+            if (b >= 'A' && b <= 'Z')
+                b = (unsigned char)(b + 32);
+            if (a != b)
+                break;
+            i++;
+        }
+        if (i == n)
+            return true;
+    }
+    return false;
+}

@@ -51,5 +51,8 @@ const char *zl_text_name_problem (zl_arena_t *arena, const char *s, size_t max, 
 /*  The length of the longest prefix of the `len` bytes at `s` that is at
     most `max` bytes and does not end inside a UTF-8 character. */
 size_t zl_text_cut (const char *s, size_t len, size_t max);
+/*  True if `text` holds `part` (ASCII letters compared without case; an
+    empty `part` is in every text). */
+bool zl_text_contains_nocase (const char *text, const char *part);
 
 #endif

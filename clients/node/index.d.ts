@@ -316,6 +316,8 @@ export interface Stats {
   takeovers: number;
   fenced: number;
   leader: string;
+  tenantsKnown: number;
+  groupsMatched: number;
 }
 
 export type DlqFilter =
@@ -353,7 +355,19 @@ export interface WorkerInfo {
 
 export class Admin {
   constructor(opts?: AdminOptions);
-  stats(): Promise<Stats>;
+  /** lanesOnly: no per-tenant or lane x tenant rows (cheap to poll); groups: a sorted page
+   * of lane x tenant rows chosen by the broker (Stats.groupsMatched counts them all) */
+  stats(opts?: {
+    lanesOnly?: boolean;
+    groups?: {
+      lane?: string;
+      tenantContains?: string;
+      sort?: "ready" | "delayed" | "inFlight" | "dlq" | "oldestReady" | "submitted" | "acked" | "capped" | "throttled" | "tenant" | "lane";
+      ascending?: boolean;
+      offset?: number;
+      limit?: number;
+    };
+  }): Promise<Stats>;
   /** The connected workers (zlane-ctl workers). */
   workers(): Promise<WorkerInfo[]>;
   /** A job's state, or its outcome once final (zlane-ctl job show). */

@@ -56,8 +56,14 @@ typedef struct {
     uint64_t count;             //   redrive, purge
     size_t n_workers;           //   workers: how many, and the first's
     char worker[16], worker_lane[16];
+    uint64_t groups_matched;
+    char group_tenant[16]; // the first row's
+    uint64_t group_ready;
     uint32_t worker_capacity, worker_in_flight;
-    char topic[64]; // event
+    size_t n_groups, n_tenants; //   stats
+    uint32_t tenants_known;
+    uint64_t lane_dlq, lane_oldest_dlq, group_dlq, group_oldest_dlq; // the first lane's, group's
+    char topic[64];                                                  // event
 } seen_t;
 
 typedef struct {
@@ -125,6 +131,20 @@ s_record (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_
         s->count = m->u.admin_reply.count;
         for (size_t i = 0; i < m->u.admin_reply.n_dead_letters && s->n < MAX_IDS; i++)
             s->ids[s->n++] = m->u.admin_reply.dead_letters[i].job_id;
+        if (m->u.admin_reply.result == ZL_ADMIN_RESULT_STATS) {
+            const zl_stats_t *st = &m->u.admin_reply.stats;
+            s->n_groups = st->n_groups;
+            s->n_tenants = st->n_tenants;
+            s->tenants_known = st->tenants_known;
+            s->lane_dlq = st->n_lanes ? st->lanes[0].dlq : 0;
+            s->lane_oldest_dlq = st->n_lanes ? st->lanes[0].oldest_dlq_age_ms : 0;
+            s->group_dlq = st->n_groups ? st->groups[0].dlq : 0;
+            s->group_oldest_dlq = st->n_groups ? st->groups[0].oldest_dlq_age_ms : 0;
+            s->groups_matched = st->groups_matched;
+            snprintf (s->group_tenant, sizeof s->group_tenant, "%s",
+                      st->n_groups ? st->groups[0].tenant : "");
+            s->group_ready = st->n_groups ? st->groups[0].ready : 0;
+        }
         s->n_workers = m->u.admin_reply.n_workers;
         if (s->n_workers) {
             const zl_worker_info_t *w = &m->u.admin_reply.workers[0];
@@ -843,6 +863,24 @@ test_dlq_filters_and_workers (void **state)
     r = s_admin_reply (&w);
     assert_int_equal (r->worker_in_flight, 0);
 
+    // Stats: the lane x tenant rows, or the lanes only (the same lane figures)
+    zl_msg_t stats = s_admin_msg (ZL_ADMIN_STATS, 0);
+    r = s_admin_reply (&stats);
+    assert_int_equal (r->n_groups, 1);
+    assert_int_equal (r->n_tenants, 1);
+    assert_int_equal (r->tenants_known, 1);
+    assert_int_equal (r->lane_dlq, 3);
+    assert_int_equal (r->group_dlq, 3);
+    assert_int_equal (r->group_oldest_dlq, r->lane_oldest_dlq);
+    uint64_t oldest = r->lane_oldest_dlq;
+    stats.u.admin_request.stats_lanes_only = true;
+    r = s_admin_reply (&stats);
+    assert_int_equal (r->n_groups, 0);
+    assert_int_equal (r->n_tenants, 0);
+    assert_int_equal (r->tenants_known, 1);
+    assert_int_equal (r->lane_dlq, 3);
+    assert_true (r->lane_oldest_dlq >= oldest);
+
     zl_msg_t list = s_admin_msg (ZL_ADMIN_DLQ_LIST, 0);
     list.u.admin_request.filter.all = false;
     list.u.admin_request.filter.error_contains = "timeout";
@@ -885,6 +923,60 @@ test_dlq_filters_and_workers (void **state)
     assert_int_equal (dead[0], ids[1]);
 }
 
+/*  A group query: the lane x tenant rows it selects (tenant text in any
+    case, a lane), sorted by a figure or a name, paged; a limit past the
+    bound is refused. */
+static void
+test_stats_group_query (void **state)
+{
+    (void)state;
+    s_hello (0);
+    static const char *tenants[] = {"acme", "acme", "acme", "beta", "Acme-2", "Acme-2"};
+    zl_job_spec_t specs[6];
+    for (size_t i = 0; i < 6; i++)
+        specs[i] = (zl_job_spec_t){.seq = i + 1,
+                                   .tenant = tenants[i],
+                                   .lane = "a",
+                                   .payload = {(const uint8_t *)"p", 1},
+                                   .idempotency_key = ""};
+    zl_msg_t sub = {.kind = ZL_MSG_SUBMIT};
+    sub.u.submit = (zl_submit_t){6, specs};
+    s_feed_ok (ZLH_FRONTEND, 0, &sub);
+
+    zl_msg_t q = s_admin_msg (ZL_ADMIN_STATS, 0);
+    zl_group_query_t *g = &q.u.admin_request.stats_groups;
+    *g = (zl_group_query_t){.set = true, .lane = "a", .tenant_contains = "ACME", .limit = 1};
+    const seen_t *r = s_admin_reply (&q); // by ready, largest first
+    assert_true (r->ok);
+    assert_int_equal (r->groups_matched, 2);
+    assert_int_equal (r->n_groups, 1);
+    assert_int_equal (r->n_tenants, 0);
+    assert_string_equal (r->group_tenant, "acme");
+    assert_int_equal (r->group_ready, 3);
+    g->offset = 1;
+    r = s_admin_reply (&q);
+    assert_string_equal (r->group_tenant, "Acme-2");
+    assert_int_equal (r->group_ready, 2);
+    g->offset = 5; // past the end: an empty page
+    r = s_admin_reply (&q);
+    assert_int_equal (r->groups_matched, 2);
+    assert_int_equal (r->n_groups, 0);
+    *g = (zl_group_query_t){.set = true, .sort = ZL_GROUP_SORT_TENANT, .ascending = true};
+    r = s_admin_reply (&q);
+    assert_int_equal (r->groups_matched, 3);
+    assert_int_equal (r->n_groups, 3);
+    assert_string_equal (r->group_tenant, "Acme-2");
+    g->ascending = false;
+    r = s_admin_reply (&q);
+    assert_string_equal (r->group_tenant, "beta");
+    *g = (zl_group_query_t){.set = true, .lane = "nope"};
+    r = s_admin_reply (&q);
+    assert_int_equal (r->groups_matched, 0);
+    g->limit = ZL_GROUP_QUERY_MAX + 1;
+    r = s_admin_reply (&q);
+    assert_false (r->ok);
+}
+
 #define T_(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
 int
@@ -901,6 +993,7 @@ main (void)
         T_ (test_turn_return_codes),
         T_ (test_deadline_resend_is_a_duplicate),
         T_ (test_dlq_filters_and_workers),
+        T_ (test_stats_group_query),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

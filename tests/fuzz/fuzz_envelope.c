@@ -139,6 +139,8 @@ static void
 s_stats (const zl_stats_t *a, const zl_stats_t *b)
 {
     EQ (a->uptime_ms, b->uptime_ms);
+    EQ (a->tenants_known, b->tenants_known);
+    EQ (a->groups_matched, b->groups_matched);
     EQ (a->n_counters, b->n_counters);
     for (size_t i = 0; i < a->n_counters; i++) {
         STR (a->counters[i].name, b->counters[i].name);
@@ -381,6 +383,16 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         const zl_admin_request_t *x = &a->u.admin_request, *y = &b->u.admin_request;
         EQ (x->request_id, y->request_id);
         EQ (x->op, y->op);
+        EQ (x->stats_lanes_only, y->stats_lanes_only);
+        EQ (x->stats_groups.set, y->stats_groups.set);
+        if (x->stats_groups.set) {
+            STR (x->stats_groups.lane, y->stats_groups.lane);
+            STR (x->stats_groups.tenant_contains, y->stats_groups.tenant_contains);
+            EQ (x->stats_groups.sort, y->stats_groups.sort);
+            EQ (x->stats_groups.ascending, y->stats_groups.ascending);
+            EQ (x->stats_groups.offset, y->stats_groups.offset);
+            EQ (x->stats_groups.limit, y->stats_groups.limit);
+        }
         s_filter (&x->filter, &y->filter);
         EQ (x->limit, y->limit);
         EQ (x->after_id, y->after_id);

@@ -93,7 +93,8 @@ function lanesRows(stats, prev, dtMs) {
   });
 }
 
-const TENANT_SORTS = new Set(["tenant", "lane", "ready", "delayed", "inFlight", "dlq", "oldestReadyAgeMs", "submitRate", "ackRate", "submitted", "acked", "capped", "throttled"]);
+// the tenants table's sortable columns -> the broker's GroupSort
+const TENANT_SORTS = { tenant: "tenant", lane: "lane", ready: "ready", delayed: "delayed", inFlight: "inFlight", dlq: "dlq", oldestReadyAgeMs: "oldestReady", submitted: "submitted", acked: "acked", capped: "capped", throttled: "throttled" };
 
 class Dashboard {
   /**
@@ -115,8 +116,8 @@ class Dashboard {
     this.streams = new Set();
     this.latest = null; // {at, stats, lanes, workers, error}
     this.prevLanes = null;
-    this.prevGroups = null;
-    this.groupRates = new Map();
+    this.groupPages = new Map(); // a group query -> {at, page, fetching}
+    this.groupPrev = new Map(); // lane\0tenant -> {at, submitted, acked}: for the rates
     this.lastPollAt = 0;
     this.polls = 0;
     this.pollErrors = 0;
@@ -165,11 +166,13 @@ class Dashboard {
   async _poll() {
     const at = Date.now();
     try {
-      const [stats, workers] = await Promise.all([this.admin.stats(), this.admin.workers()]);
+      // the lanes only: what every poll needs costs the broker one pass over
+      // its flows, whatever the number of tenants (the tenants page asks
+      // for the lane x tenant rows itself: _groupPage)
+      const [stats, workers] = await Promise.all([this.admin.stats({ lanesOnly: true }), this.admin.workers()]);
       const dt = this.lastPollAt ? at - this.lastPollAt : 0;
       const lanes = lanesRows(stats, this.prevLanes, dt);
       this.prevLanes = new Map(lanes.map((l) => [l.lane, l]));
-      this._groupRates(stats.groups || [], dt);
       this.lastPollAt = at;
       this.latest = { at, stats, lanes, workers, error: "" };
       this.history.record(at, lanes);
@@ -181,17 +184,43 @@ class Dashboard {
     this._broadcast("stats", this._overview());
   }
 
-  _groupRates(groups, dt) {
-    const next = new Map();
-    for (const g of groups) {
-      const k = `${g.lane}\u0000${g.tenant}`;
-      const p = this.prevGroups && this.prevGroups.get(k);
-      next.set(k, { submitted: g.submitted, acked: g.acked });
-      const r = (a, b) => (p && dt > 0 && a >= b ? ((a - b) * 1000) / dt : 0);
-      this.groupRates.set(k, { submitRate: p ? r(g.submitted, p.submitted) : 0, ackRate: p ? r(g.acked, p.acked) : 0 });
+  /**
+   * A page of the lane x tenant rows, sorted and cut by the broker (a group
+   * query: its cost does not grow with the page's size, and a 10,000-tenant
+   * broker sends 50 rows, not 20,000). The same query is asked at most once
+   * per refresh, whatever the number of browsers showing it.
+   */
+  async _groupPage(query) {
+    const key = JSON.stringify(query);
+    const now = Date.now();
+    let c = this.groupPages.get(key);
+    if (c && now - c.at < this.refreshMs) return c.page;
+    if (c && c.fetching) return c.fetching;
+    if (!c) {
+      if (this.groupPages.size >= 64) this.groupPages.delete(this.groupPages.keys().next().value);
+      this.groupPages.set(key, (c = { at: 0, page: null, fetching: null }));
     }
-    for (const k of this.groupRates.keys()) if (!next.has(k)) this.groupRates.delete(k);
-    this.prevGroups = next;
+    c.fetching = (async () => {
+      try {
+        const s = await this.admin.stats({ groups: query });
+        const at = Date.now();
+        const rows = s.groups.map((g) => {
+          const k = `${g.lane}\u0000${g.tenant}`;
+          const p = this.groupPrev.get(k);
+          const dt = p ? at - p.at : 0;
+          const rate = (x, y) => (p && dt > 0 && x >= y ? ((x - y) * 1000) / dt : null);
+          this.groupPrev.set(k, { at, submitted: g.submitted, acked: g.acked });
+          return { ...g, submitRate: p ? rate(g.submitted, p.submitted) : null, ackRate: p ? rate(g.acked, p.acked) : null };
+        });
+        if (this.groupPrev.size > 100000) this.groupPrev.clear();
+        c.page = { at, matched: s.groupsMatched, rows };
+        c.at = at;
+        return c.page;
+      } finally {
+        c.fetching = null;
+      }
+    })();
+    return c.fetching;
   }
 
   _subscribe() {
@@ -232,7 +261,7 @@ class Dashboard {
             uptimeMs: s.uptimeMs,
             workers: s.workers,
             producers: s.producers,
-            tenants: (s.tenants || []).length,
+            tenants: s.tenantsKnown,
           }
         : null,
       lanes: l.lanes,
@@ -460,43 +489,29 @@ class Dashboard {
     for (const s of this.streams) s.write(frame);
   }
 
-  _tenants(q) {
-    const stats = this.latest?.stats;
-    if (!stats) return { total: 0, rows: [], at: 0 };
-    const lane = q.get("lane") || "";
-    const search = (q.get("q") || "").toLowerCase();
-    const sort = TENANT_SORTS.has(q.get("sort")) ? q.get("sort") : "ready";
+  async _tenants(q) {
+    const sortKey = TENANT_SORTS[q.get("sort")] ? q.get("sort") : "ready";
     const desc = q.get("dir") !== "asc";
     const size = Math.min(Math.max(Number(q.get("size")) || 50, 1), 500);
-    const page = Math.max(Number(q.get("page")) || 0, 0);
-    const rows = [];
-    for (const g of stats.groups || []) {
-      if (lane && g.lane !== lane) continue;
-      if (search && !g.tenant.toLowerCase().includes(search)) continue;
-      const r = this.groupRates.get(`${g.lane}\u0000${g.tenant}`) || { submitRate: 0, ackRate: 0 };
-      rows.push({
-        tenant: g.tenant,
-        lane: g.lane,
-        ready: g.ready,
-        delayed: g.delayed,
-        inFlight: g.inFlight,
-        dlq: g.dlq,
-        oldestReadyAgeMs: g.oldestReadyAgeMs,
-        submitted: g.submitted,
-        acked: g.acked,
-        submitRate: r.submitRate,
-        ackRate: r.ackRate,
-        capped: g.capped,
-        throttled: g.throttled,
-        paused: g.paused,
-      });
-    }
-    rows.sort((a, b) => {
-      const x = a[sort], y = b[sort];
-      const c = typeof x === "string" ? x.localeCompare(y) : x - y;
-      return (desc ? -c : c) || a.tenant.localeCompare(b.tenant) || a.lane.localeCompare(b.lane);
-    });
-    return { at: this.latest.at, total: rows.length, page, size, sort, dir: desc ? "desc" : "asc", rows: rows.slice(page * size, page * size + size) };
+    const page = Math.max(Math.floor(Number(q.get("page")) || 0), 0);
+    const g = await this._groupPage({ lane: q.get("lane") || "", tenantContains: q.get("q") || "", sort: TENANT_SORTS[sortKey], ascending: !desc, offset: page * size, limit: size });
+    const rows = g.rows.map((r) => ({
+      tenant: r.tenant,
+      lane: r.lane,
+      ready: r.ready,
+      delayed: r.delayed,
+      inFlight: r.inFlight,
+      dlq: r.dlq,
+      oldestReadyAgeMs: r.oldestReadyAgeMs,
+      submitted: r.submitted,
+      acked: r.acked,
+      submitRate: r.submitRate,
+      ackRate: r.ackRate,
+      capped: r.capped,
+      throttled: r.throttled,
+      paused: r.paused,
+    }));
+    return { at: g.at, total: g.matched, page, size, sort: sortKey, dir: desc ? "desc" : "asc", rows };
   }
 
   async _dlqList(q) {

@@ -325,24 +325,27 @@
         ["inFlight", "in flight"],
         ["dlq", "DLQ"],
         ["oldestReadyAgeMs", "oldest ready"],
-        ["submitRate", "submitted/s"],
-        ["ackRate", "acked/s"],
+        ["submitRate", "submitted/s", false], // a rate between two looks: not sorted by
+        ["ackRate", "acked/s", false],
         ["capped", "capped"],
         ["throttled", "throttled"],
       ];
       const head = h(
         "tr",
         {},
-        cols.map(([k, label], i) =>
+        cols.map(([k, label, sortable = true], i) =>
           h("th", {
-            class: `sortable ${i > 1 ? "num" : ""} ${this.sort === k ? "sorted" : ""} ${this.sort === k && this.dir === "asc" ? "asc" : ""}`,
-            dataset: { sort: k },
+            class: `${sortable ? "sortable" : ""} ${i > 1 ? "num" : ""} ${this.sort === k ? "sorted" : ""} ${this.sort === k && this.dir === "asc" ? "asc" : ""}`,
+            dataset: sortable ? { sort: k } : {},
             text: label,
-            onclick: () => {
-              if (this.sort === k) this.dir = this.dir === "asc" ? "desc" : "asc";
-              else (this.sort = k), (this.dir = i > 1 ? "desc" : "asc");
-              this.load();
-            },
+            onclick: sortable
+              ? () => {
+                  if (this.sort === k) this.dir = this.dir === "asc" ? "desc" : "asc";
+                  else (this.sort = k), (this.dir = i > 1 ? "desc" : "asc");
+                  this.page = 0;
+                  this.load();
+                }
+              : null,
           }),
         ),
       );
@@ -354,8 +357,8 @@
           h("td", { text: t.lane }),
           ...["ready", "delayed", "inFlight", "dlq"].map((f) => h("td", { class: "num", text: fmtN(t[f]) })),
           h("td", { class: "num", text: fmtAge(t.oldestReadyAgeMs) }),
-          h("td", { class: "num", text: fmtRate(t.submitRate) }),
-          h("td", { class: "num", text: fmtRate(t.ackRate) }),
+          h("td", { class: "num", text: t.submitRate === null ? "…" : fmtRate(t.submitRate) }),
+          h("td", { class: "num", text: t.ackRate === null ? "…" : fmtRate(t.ackRate) }),
           h("td", { class: "num", text: fmtN(t.capped) }),
           h("td", { class: "num", text: fmtN(t.throttled) }),
         ),
@@ -367,6 +370,13 @@
         h("button", { id: "prev", disabled: r.page === 0, text: "Previous", onclick: () => (this.page--, this.load()) }),
         h("button", { id: "next", disabled: r.page + 1 >= pages, text: "Next", onclick: () => (this.page++, this.load()) }),
       );
+    },
+    onStats() {
+      // live: the page shown, refreshed at each poll (one fetch at a time)
+      if (this.loading) return;
+      this.loading = this.load()
+        .catch(() => {})
+        .finally(() => (this.loading = null));
     },
   };
 

@@ -15,6 +15,7 @@ const Breaker = proto.T("Breaker");
 const WorkerInfo = proto.T("WorkerInfo");
 const JobOutcome = proto.T("JobOutcome");
 const Schedule = proto.T("Schedule");
+const GroupSort = proto.E("GroupSort").values;
 
 function filter(f = {}) {
   if (typeof f === "string" || typeof f === "number" || typeof f === "bigint") f = { ids: [f] };
@@ -73,9 +74,26 @@ class Admin {
     this._chain = Promise.resolve();
   }
 
-  /** Broker stats: counters {name: n}, lanes, tenants, groups, latencies, role... */
-  async stats() {
-    const r = await this._request({ stats: {} });
+  /** Broker stats: counters {name: n}, lanes, tenants, groups, latencies, role...
+   * With {lanesOnly: true}, no tenants or groups rows (tenantsKnown counts them): cheap.
+   * With {groups: {lane, tenantContains, sort, ascending, offset, limit}}, the page of lane x
+   * tenant rows it selects, sorted by the broker (sort: ready, delayed, inFlight, dlq,
+   * oldestReady, submitted, acked, capped, throttled, tenant, lane; groupsMatched counts all). */
+  async stats({ lanesOnly = false, groups } = {}) {
+    const req = { lanes_only: !!lanesOnly };
+    if (groups) {
+      const sort = GroupSort[`GROUP_SORT_${String(groups.sort || "ready").replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase()}`];
+      if (sort === undefined) throw new errors.ConfigError(`groups.sort: '${groups.sort}' is not one of ${Object.keys(GroupSort).map((k) => k.slice(11).toLowerCase()).join(", ")}`);
+      req.groups = {
+        lane: groups.lane || "",
+        tenant_contains: groups.tenantContains || "",
+        sort,
+        ascending: !!groups.ascending,
+        offset: groups.offset || 0,
+        limit: groups.limit || 0,
+      };
+    }
+    const r = await this._request({ stats: req });
     return stats(r.stats);
   }
   /** The connected workers: {name, host, lanes, capacity, inFlight, lastSeenAgeMs, instance}. */
