@@ -225,3 +225,15 @@ if [ "${NODE_BENCH:-1}" != 0 ] && command -v node >/dev/null && [ -d "$REPO/clie
     echo "The Node.js client beside BullMQ on Redis (bench/node/bench.js):"
     ZLANE_BIN="$BIN" node "$HERE/node/bench.js" --runs "$REPEAT" || echo "bench/node/bench.js failed" >&2
 fi
+
+# Optional: the dashboard at 10,000 tenants and 100,000 dead letters
+# (bench/web_bench.js; results hand-recorded in RESULTS.md's "The web
+# dashboard (issue 17)"). Only when node, chromium and web/node_modules
+# (puppeteer-core; make test's set-up installs them) are there. WEB_BENCH=0
+# skips it.
+if [ "${WEB_BENCH:-1}" != 0 ] && command -v node >/dev/null && command -v chromium >/dev/null &&
+   [ -d "$REPO/web/node_modules/puppeteer-core" ] && [ -d "$REPO/clients/node/node_modules" ]; then
+    echo
+    echo "The web dashboard at 10,000 tenants and 100,000 dead letters (bench/web_bench.js):"
+    ZLANE_BIN_DIR="$BIN" timeout 900 node "$HERE/web_bench.js" --runs "$REPEAT" || echo "bench/web_bench.js failed" >&2
+fi

@@ -11,6 +11,7 @@
 // Every process on 127.0.0.1 ephemeral ports, stopped by PID.
 //
 //   node bench/web_bench.js [--tenants 10000] [--dead 100000] [--window 30] [--runs 3]
+//                           [--screenshots DIR]   (the README's pictures)
 const fs = require("node:fs");
 const path = require("node:path");
 const root = path.resolve(__dirname, "..");
@@ -147,6 +148,42 @@ async function main() {
     await page.waitForSelector(`#main[data-ready="tenants"]`, { timeout: 60000 });
     const withTenants = await cpuRate(broker.proc.pid, WINDOW_S / 2);
 
+    const shots = process.argv.indexOf("--screenshots");
+    if (shots > 0) {
+      const out = process.argv[shots + 1];
+      fs.mkdirSync(out, { recursive: true });
+      // 40 s of traffic for the charts: the images backlog worked off at
+      // about 400 jobs/s, emails arriving at 100/s and failing
+      const busyProducer = new zlane.Producer({ endpoints: broker.frontend });
+      const w1 = new zlane.Worker({ endpoints: broker.backend, concurrency: 1, prefetch: 8, handlers: { images: () => new Promise((r) => setTimeout(r, 2)) } }).start();
+      const w2 = new zlane.Worker({ endpoints: broker.backend, concurrency: 1, handlers: { emails: async (job) => { throw new zlane.PermanentError(`smtp 550: mailbox unavailable for ${job.tenant}`); } } }).start();
+      const until = Date.now() + 40000;
+      let k = 0;
+      while (Date.now() < until) {
+        const specs = [];
+        for (let i = 0; i < 10; i++, k++) specs.push({ tenant: `t${String(k % TENANTS).padStart(5, "0")}`, lane: "emails", payload: `{"to":"late${k}@example.com"}` });
+        await busyProducer.submitMany(specs);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await w1.stop();
+      await w2.stop();
+      await busyProducer.close();
+      const p = await browser.newPage();
+      await p.goto(`${url}#/overview`, { waitUntil: "domcontentloaded" });
+      await p.waitForSelector(`#main[data-ready="overview"]`, { timeout: 60000 });
+      await p.screenshot({ path: path.join(out, "dashboard-overview.png"), fullPage: true });
+      await p.goto(`${url}#/dlq`, { waitUntil: "domcontentloaded" });
+      await p.waitForSelector(`#main[data-ready="dlq"]`, { timeout: 60000 });
+      await p.screenshot({ path: path.join(out, "dashboard-dlq.png") });
+      const first = await p.$eval("#dlq tbody tr[data-job]", (tr) => tr.dataset.job);
+      await p.goto(`${url}#/dlq/${first}`, { waitUntil: "domcontentloaded" });
+      await p.waitForSelector(`#main[data-ready="deadLetter"]`, { timeout: 60000 });
+      await p.screenshot({ path: path.join(out, "dashboard-dead-letter.png"), fullPage: true });
+      await p.goto(`${url}#/tenants?sort=dlq`, { waitUntil: "domcontentloaded" });
+      await p.waitForSelector(`#main[data-ready="tenants"]`, { timeout: 60000 });
+      await p.screenshot({ path: path.join(out, "dashboard-tenants.png") });
+      await p.close();
+    }
     const share = busy - idle;
     console.log(`web bench: first render (ms, median of ${RUNS}): overview ${median(renders.overview).toFixed(0)}, tenants ${median(renders.tenants).toFixed(0)}, dlq ${median(renders.dlq).toFixed(0)}  (all: ${JSON.stringify(Object.fromEntries(Object.entries(renders).map(([k, v]) => [k, v.map((x) => Math.round(x))])))})`);
     console.log(`web bench: broker CPU per wall second: idle ${(idle * 1000).toFixed(2)} ms/s, with zlane-web polling every 2 s ${(busy * 1000).toFixed(2)} ms/s, with a live overview open ${(withPage * 1000).toFixed(2)} ms/s, with a live tenants page open ${(withTenants * 1000).toFixed(2)} ms/s: the dashboard's share ${(share * 100).toFixed(3)} % of one core polling, ${((withTenants - idle) * 100).toFixed(3)} % with the tenants page (target < 1 %)`);

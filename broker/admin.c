@@ -210,7 +210,8 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         break;
     }
     case ZL_ADMIN_JOB_SHOW:
-        if (zl_jobs_outcome (env->jobs, req->job_id, env->arena, &r->job) != 0) {
+        if (zl_jobs_outcome (env->jobs, req->job_id, env->arena, &r->job) != 0 ||
+            zl_jobs_graph_of (env->jobs, req->job_id, env->arena, &r->job) != 0) {
             refused = "the store could not read this job";
             break;
         }

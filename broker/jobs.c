@@ -894,6 +894,27 @@ zl_jobs_keep (zl_jobs_t *self, zl_job_t *job)
 }
 
 int
+zl_jobs_graph_of (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out)
+{
+    zl_dep_t *dep = id ? zl_deps_get (self->deps, id, false) : NULL;
+    if (!dep)
+        return 0;
+    uint64_t *kids = zl_arena_alloc (arena, (dep->n_children ? dep->n_children : 1) * sizeof *kids);
+    if (dep->n_children)
+        memcpy (kids, dep->children, dep->n_children * sizeof *kids);
+    out->n_children = dep->n_children; // a copy: the graph may change before the reply goes
+    out->children = kids;
+    if (!zl_u64map_get (self->by_id, id))
+        return 0;
+    zl_job_rec_t rec;
+    if (zl_store_get_job (self->store, id, arena, &rec) != ZL_STORE_OK)
+        return -1;
+    out->n_parents = rec.n_depends_on;
+    out->parents = rec.depends_on;
+    return 0;
+}
+
+int
 zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out)
 {
     memset (out, 0, sizeof *out);

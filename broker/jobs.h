@@ -202,6 +202,11 @@ void zl_jobs_keep (zl_jobs_t *self, zl_job_t *job);
     store; dead-lettered with its last error). Data lives in `arena`.
     Returns 0, or -1 if the store cannot read it. */
 int zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out);
+/*  Fill out->parents and out->children of job `id` while it is in the
+    dependency graph (a workflow's job not yet forgotten): its record's
+    depends_on, and the node's children. Nothing for any other job. Returns
+    0, or -1 when the store cannot read the record. */
+int zl_jobs_graph_of (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome_t *out);
 /*  The results of the parents `rec` names, in its order (empty for one
     not DONE), read from the store into `arena`. Returns 0. */
 int zl_jobs_parent_results (zl_jobs_t *self, const zl_job_rec_t *rec, zl_arena_t *arena, size_t *n,

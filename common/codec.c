@@ -316,7 +316,11 @@ s_dec_outcome (zl_job_outcome_t *o, const Zlane__V1__JobOutcome *in)
                             .tenant = in->tenant,
                             .lane = in->lane,
                             .finished_at_ms = in->finished_at_ms,
-                            .attempts = in->attempts};
+                            .attempts = in->attempts,
+                            .n_parents = in->n_parents,
+                            .parents = in->parents,
+                            .n_children = in->n_children,
+                            .children = in->children};
 }
 
 static zl_batch_info_t *
@@ -1088,6 +1092,10 @@ s_enc_outcome (zl_arena_t *a, const zl_job_outcome_t *in)
     o->lane = S (in->lane);
     o->finished_at_ms = in->finished_at_ms;
     o->attempts = in->attempts;
+    o->n_parents = in->n_parents;
+    o->parents = (uint64_t *)in->parents;
+    o->n_children = in->n_children;
+    o->children = (uint64_t *)in->children;
     return o;
 }
 

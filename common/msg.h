@@ -403,6 +403,10 @@ typedef struct {
     const char *lane;
     uint64_t finished_at_ms;
     uint32_t attempts;
+    size_t n_parents; // job show: its parents (depends_on) and children, while known
+    const uint64_t *parents;
+    size_t n_children;
+    const uint64_t *children;
 } zl_job_outcome_t;
 
 // ------------------------------------------------------------------ admin

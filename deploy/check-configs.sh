@@ -24,4 +24,20 @@ rc=0
 timeout 3 "$BIN/zlane-worker" --config "$HERE/worker.cfg" --broker tcp://127.0.0.1:1 \
   --exec true >/dev/null 2>"$TMP/worker.err" || rc=$?
 if [ "$rc" -eq 2 ]; then cat "$TMP/worker.err"; echo "FAIL: deploy/worker.cfg"; exit 1; fi
-echo "deploy configs load: broker.cfg, worker.cfg"
+# the dashboard: every key is one it knows (a wrong one exits 2 at once);
+# its files and brokers pointed at this machine's
+if command -v node >/dev/null && [ -d "$HERE/../clients/node/node_modules" ]; then
+  echo pw > "$TMP/pw"
+  rc=0
+  timeout 5 node "$HERE/../web/bin/zlane-web.js" --config "$HERE/web.cfg" --listen 127.0.0.1:0 \
+    --admin tcp://127.0.0.1:1 --events none --password-file "$TMP/pw" --curve-server "$TMP/broker" \
+    --cert "$TMP/broker_secret" --url-file "$TMP/url" >/dev/null 2>"$TMP/web.err" &
+  wpid=$!
+  for _ in $(seq 100); do [ -s "$TMP/url" ] && break; kill -0 $wpid 2>/dev/null || break; sleep 0.05; done
+  kill -TERM $wpid 2>/dev/null || true
+  wait $wpid || rc=$?
+  [ -s "$TMP/url" ] || { cat "$TMP/web.err"; echo "FAIL: deploy/web.cfg"; exit 1; }
+  echo "deploy configs load: broker.cfg, worker.cfg, web.cfg"
+else
+  echo "deploy configs load: broker.cfg, worker.cfg (web.cfg: no node or clients/node/node_modules)"
+fi

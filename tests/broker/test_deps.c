@@ -364,6 +364,18 @@ test_readiness (void **state)
     uint64_t parents[] = {b, a};
     uint64_t c = s_submit (fx, parents, 2);
     assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
+    // the graph as job show sees it: c's parents in its order, a's child
+    zl_job_outcome_t gr = s_outcome (fx, c);
+    assert_int_equal (zl_jobs_graph_of (fx->jobs, c, fx->arena, &gr), 0);
+    assert_int_equal (gr.n_parents, 2);
+    assert_int_equal (gr.parents[0], b);
+    assert_int_equal (gr.parents[1], a);
+    assert_int_equal (gr.n_children, 0);
+    gr = s_outcome (fx, a);
+    assert_int_equal (zl_jobs_graph_of (fx->jobs, a, fx->arena, &gr), 0);
+    assert_int_equal (gr.n_parents, 0);
+    assert_int_equal (gr.n_children, 1);
+    assert_int_equal (gr.children[0], c);
     s_run (fx, a, NULL);
     assert_int_equal (s_state (fx, c), ZL_JOB_WAITING);
     assert_int_equal (s_state (fx, a), ZL_JOB_DONE); // kept: a child needs it

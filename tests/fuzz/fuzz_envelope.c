@@ -182,6 +182,12 @@ s_outcome (const zl_job_outcome_t *x, const zl_job_outcome_t *y)
     STR (x->lane, y->lane);
     EQ (x->finished_at_ms, y->finished_at_ms);
     EQ (x->attempts, y->attempts);
+    EQ (x->n_parents, y->n_parents);
+    for (size_t i = 0; i < x->n_parents; i++)
+        EQ (x->parents[i], y->parents[i]);
+    EQ (x->n_children, y->n_children);
+    for (size_t i = 0; i < x->n_children; i++)
+        EQ (x->children[i], y->children[i]);
 }
 
 static void

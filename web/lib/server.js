@@ -138,8 +138,10 @@ class Dashboard {
     });
     const a = this.server.address();
     this.url = `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}/`;
-    await this._poll();
-    this._schedule();
+    // the first figures, if the broker answers within a second; the page is
+    // served either way (and says the broker does not answer)
+    const first = this._poll().then(() => this._schedule());
+    await Promise.race([first, new Promise((r) => setTimeout(r, 1000))]);
     if (this.opts.events) this._subscribe();
     return this.url;
   }
@@ -410,6 +412,7 @@ class Dashboard {
       if ((m = p.match(/^\/api\/dlq\/(\d{1,20})$/))) return this._dlqShow(m[1]);
       if (p === "/api/schedules") return { schedules: (await this.admin.scheduleList()).map(scheduleRow) };
       if ((m = p.match(/^\/api\/jobs\/(\d{1,20})$/))) return jobRow(await this.admin.jobShow(m[1]));
+      if ((m = p.match(/^\/api\/jobs\/(\d{1,20})\/graph$/))) return this._graph(m[1]);
       if ((m = p.match(/^\/api\/batches\/([^/]{1,200})$/))) return this.admin.batchShow(decodeURIComponent(m[1]));
       throw new HttpError(404, "no such API");
     }
@@ -527,6 +530,20 @@ class Dashboard {
       items: items.map((d) => ({ jobId: d.jobId, lane: d.lane, tenant: d.tenant, error: d.error, deadAtMs: d.deadAtMs, enqueuedAtMs: d.enqueuedAtMs, orderingKey: d.orderingKey })),
       next: items.length === limit ? items[items.length - 1].jobId : null,
     };
+  }
+
+  /** A job and its neighbours in a workflow: its parents and children (at most 50 each). */
+  async _graph(id) {
+    const job = jobRow(await this.admin.jobShow(id));
+    const brief = async (ids) => {
+      const out = [];
+      for (const x of ids.slice(0, 50)) {
+        const j = await this.admin.jobShow(x);
+        out.push({ jobId: x, found: j.found, state: j.state, outcome: String(j.outcome || "").replace(/^OUTCOME_/, "").toLowerCase(), lane: j.lane });
+      }
+      return out;
+    };
+    return { job, parents: await brief(job.parents || []), children: await brief(job.children || []), more: { parents: Math.max(0, (job.parents || []).length - 50), children: Math.max(0, (job.children || []).length - 50) } };
   }
 
   async _dlqShow(id) {

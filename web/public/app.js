@@ -689,12 +689,32 @@
       const job = h("input", { id: "job-id", placeholder: "job id", value: params.get("job") || "" });
       const batch = h("input", { id: "batch-id", placeholder: "batch id", value: params.get("batch") || "" });
       const kv = (pairs) => h("dl", { class: "kv" }, pairs.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { dataset: { k }, text: String(v) })]));
+      const node = (n, self) =>
+        h(
+          "a",
+          { class: `node ${n.found ? n.state : "gone"} ${self ? "self" : ""}`, href: `#/lookup?job=${n.jobId}`, dataset: { node: n.jobId } },
+          h("b", { text: n.jobId }),
+          h("span", { text: n.found ? `${n.state}${n.outcome && n.outcome !== "unspecified" ? ` · ${n.outcome}` : ""}` : "not kept" }),
+        );
+      const graphOf = (g) =>
+        !g.parents.length && !g.children.length
+          ? h("p", { class: "muted", text: "no parents or children in the broker's graph" })
+          : h(
+              "div",
+              { class: "graph", id: "job-graph" },
+              h("div", { class: "row" }, h("span", { class: "muted", text: "parents" }), g.parents.length ? g.parents.map((n) => node(n)) : h("span", { class: "muted", text: "none" }), g.more.parents ? h("span", { text: `+${g.more.parents} more` }) : null),
+              h("div", { class: "row" }, h("span", { class: "muted", text: "job" }), node({ jobId: g.job.jobId, found: true, state: g.job.state, outcome: g.job.outcome }, true)),
+              h("div", { class: "row" }, h("span", { class: "muted", text: "children" }), g.children.length ? g.children.map((n) => node(n)) : h("span", { class: "muted", text: "none" }), g.more.children ? h("span", { text: `+${g.more.children} more` }) : null),
+            );
       const showJob = async () => {
         try {
-          const j = await api(`/api/jobs/${encodeURIComponent(job.value.trim())}`);
+          const g = await api(`/api/jobs/${encodeURIComponent(job.value.trim())}/graph`);
+          const j = g.job;
           if (!j.found) return out.replaceChildren(h("p", { text: `job ${job.value}: not found (never issued, or finished and no longer kept)` }));
           out.replaceChildren(
             h("h2", { text: `Job ${j.jobId}` }),
+            h("h2", { text: "Workflow" }),
+            graphOf(g),
             kv([["state", j.state], ["final", j.final ? "yes" : "no"], ["outcome", j.outcome || "-"], ["lane", j.lane], ["tenant", j.tenant], ["attempts", j.attempts], ["finished", fmtTime(j.finishedAtMs)], ["error", j.error || "-"], ["failed parent", j.failedParent !== "0" ? j.failedParent : "-"]]),
             h("h2", { text: `Result (${j.result.size} bytes)` }),
             h("pre", {}, j.result.text === null ? hexDump(fromB64(j.result.base64)) : j.result.text),

@@ -9,7 +9,8 @@ const assert = require("node:assert/strict");
 const fs = require("node:fs");
 const path = require("node:path");
 const puppeteer = require("puppeteer-core");
-const { Broker, waitFor, run, stopChild, tmpdir } = require("../../clients/node/testlib/harness");
+const { execFileSync } = require("node:child_process");
+const { Broker, waitFor, run, stopChild, tmpdir, bin } = require("../../clients/node/testlib/harness");
 const zlane = require("../../clients/node");
 
 const CHROMIUM = process.env.ZLANE_CHROMIUM || "/usr/bin/chromium";
@@ -239,6 +240,31 @@ test("the dashboard in Chromium", { timeout: 150000 }, async (t) => {
     await answerModal(page, true);
     await waitFor(() => handled.filter((x) => x.startsWith("held-")).length === 5, 10000, "the held jobs run after resume");
     await textOf(page, 'tr[data-lane="emails"] td[data-f="state"]', (x) => !/paused/.test(x));
+  });
+
+  await t.test("a workflow's graph: a job's parents and children, each a link", async () => {
+    const submit = (...args) => execFileSync(bin("zlane-submit"), ["--broker", broker.frontend, "--tenant", "acme", ...args], { encoding: "utf8" }).trim();
+    const parent = submit("--lane", "images", "resize-first"); // no worker takes images: it stays ready
+    const child = submit("--lane", "emails", "--after", parent, "send-after");
+    await gotoView(page, dash.url, `/lookup?job=${child}`, "lookup");
+    await page.waitForSelector("#job-graph");
+    assert.equal(await page.$eval(`#job-graph a.self`, (a) => a.dataset.node), child);
+    assert.match(await page.$eval(`#job-graph a.self`, (a) => a.textContent), /waiting/);
+    assert.match(await page.$eval(`#job-graph a[data-node="${parent}"]`, (a) => a.textContent), /ready/);
+    await page.click(`#job-graph a[data-node="${parent}"]`);
+    await page.waitForFunction((id) => document.querySelector("#job-graph a.self")?.dataset.node === id, { timeout: 10000 }, parent);
+    assert.ok(await page.$(`#job-graph a[data-node="${child}"]`), "the parent's page names its child");
+  });
+
+  await t.test("cron schedules: listed, paused from the page", async () => {
+    execFileSync(bin("zlane-ctl"), ["--admin", broker.admin, "schedule", "add", "nightly-digest", "--cron", "0 3 * * *", "--lane", "images", "--tenant", "acme", "digest"], { stdio: "ignore" });
+    await gotoView(page, dash.url, "/schedules", "schedules");
+    const row = 'tr[data-schedule="nightly-digest"]';
+    await page.waitForSelector(row);
+    assert.match(await page.$eval(row, (tr) => tr.textContent), /0 3 \* \* \*.*images.*acme.*running/);
+    await page.click(`${row} button`);
+    await textOf(page, row, (x) => /paused/.test(x));
+    assert.equal((await admin.scheduleList()).find((s) => s.name === "nightly-digest").paused, true);
   });
 
   await t.test("every action is logged with who and what; nothing came from another host", async () => {

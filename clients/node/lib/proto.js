@@ -94,7 +94,7 @@ function leaseKey(jobId, lease) {
 
 const LONG_TYPES = new Set(["int64", "uint64", "sint64", "fixed64", "sfixed64"]);
 // 64-bit fields that name things (ids, tokens) and so stay exact, as strings
-const ID_FIELDS = new Set(["job_id", "after_id", "ids", "lease", "instance", "failed", "failed_parent"]);
+const ID_FIELDS = new Set(["job_id", "after_id", "ids", "lease", "instance", "failed", "failed_parent", "parents", "children"]);
 const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
 
 /**
