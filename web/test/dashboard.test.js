@@ -308,3 +308,52 @@ test("a read-only dashboard has no login and refuses actions", { timeout: 30000 
   assert.equal((await admin.stats()).lanes[0].paused, false);
   await admin.close();
 });
+
+test("with CURVE: a subscriber key reads, the broker refuses its actions; an admin key acts", { timeout: 60000 }, async (t) => {
+  const { keygen } = require("../../clients/node/testlib/harness");
+  const keys = tmpdir("web-keys");
+  const clients = path.join(keys, "clients");
+  fs.mkdirSync(clients);
+  const mine = tmpdir("web-mykeys");
+  const server = keygen(keys, "broker");
+  const cert = (name, ...args) => {
+    const k = keygen(mine, name, ...args);
+    fs.copyFileSync(k.public, path.join(clients, name));
+    return k;
+  };
+  const board = cert("board", "--role", "subscriber");
+  const ops = cert("ops-web", "--role", "admin");
+  const broker = await new Broker(["--lane", "a", "--durability", "none", "--curve", "--cert", server.secret, "--clients", clients]).start();
+  const dirA = tmpdir("web-curve-a");
+  const dirB = tmpdir("web-curve-b");
+  const ro = await startDashboard(broker, dirA, ["--curve-server", server.public, "--cert", board.secret]);
+  const rw = await startDashboard(broker, dirB, ["--curve-server", server.public, "--cert", ops.secret]);
+  t.after(async () => {
+    await stopChild(ro.proc, "SIGTERM");
+    await stopChild(rw.proc, "SIGTERM");
+    await broker.stop();
+  });
+  const login = async (url) => {
+    const r = await fetch(`${url}api/login`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ password: PASSWORD }) });
+    assert.equal(r.status, 200);
+    return { cookie: r.headers.get("set-cookie").split(";")[0], csrf: (await r.json()).csrf };
+  };
+  const pause = async (url, s) => fetch(`${url}api/lanes/a/pause`, { method: "POST", headers: { "Content-Type": "application/json", Cookie: s.cookie, "X-CSRF-Token": s.csrf }, body: "{}" });
+  for (const d of [ro, rw]) {
+    const ov = await waitFor(async () => {
+      const o = await (await fetch(`${d.url}api/overview`)).json();
+      return o.broker ? o : null;
+    }, 10000, "figures over CURVE");
+    assert.deepEqual(ov.lanes.map((l) => l.lane), ["a"]);
+  }
+  const r1 = await pause(ro.url, await login(ro.url));
+  assert.equal(r1.status, 409);
+  assert.match((await r1.json()).error, /role|UNAUTHORIZED/i);
+  const r2 = await pause(rw.url, await login(rw.url));
+  assert.equal(r2.status, 200);
+  const o = await waitFor(async () => {
+    const x = await (await fetch(`${rw.url}api/overview`)).json();
+    return x.lanes[0].paused ? x : null;
+  }, 10000, "lane a paused");
+  assert.equal(o.lanes[0].paused, true);
+});

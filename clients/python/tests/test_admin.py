@@ -57,6 +57,18 @@ def test_admin_dlq_and_pause(broker):
         assert {d.job_id for d in admin.dlq_list(lane="a")} == {ids[0], ids[2]}
         assert [d.job_id for d in admin.dlq_list(tenant="globex", lane="b")] == [ids[1]]
         assert [d.job_id for d in admin.dlq_list(limit=1, after_id=ids[0])] == [ids[1]]
+        # by the error's text (any case) and the time they died
+        assert {d.job_id for d in admin.dlq_list(error_contains="NO")} == set(ids)
+        assert admin.dlq_list(error_contains="refused") == []
+        now_ms = int(time.time() * 1000)
+        assert len(admin.dlq_list(dead_to_ms=now_ms + 60000)) == 3
+        assert admin.dlq_list(dead_from_ms=now_ms + 60000) == []
+        # the workers, and stats without the per-tenant rows
+        [wk] = admin.workers()
+        assert sorted(wk.lanes) == ["a", "b"] and wk.host == "127.0.0.1" and wk.capacity >= 1
+        light = admin.stats(lanes_only=True)
+        assert light.tenants == [] and light.groups == [] and light.tenants_known == 2
+        assert {g.lane: g.dlq for g in light.lanes} == {"a": 2, "b": 1}
         shown = admin.dlq_show(ids[1])
         assert shown.payload == b"2" and shown.error == "no" and len(shown.attempts) == 1
         with pytest.raises(zlane.AdminRefused):

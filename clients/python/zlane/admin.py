@@ -48,21 +48,34 @@ class Admin:
 
     # ------------------------------------------------------------ the ops
 
-    def stats(self):
+    def stats(self, *, lanes_only: bool = False):
         """The broker's Stats record: counters (a dict), lanes, tenants and groups
-        (GroupStats records), latencies, workers, producers, role, ..."""
-        return to_record(self._request(stats=pb.StatsRequest()).stats)
+        (GroupStats records), latencies, workers, producers, role, ... With
+        lanes_only=True, no per-tenant or lane x tenant rows (tenants_known counts
+        the tenants): cheap to poll."""
+        return to_record(self._request(stats=pb.StatsRequest(lanes_only=lanes_only)).stats)
+
+    def workers(self) -> list:
+        """The connected workers (WorkerInfo records: name, host, lanes, capacity,
+        in_flight, last_seen_age_ms, instance), as zlane-ctl workers."""
+        return [to_record(w) for w in self._request(workers=pb.WorkersRequest()).workers.items]
 
     def counter(self, name: str) -> int:
         """One broker counter from fresh stats (0 when it has none of that name)."""
         return self.stats().counters.get(name, 0)
 
     def dlq_list(self, *, lane: str = "", tenant: str = "", ids: Iterable[int] = (),
+                 error_contains: str = "", dead_from_ms: int = 0, dead_to_ms: int = 0,
                  limit: int = 100, after_id: int = 0) -> list:
         """Dead letters (DeadLetter records, without payload and attempts), oldest
-        first, at most `limit`, after `after_id` (for paging)."""
+        first, at most `limit`, after `after_id` (for paging); every criterion given
+        must hold: lane, tenant, ids, text in the final error (any case), died at or
+        after dead_from_ms and before dead_to_ms (broker wall clock, ms)."""
         ids = list(ids)
-        f = pb.DlqFilter(lane=lane, tenant=tenant, ids=ids, all=not (lane or tenant or ids))
+        narrow = lane or tenant or ids or error_contains or dead_from_ms or dead_to_ms
+        f = pb.DlqFilter(lane=lane, tenant=tenant, ids=ids, all=not narrow,
+                         error_contains=error_contains, dead_from_ms=dead_from_ms,
+                         dead_to_ms=dead_to_ms)
         reply = self._request(dlq_list=pb.DlqListRequest(filter=f, limit=limit,
                                                          after_id=after_id))
         return [to_record(item) for item in reply.dlq_list.items]
