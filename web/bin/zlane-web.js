@@ -24,6 +24,10 @@ const USAGE = `Usage: zlane-web [OPTIONS]
                          secret one, when the broker runs CURVE (an admin key
                          for actions, a subscriber key for a read-only board)
   --secure-cookies       mark the session cookie Secure (behind an HTTPS proxy)
+  --public-host NAME[,NAME...]
+                         the host names browsers reach it by (behind a proxy);
+                         any other Host header is refused (421), and on
+                         loopback only loopback names are taken
   --insecure             allow a --listen address off loopback (plain HTTP:
                          put a TLS proxy in front)
   --url-file FILE        write the URL served once listening
@@ -57,7 +61,7 @@ function readSecret(file, what) {
 }
 
 const FLAGS = new Set(["read_only", "secure_cookies", "insecure"]);
-const KEYS = new Set(["admin", "events", "listen", "refresh", "history", "password_file", "token_file", "curve_server", "cert", "url_file", ...FLAGS]);
+const KEYS = new Set(["admin", "events", "listen", "refresh", "history", "password_file", "token_file", "curve_server", "cert", "url_file", "public_host", ...FLAGS]);
 
 function parse(argv) {
   const o = {};
@@ -126,6 +130,7 @@ async function main() {
     token,
     readOnly: !!o.read_only,
     secureCookies: !!o.secure_cookies,
+    publicHosts: o.public_host ? o.public_host.split(",").map((h) => h.trim()).filter(Boolean) : [],
   });
   let url;
   try {

@@ -138,6 +138,7 @@ class Dashboard {
     });
     const a = this.server.address();
     this.url = `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}/`;
+    this.loopbackOnly = a.address.startsWith("127.") || a.address === "::1";
     // the first figures, if the broker answers within a second; the page is
     // served either way (and says the broker does not answer)
     const first = this._poll().then(() => this._schedule());
@@ -271,8 +272,27 @@ class Dashboard {
   }
 
   // ------------------------------------------------------------ HTTP
+  /** The Host header names this dashboard (a DNS-rebinding page names its own host). */
+  _hostAllowed(req) {
+    const host = String(req.headers.host || "").toLowerCase();
+    if (this.opts.publicHosts && this.opts.publicHosts.length)
+      return this.opts.publicHosts.some((h) => host === h.toLowerCase() || host.startsWith(`${h.toLowerCase()}:`)) || this._loopbackHost(host);
+    return this._loopbackHost(host) || !this.loopbackOnly;
+  }
+
+  _loopbackHost(host) {
+    const port = this.server.address()?.port;
+    const names = ["127.0.0.1", "localhost", "[::1]"];
+    return names.some((n) => host === `${n}:${port}` || host === n) || /^127\.\d+\.\d+\.\d+(:\d+)?$/.test(host);
+  }
+
   async _serve(req, res) {
     const url = new URL(req.url, "http://dashboard");
+    if (!this._hostAllowed(req)) {
+      res.writeHead(421, { "Content-Type": "text/plain; charset=utf-8" });
+      res.end("this dashboard does not answer to that host name (see --public-host)\n");
+      return;
+    }
     res.setHeader("Content-Security-Policy", CSP);
     res.setHeader("X-Content-Type-Options", "nosniff");
     res.setHeader("X-Frame-Options", "DENY");

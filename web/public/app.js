@@ -30,6 +30,23 @@
     return el;
   }
   const $ = (sel) => document.querySelector(sel);
+  /*  Make the live node `a` look like the fresh `b`, changing only what
+      differs: a refresh does not replace the table a user is clicking in.
+      (Listeners are not compared: rows redrawn this way take their clicks
+      through a listener on the table that reads the row's data.) */
+  function morph(a, b) {
+    if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) return a.replaceWith(b);
+    if (a.nodeType === Node.TEXT_NODE) {
+      if (a.data !== b.data) a.data = b.data;
+      return;
+    }
+    for (const { name } of [...a.attributes]) if (!b.hasAttribute(name)) a.removeAttribute(name);
+    for (const { name, value } of [...b.attributes]) if (a.getAttribute(name) !== value) a.setAttribute(name, value);
+    if (a.nodeName === "INPUT" || a.nodeName === "SELECT" || a.nodeName === "CANVAS") return;
+    const ak = [...a.childNodes], bk = [...b.childNodes];
+    bk.forEach((n, i) => (i < ak.length ? morph(ak[i], n) : a.append(n)));
+    for (let i = bk.length; i < ak.length; i++) ak[i].remove();
+  }
   const fmtN = (n) => (typeof n === "number" ? n.toLocaleString("en-US") : String(n ?? ""));
   const fmtRate = (r) => (r >= 100 ? Math.round(r).toLocaleString("en-US") : (Math.round(r * 10) / 10).toString());
   function fmtAge(ms) {
@@ -183,6 +200,11 @@
       this.series = null;
       const cards = h("div", { class: "cards", id: "cards" });
       const table = h("table", { id: "lanes" });
+      // one listener for every row's Pause/Resume (rows are redrawn in place)
+      table.addEventListener("click", (e) => {
+        const b = e.target.closest("button.lane-toggle");
+        if (b && !b.disabled) laneToggle(b.dataset.lane, b.dataset.pause === "1");
+      });
       const select = h("select", { id: "chart-lane", onchange: () => ((this.lane = select.value), this.loadHistory()) });
       this.charts = {
         depth: chartBox("Depth", ["ready", "delayed", "in flight", "DLQ"]),
@@ -218,7 +240,9 @@
     onStats(ov) {
       const { cards, table, select } = this.els;
       const b = ov.broker;
-      cards.replaceChildren(
+      morph(cards, h(
+        "div",
+        { class: "cards", id: "cards" },
         ...(b
           ? [
               ["role", b.role],
@@ -232,7 +256,7 @@
             ]
           : [["broker", "not answering"]]
         ).map(([k, v]) => h("div", { class: "card" }, h("div", { class: "k", text: k }), h("div", { class: "v", text: v }))),
-      );
+      ));
       const head = h("tr", {}, ["lane", "ready", "delayed", "in flight", "DLQ", "oldest ready", "submitted/s", "acked/s", "state", ""].map((c, i) => h("th", { class: i && i < 8 ? "num" : null, text: c })));
       const rows = ov.lanes.map((l) =>
         h(
@@ -255,12 +279,12 @@
               disabled: !canAct(),
               title: actTitle(),
               text: l.paused ? "Resume" : "Pause",
-              onclick: () => laneToggle(l.lane, !l.paused),
+              dataset: { lane: l.lane, pause: l.paused ? "0" : "1" },
             }),
           ),
         ),
       );
-      table.replaceChildren(h("thead", {}, head), h("tbody", {}, rows));
+      morph(table, h("table", { id: "lanes" }, h("thead", {}, head), h("tbody", {}, rows)));
       const lanes = ["", ...ov.lanes.map((l) => l.lane)];
       if (select.options.length !== lanes.length || [...select.options].some((o, i) => o.value !== lanes[i])) {
         select.replaceChildren(...lanes.map((l) => h("option", { value: l, text: l || "all lanes" })));
@@ -363,12 +387,18 @@
           h("td", { class: "num", text: fmtN(t.throttled) }),
         ),
       );
-      this.els.table.replaceChildren(h("thead", {}, head), h("tbody", {}, rows));
+      // in place: the listeners kept are the first ones, which read the view's state
+      morph(this.els.table, h("table", { id: "tenants" }, h("thead", {}, head), h("tbody", {}, rows)));
       const pages = Math.max(1, Math.ceil(r.total / r.size));
       this.els.info.textContent = `${fmtN(r.total)} tenant-lane groups, page ${r.page + 1} of ${pages}`;
-      this.els.pager.replaceChildren(
-        h("button", { id: "prev", disabled: r.page === 0, text: "Previous", onclick: () => (this.page--, this.load()) }),
-        h("button", { id: "next", disabled: r.page + 1 >= pages, text: "Next", onclick: () => (this.page++, this.load()) }),
+      morph(
+        this.els.pager,
+        h(
+          "span",
+          {},
+          h("button", { id: "prev", disabled: r.page === 0, text: "Previous", onclick: () => (this.page--, this.load()) }),
+          h("button", { id: "next", disabled: r.page + 1 >= pages, text: "Next", onclick: () => (this.page++, this.load()) }),
+        ),
       );
     },
     onStats() {
@@ -403,7 +433,7 @@
           h("td", { class: "num", text: `${fmtAge(w.lastSeenAgeMs) === "-" ? "0 ms" : fmtAge(w.lastSeenAgeMs)} ago` }),
         ),
       );
-      this.table.replaceChildren(h("thead", {}, head), h("tbody", {}, rows.length ? rows : [h("tr", {}, h("td", { colspan: 6, class: "muted", text: "no worker is connected" }))]));
+      morph(this.table, h("table", { id: "workers" }, h("thead", {}, head), h("tbody", {}, rows.length ? rows : [h("tr", {}, h("td", { colspan: 6, class: "muted", text: "no worker is connected" }))])));
     },
     onStats() {
       this.load().catch(() => {});

@@ -286,6 +286,20 @@ test("the dashboard in Chromium", { timeout: 150000 }, async (t) => {
     await gotoView(page, dash.url, "/tenants?q=bet", "tenants");
     const tenants = await page.$$eval("#tenants tbody tr", (trs) => trs.map((tr) => tr.dataset.tenant));
     assert.deepEqual([...new Set(tenants)], ["beta"]);
+    // 60 more tenants: sorted by name, 50 a page, the next page from the button
+    await producer.submitMany(Array.from({ length: 60 }, (_, i) => ({ tenant: `t-${String(i).padStart(3, "0")}`, lane: "images", payload: "x" })));
+    await gotoView(page, dash.url, "/tenants?q=t-&sort=tenant&dir=asc&lane=images", "tenants");
+    await textOf(page, "#tenant-count", (x) => /^60 tenant-lane groups, page 1 of 2$/.test(x));
+    const first = await page.$$eval("#tenants tbody tr", (trs) => trs.map((tr) => tr.dataset.tenant));
+    assert.equal(first.length, 50);
+    assert.equal(first[0], "t-000");
+    await page.click("#next");
+    await textOf(page, "#tenant-count", (x) => /page 2 of 2/.test(x));
+    const second = await page.$$eval("#tenants tbody tr", (trs) => trs.map((tr) => tr.dataset.tenant));
+    assert.deepEqual(second, Array.from({ length: 10 }, (_, i) => `t-${String(50 + i).padStart(3, "0")}`));
+    // sorted the other way by a click on the header
+    await page.click('th[data-sort="tenant"]');
+    await page.waitForFunction(() => document.querySelector("#tenants tbody tr")?.dataset.tenant === "t-059", { timeout: 10000 });
   });
 });
 
@@ -297,6 +311,16 @@ test("a read-only dashboard has no login and refuses actions", { timeout: 30000 
     await stopChild(dash.proc, "SIGTERM");
     await broker.stop();
   });
+  // a page of another host name (DNS rebinding onto 127.0.0.1) is refused
+  const http = require("node:http");
+  const port = new URL(dash.url).port;
+  const status = await new Promise((resolve, reject) =>
+    http.get({ host: "127.0.0.1", port, path: "/api/overview", headers: { Host: `evil.example:${port}` } }, (r) => {
+      r.resume();
+      resolve(r.statusCode);
+    }).on("error", reject),
+  );
+  assert.equal(status, 421);
   const s = await (await fetch(`${dash.url}api/session`)).json();
   assert.equal(s.actions, false);
   assert.equal(s.login, false);
