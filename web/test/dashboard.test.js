@@ -256,6 +256,18 @@ test("the dashboard in Chromium", { timeout: 150000 }, async (t) => {
     assert.ok(await page.$(`#job-graph a[data-node="${child}"]`), "the parent's page names its child");
   });
 
+  await t.test("a batch's progress", async () => {
+    const submit = (...args) => execFileSync(bin("zlane-submit"), ["--broker", broker.frontend, "--tenant", "acme", ...args], { encoding: "utf8" }).trim();
+    submit("--lane", "images", "--open-batch", "nightly-report", "--no-callback", "open");
+    for (let i = 0; i < 3; i++) submit("--lane", "images", "--batch", "nightly-report", `part-${i}`);
+    await gotoView(page, dash.url, "/lookup?batch=nightly-report", "lookup");
+    await page.waitForSelector("#batch-progress");
+    const kv = await page.$$eval("#lookup-out dd", (dds) => Object.fromEntries(dds.map((dd) => [dd.dataset.k, dd.textContent])));
+    assert.equal(kv.jobs, "3");
+    assert.equal(kv.pending, "3");
+    assert.equal(kv.closed, "false");
+  });
+
   await t.test("cron schedules: listed, paused from the page", async () => {
     execFileSync(bin("zlane-ctl"), ["--admin", broker.admin, "schedule", "add", "nightly-digest", "--cron", "0 3 * * *", "--lane", "images", "--tenant", "acme", "digest"], { stdio: "ignore" });
     await gotoView(page, dash.url, "/schedules", "schedules");
