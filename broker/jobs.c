@@ -1,5 +1,7 @@
 #include "jobs.h"
 
+#include "job_index.h"
+
 #include "breaker.h"
 #include "clock.h"
 #include "deps.h"
@@ -27,7 +29,7 @@ typedef struct pool_chunk {
 } pool_chunk_t;
 
 struct _zl_jobs_t {
-    zl_u64map_t *by_id; // every live job (ready, delayed, leased, dead)
+    zl_job_index_t *by_id; // every live job (ready, delayed, leased, dead)
     zl_sched_t *sched;
     zl_timers_t *timers;
     zl_rng_t *rng;             // backoff jitter
@@ -187,7 +189,7 @@ zl_jobs_t *
 zl_jobs_new (zl_sched_t *sched, zl_timers_t *timers, zl_rng_t *rng, zl_store_t *store)
 {
     zl_jobs_t *self = ZL_NEW (zl_jobs_t);
-    self->by_id = zl_u64map_new ();
+    self->by_id = zl_job_index_new ();
     self->sched = sched;
     self->timers = timers;
     self->rng = rng;
@@ -213,7 +215,7 @@ zl_jobs_destroy (zl_jobs_t **self_p)
     zl_jobs_t *self = *self_p;
     size_t cursor = 0;
     zl_job_t *job;
-    while ((job = zl_u64map_next (self->by_id, &cursor, NULL)))
+    while ((job = zl_job_index_next (self->by_id, &cursor)))
         if (job->state == ZL_JOB_LEASED)
             zl_lease_destroy (&job->lease);
     while (self->chunks) {
@@ -221,7 +223,7 @@ zl_jobs_destroy (zl_jobs_t **self_p)
         free (self->chunks);
         self->chunks = next;
     }
-    zl_u64map_destroy (&self->by_id);
+    zl_job_index_destroy (&self->by_id);
     zl_dlq_destroy (&self->dlq);
     zl_arena_destroy (&self->scratch);
     zl_lease_tokens_destroy (&self->tokens);
@@ -489,7 +491,7 @@ s_delete (zl_jobs_t *self, zl_job_t *job)
         zl_batches_forget (self->batches, job->id);
     s_deadline_drop (self, job->id);
     s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
-    zl_u64map_remove (self->by_id, job->id);
+    zl_job_index_remove (self->by_id, job->id);
     if (job->flags & ZL_JOBF_DEPS)
         zl_deps_remove (self->deps, job->id);
     s_job_free (self, job);
@@ -583,7 +585,7 @@ static zl_settle_rc_t
 s_lookup (zl_jobs_t *self, const zl_worker_conn_t *worker, uint64_t job_id, uint64_t lease,
           zl_job_t **job_p)
 {
-    zl_job_t *job = zl_u64map_get (self->by_id, job_id);
+    zl_job_t *job = zl_job_index_get (self->by_id, job_id);
     if (!job)
         return ZL_SETTLE_UNKNOWN_JOB;
     if (job->state == ZL_JOB_CANCELLED)
@@ -671,7 +673,7 @@ s_cascade (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
         zl_job_t *j = self->stack[--self->n_stack];
         zl_dep_t *dep = zl_deps_get (self->deps, j->id, false);
         for (uint32_t i = 0; dep && i < dep->n_children; i++) {
-            zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+            zl_job_t *c = zl_job_index_get (self->by_id, dep->children[i]);
             if (!c || c->state != ZL_JOB_WAITING)
                 continue;
             zl_dep_t *cd = zl_deps_get (self->deps, c->id, true);
@@ -688,7 +690,7 @@ static void
 s_release_children (zl_jobs_t *self, const zl_dep_t *dep, zl_now_t now)
 {
     for (uint32_t i = 0; i < dep->n_children; i++) {
-        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        zl_job_t *c = zl_job_index_get (self->by_id, dep->children[i]);
         if (!c || c->state != ZL_JOB_WAITING)
             continue;
         zl_dep_t *cd = zl_deps_get (self->deps, c->id, false);
@@ -717,7 +719,7 @@ s_parents_state (zl_jobs_t *self, const zl_job_t *job, uint32_t *left, uint64_t 
     if (zl_store_get_job (self->store, job->id, self->graph, &rec) != ZL_STORE_OK)
         return 0;
     for (size_t i = 0; i < rec.n_depends_on; i++) {
-        zl_job_t *p = zl_u64map_get (self->by_id, rec.depends_on[i]);
+        zl_job_t *p = zl_job_index_get (self->by_id, rec.depends_on[i]);
         if (!p || p->state == ZL_JOB_DONE)
             continue;
         if (p->state == ZL_JOB_DEAD) {
@@ -770,7 +772,7 @@ s_rearm_children (zl_jobs_t *self, zl_job_t *root, zl_now_t now)
         zl_job_t *j = self->stack[--self->n_stack];
         zl_dep_t *dep = zl_deps_get (self->deps, j->id, false);
         for (uint32_t i = 0; dep && i < dep->n_children; i++) {
-            zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+            zl_job_t *c = zl_job_index_get (self->by_id, dep->children[i]);
             zl_dep_t *cd = c ? zl_deps_get (self->deps, c->id, false) : NULL;
             if (!c || c->state != ZL_JOB_DEAD || !cd || cd->failed_parent != j->id)
                 continue;
@@ -798,7 +800,7 @@ s_link_parents (zl_jobs_t *self, uint64_t id, const uint64_t *parents, size_t n,
     *left = 0;
     *dead = 0;
     for (size_t i = 0; i < n; i++) {
-        zl_job_t *p = zl_u64map_get (self->by_id, parents[i]);
+        zl_job_t *p = zl_job_index_get (self->by_id, parents[i]);
         if (!p)
             continue; // gone (purged, expired): counts as done
         p->flags |= ZL_JOBF_DEPS;
@@ -843,7 +845,7 @@ static bool
 s_children_live (zl_jobs_t *self, const zl_dep_t *dep)
 {
     for (uint32_t i = 0; dep && i < dep->n_children; i++) {
-        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        zl_job_t *c = zl_job_index_get (self->by_id, dep->children[i]);
         if (c && c->state != ZL_JOB_DONE && c->state != ZL_JOB_DEAD)
             return true;
     }
@@ -904,7 +906,7 @@ zl_jobs_graph_of (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcom
         memcpy (kids, dep->children, dep->n_children * sizeof *kids);
     out->n_children = dep->n_children; // a copy: the graph may change before the reply goes
     out->children = kids;
-    if (!zl_u64map_get (self->by_id, id))
+    if (!zl_job_index_get (self->by_id, id))
         return 0;
     zl_job_rec_t rec;
     if (zl_store_get_job (self->store, id, arena, &rec) != ZL_STORE_OK)
@@ -920,7 +922,7 @@ zl_jobs_outcome (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcome
     memset (out, 0, sizeof *out);
     out->job_id = id;
     out->state = out->error = out->tenant = out->lane = "";
-    zl_job_t *job = id ? zl_u64map_get (self->by_id, id) : NULL;
+    zl_job_t *job = id ? zl_job_index_get (self->by_id, id) : NULL;
     if (!job)
         return 0;
     out->found = true;
@@ -974,7 +976,7 @@ zl_jobs_parent_results (zl_jobs_t *self, const zl_job_rec_t *rec, zl_arena_t *ar
     for (size_t i = 0; i < rec->n_depends_on; i++) {
         r[i] = (zl_parent_result_t){rec->depends_on[i], {NULL, 0}};
         zl_state_rec_t st;
-        zl_job_t *p = zl_u64map_get (self->by_id, rec->depends_on[i]);
+        zl_job_t *p = zl_job_index_get (self->by_id, rec->depends_on[i]);
         if (p && p->state == ZL_JOB_DONE &&
             zl_store_get_state (self->store, p->id, arena, &st) == ZL_STORE_OK)
             r[i].result = st.result;
@@ -1046,7 +1048,7 @@ zl_jobs_accept (zl_jobs_t *self, uint64_t id, const zl_job_spec_t *spec, zl_flow
     if (!spec->open_batch) // (a batch's callback has none: it waits for the batch)
         s_deadline_set (self, id, s_deadline_of (spec, &flow->lane->cfg, now));
     job->accepted_us = now.mono_us;
-    zl_u64map_put (self->by_id, id, job);
+    zl_job_index_put (self->by_id, job);
     flow->submitted++;
     s_depth (job, +1);
     if (spec->open_batch) {
@@ -1321,7 +1323,7 @@ zl_jobs_next_timer (zl_jobs_t *self)
 zl_job_t *
 zl_jobs_find (zl_jobs_t *self, uint64_t id)
 {
-    return zl_u64map_get (self->by_id, id);
+    return zl_job_index_get (self->by_id, id);
 }
 
 zl_store_rc_t
@@ -1462,7 +1464,7 @@ s_cancel_descendants (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
 {
     zl_dep_t *dep = zl_deps_get (self->deps, job->id, false);
     for (uint32_t i = 0; dep && i < dep->n_children; i++) {
-        zl_job_t *c = zl_u64map_get (self->by_id, dep->children[i]);
+        zl_job_t *c = zl_job_index_get (self->by_id, dep->children[i]);
         if (!c)
             continue;
         zl_dep_t *cd = zl_deps_get (self->deps, c->id, false);
@@ -1481,7 +1483,7 @@ zl_cancel_outcome_t
 zl_jobs_cancel (zl_jobs_t *self, uint64_t id, zl_now_t now, zl_cancel_item_t *out)
 {
     *out = (zl_cancel_item_t){.job_id = id, .state = ""};
-    zl_job_t *job = id ? zl_u64map_get (self->by_id, id) : NULL;
+    zl_job_t *job = id ? zl_job_index_get (self->by_id, id) : NULL;
     if (!job) {
         // ids are issued in order: one below the counter was a job once
         out->outcome = id && id < self->next_id ? ZL_CANCEL_FINISHED : ZL_CANCEL_UNKNOWN;
@@ -1617,7 +1619,7 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
             job->priority = (uint8_t)zl_record_priority (rec);
             job->state = ZL_JOB_WAITING;
             job->seq = id;
-            zl_u64map_put (self->by_id, id, job);
+            zl_job_index_put (self->by_id, job);
             s_depth (job, +1);
             s_waiting_count (self, job, +1);
             zl_batches_restore (self->batches, rec->batch_self, id, flow->tenant->name,
@@ -1628,7 +1630,7 @@ zl_jobs_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec
                                     flow->lane->name, callback, !rec->batch_summary);
     }
     s_restore (self, id, flow, rec, st, cut, now);
-    zl_job_t *job = zl_u64map_get (self->by_id, id);
+    zl_job_t *job = zl_job_index_get (self->by_id, id);
     if (!job)
         return;
     if (rec->batch_self && rec->batch_self[0])
@@ -1698,7 +1700,7 @@ s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *re
     job->has_history = st && st->n_history > 0;
     if (st && st->checkpoint.len)
         job->flags |= ZL_JOBF_CHECKPOINT;
-    zl_u64map_put (self->by_id, id, job);
+    zl_job_index_put (self->by_id, job);
     uint32_t state = st ? st->state : ZL_JOB_READY;
     if (state == ZL_JOB_CANCELLED) { // inert: kept until its retention ends
         job->state = ZL_JOB_CANCELLED;
@@ -1911,7 +1913,7 @@ zl_jobs_dlq (zl_jobs_t *self)
 size_t
 zl_jobs_count (zl_jobs_t *self)
 {
-    return zl_u64map_size (self->by_id);
+    return zl_job_index_size (self->by_id);
 }
 
 const zl_hist_t *
@@ -1961,7 +1963,7 @@ static bool
 s_settle_batch (zl_jobs_t *self, zl_batch_t *b, zl_now_t now, zl_arena_t *arena,
                 zl_batch_info_t *out)
 {
-    zl_job_t *job = zl_u64map_get (self->by_id, zl_batch_job (b));
+    zl_job_t *job = zl_job_index_get (self->by_id, zl_batch_job (b));
     if (!job || job->state != ZL_JOB_WAITING)
         return false;
     zl_batch_rec_t *sum = zl_arena_alloc (arena, sizeof *sum);
@@ -2013,7 +2015,7 @@ zl_jobs_settle_batches (zl_jobs_t *self, zl_now_t now, zl_arena_t *arena, zl_bat
         zl_batch_t *b = dirty[i];
         if (zl_batch_settled (b) || zl_batch_cancelled (b))
             continue;
-        zl_job_t *job = zl_u64map_get (self->by_id, zl_batch_job (b));
+        zl_job_t *job = zl_job_index_get (self->by_id, zl_batch_job (b));
         if (!job || job->state != ZL_JOB_WAITING)
             continue;
         zl_batch_rec_t p;
@@ -2087,7 +2089,7 @@ zl_jobs_expire_deadlines (zl_jobs_t *self, zl_now_t now, size_t max)
     while (n < max && (d = zl_heap_top (self->deadlines)) && d->at_ms <= now.wall_ms) {
         zl_heap_pop (self->deadlines);
         zl_u64map_remove (self->deadline_of, d->id);
-        zl_job_t *job = zl_u64map_get (self->by_id, d->id);
+        zl_job_t *job = zl_job_index_get (self->by_id, d->id);
         int64_t at = d->at_ms;
         free (d);
         if (!job || (job->flags & ZL_JOBF_BATCH_REC))
