@@ -29,8 +29,8 @@ static void
 test_random_walk_against_a_model (void **state)
 {
     (void)state;
-    zl_job_t *jobs = calloc (N_IDS, sizeof *jobs);     // job i has id ids[i]
-    zl_job_t *spare = calloc (N_IDS, sizeof *spare);   // a second job of the same id
+    zl_job_t *jobs = calloc (N_IDS, sizeof *jobs);   // job i has id ids[i]
+    zl_job_t *spare = calloc (N_IDS, sizeof *spare); // a second job of the same id
     uint64_t *ids = calloc (N_IDS, sizeof *ids);
     bool *in = calloc (N_IDS, sizeof *in);
     zl_job_t **which = calloc (N_IDS, sizeof *which); // the one indexed
