@@ -5,12 +5,19 @@
 
 #include <stdlib.h>
 
+/*  A slot: 0 empty; else tag (8 bits of the id's hash) << 56 | the job's
+    distance from its home slot (8 bits) << 48 | the job's address. The
+    distance lets a deletion shift the chain back without reading the jobs
+    in it; a chain that would need a distance past 255 grows the table. */
 #define PTR_BITS 48
 #define PTR_MASK ((UINT64_C (1) << PTR_BITS) - 1)
+#define DIST_SHIFT 48
+#define TAG_SHIFT 56
+#define DIST_MAX 255
 
 struct _zl_job_index_t {
-    uint64_t *slots; // 0 = empty; else tag << 48 | pointer
-    size_t cap;      // a power of two
+    uint64_t *slots;
+    size_t cap; // a power of two
     size_t size;
 };
 
@@ -23,18 +30,28 @@ s_mix (uint64_t k)
     return k;
 }
 
-// The slot's tag for a hash: its top 16 bits, never 0.
 static inline uint64_t
 s_tag (uint64_t h)
 {
-    uint64_t t = h >> PTR_BITS;
-    return (t ? t : 1) << PTR_BITS;
+    return (h >> TAG_SHIFT) << TAG_SHIFT;
 }
 
 static inline zl_job_t *
 s_job (uint64_t slot)
 {
     return (zl_job_t *)(uintptr_t)(slot & PTR_MASK);
+}
+
+static inline size_t
+s_dist (uint64_t slot)
+{
+    return (size_t)((slot >> DIST_SHIFT) & 0xff);
+}
+
+static inline uint64_t
+s_with_dist (uint64_t slot, size_t d)
+{
+    return (slot & ~(UINT64_C (0xff) << DIST_SHIFT)) | ((uint64_t)d << DIST_SHIFT);
 }
 
 zl_job_index_t *
@@ -56,23 +73,53 @@ zl_job_index_destroy (zl_job_index_t **self_p)
     *self_p = NULL;
 }
 
+// Place `slot` (its job not in the table) by linear probing from its home;
+// false if its distance would pass DIST_MAX.
+static bool
+s_place (uint64_t *slots, size_t cap, uint64_t slot, uint64_t h)
+{
+    size_t mask = cap - 1, j = (size_t)h & mask, d = 0;
+    while (slots[j]) {
+        if (++d > DIST_MAX)
+            return false;
+        j = (j + 1) & mask;
+    }
+    slots[j] = s_with_dist (slot, d);
+    return true;
+}
+
 static void
 s_grow (zl_job_index_t *self)
 {
-    uint64_t *old = self->slots;
-    size_t old_cap = self->cap;
-    self->cap *= 2;
-    self->slots = zl_calloc (self->cap, sizeof *self->slots);
-    size_t mask = self->cap - 1;
-    for (size_t i = 0; i < old_cap; i++) {
-        if (!old[i])
-            continue;
-        size_t j = (size_t)s_mix (s_job (old[i])->id) & mask;
-        while (self->slots[j])
-            j = (j + 1) & mask;
-        self->slots[j] = old[i];
+    for (size_t cap = self->cap * 2;; cap *= 2) {
+        uint64_t *slots = zl_calloc (cap, sizeof *slots);
+        bool ok = true;
+        for (size_t i = 0; i < self->cap && ok; i++)
+            if (self->slots[i])
+                ok = s_place (slots, cap, self->slots[i], s_mix (s_job (self->slots[i])->id));
+        if (ok) {
+            free (self->slots);
+            self->slots = slots;
+            self->cap = cap;
+            return;
+        }
+        free (slots);
     }
-    free (old);
+}
+
+// The slot of `id`, or SIZE_MAX.
+static size_t
+s_find (const zl_job_index_t *self, uint64_t id)
+{
+    uint64_t h = s_mix (id), tag = s_tag (h);
+    size_t mask = self->cap - 1, j = (size_t)h & mask;
+    for (size_t d = 0; self->slots[j] && d <= DIST_MAX; d++) {
+        uint64_t s = self->slots[j];
+        if ((s & (UINT64_C (0xff) << TAG_SHIFT)) == tag && s_job (s)->id == id)
+            return j;
+        j = (j + 1) & mask;
+    }
+    return SIZE_MAX;
 }
 
 void
@@ -83,32 +130,17 @@ zl_job_index_put (zl_job_index_t *self, zl_job_t *job)
         zl_error ("jobs", "a job's address does not fit in %d bits: stopping", PTR_BITS);
         abort ();
     }
+    uint64_t h = s_mix (job->id), slot = s_tag (h) | (uint64_t)p;
+    size_t at = s_find (self, job->id);
+    if (at != SIZE_MAX) { // another job of that id: in its place
+        self->slots[at] = s_with_dist (slot, s_dist (self->slots[at]));
+        return;
+    }
     if ((self->size + 1) * 4 > self->cap * 3)
         s_grow (self);
-    uint64_t h = s_mix (job->id), tag = s_tag (h);
-    size_t mask = self->cap - 1, j = (size_t)h & mask;
-    while (self->slots[j]) {
-        if ((self->slots[j] & ~PTR_MASK) == tag && s_job (self->slots[j])->id == job->id)
-            break;
-        j = (j + 1) & mask;
-    }
-    if (!self->slots[j])
-        self->size++;
-    self->slots[j] = tag | (uint64_t)p;
-}
-
-// The slot of `id`, or the empty slot where its probe ends.
-static size_t
-s_find (const zl_job_index_t *self, uint64_t id)
-{
-    uint64_t h = s_mix (id), tag = s_tag (h);
-    size_t mask = self->cap - 1, j = (size_t)h & mask;
-    while (self->slots[j]) {
-        if ((self->slots[j] & ~PTR_MASK) == tag && s_job (self->slots[j])->id == id)
-            return j;
-        j = (j + 1) & mask;
-    }
-    return j;
+    while (!s_place (self->slots, self->cap, slot, h))
+        s_grow (self);
+    self->size++;
 }
 
 zl_job_t *
@@ -116,8 +148,8 @@ zl_job_index_get (const zl_job_index_t *self, uint64_t id)
 {
     if (!id)
         return NULL;
-    uint64_t s = self->slots[s_find (self, id)];
-    return s ? s_job (s) : NULL;
+    size_t at = s_find (self, id);
+    return at == SIZE_MAX ? NULL : s_job (self->slots[at]);
 }
 
 zl_job_t *
@@ -125,22 +157,25 @@ zl_job_index_remove (zl_job_index_t *self, uint64_t id)
 {
     if (!id)
         return NULL;
-    size_t mask = self->cap - 1, j = s_find (self, id);
-    if (!self->slots[j])
+    size_t at = s_find (self, id);
+    if (at == SIZE_MAX)
         return NULL;
-    zl_job_t *job = s_job (self->slots[j]);
-    self->slots[j] = 0;
+    zl_job_t *job = s_job (self->slots[at]);
     self->size--;
-    // backward-shift deletion keeps probe chains whole without tombstones
-    size_t i = j;
-    for (size_t k = (j + 1) & mask; self->slots[k]; k = (k + 1) & mask) {
-        size_t home = (size_t)s_mix (s_job (self->slots[k])->id) & mask;
-        // move k into the hole at i if its home is not in (i, k]
-        if ((i <= k) ? (home <= i || home > k) : (home <= i && home > k)) {
-            self->slots[i] = self->slots[k];
-            self->slots[k] = 0;
-            i = k;
-        }
+    // backward shift: each job after the hole (up to an empty slot) whose
+    // home is not between the hole and it moves into the hole, which moves
+    // to where it was; its home is where it is less its distance
+    size_t mask = self->cap - 1, i = at;
+    self->slots[i] = 0;
+    for (size_t k = (i + 1) & mask; self->slots[k]; k = (k + 1) & mask) {
+        uint64_t s = self->slots[k];
+        size_t home = (k - s_dist (s)) & mask;
+        size_t from_hole = (home - i) & mask; // 1..(k - i): home in (i, k], it stays
+        if (from_hole >= 1 && from_hole <= ((k - i) & mask))
+            continue;
+        self->slots[i] = s_with_dist (s, (i - home) & mask);
+        self->slots[k] = 0;
+        i = k;
     }
     return job;
 }

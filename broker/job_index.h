@@ -1,10 +1,11 @@
 /*  job_index: every live job by id, in 8 bytes a job. An open-addressing
     table (linear probing, backward-shift deletion, load at most 3/4) of
-    job pointers: the id is read from the job itself, and the slot's top 16
-    bits hold a tag of the id's hash (a user-space pointer fits in 48 bits
-    on the machines zlane runs on), so that a probe past another job costs
-    no read of it. Half the size of a u64map of (id, pointer) pairs: 16 MiB
-    less with a million jobs queued. */
+    job pointers: the id is read from the job itself; the slot's top 16 bits
+    (a user-space pointer fits in 48 on the machines zlane runs on) hold 8
+    bits of the id's hash, so that a probe past another job seldom reads it,
+    and the job's distance from its home slot, so that a deletion shifts the
+    chain back without reading any. Half the size of a u64map of (id,
+    pointer) pairs: 16 MiB less with a million jobs queued. */
 #ifndef ZL_JOB_INDEX_H
 #define ZL_JOB_INDEX_H
 
