@@ -52,32 +52,6 @@ s_filter_narrow (const zl_dlq_filter_t *f)
            (f->error_contains && f->error_contains[0]) || f->dead_from_ms || f->dead_to_ms;
 }
 
-// The connected workers, as WorkerInfo.
-static void
-s_workers (const zl_admin_env_t *env, zl_now_t now, zl_admin_reply_t *r)
-{
-    size_t n = 0;
-    zl_worker_conn_t **all = env->workers ? zl_workers_all (env->workers, &n) : NULL;
-    r->result = ZL_ADMIN_RESULT_WORKERS;
-    r->n_workers = n;
-    r->workers = zl_arena_calloc (env->arena, n ? n : 1, sizeof (zl_worker_info_t));
-    for (size_t i = 0; i < n; i++) {
-        const zl_worker_conn_t *w = all[i];
-        zl_worker_info_t *o = &r->workers[i];
-        o->name = w->name;
-        o->host = w->host ? w->host : "";
-        o->n_lanes = w->n_lanes;
-        o->lanes = zl_arena_calloc (env->arena, w->n_lanes ? w->n_lanes : 1, sizeof (char *));
-        for (uint32_t k = 0; k < w->n_lanes; k++)
-            o->lanes[k] = w->lanes[k]->name;
-        o->capacity = w->capacity;
-        o->in_flight = w->in_flight;
-        o->last_seen_age_ms =
-            now.mono_ms > w->last_seen_ms ? (uint64_t)(now.mono_ms - w->last_seen_ms) : 0;
-        o->instance = w->instance;
-    }
-}
-
 #define MAX_NAME 128
 
 // Why a request's names break the text rules (text.h), or NULL.
@@ -318,7 +292,10 @@ zl_admin_apply (const zl_admin_env_t *env, const zl_admin_request_t *req, zl_now
         zl_info ("broker", "admin: lane %s %s", lane->name, lane->paused ? "paused" : "resumed");
         break;
     }
-    case ZL_ADMIN_WORKERS: s_workers (env, now, r); break;
+    case ZL_ADMIN_WORKERS:
+        r->result = ZL_ADMIN_RESULT_WORKERS;
+        r->workers = zl_workers_describe (env->workers, env->arena, now.mono_ms, &r->n_workers);
+        break;
     default: break;
     }
     if (scratch)

@@ -260,3 +260,26 @@ zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_
     }
     return w;
 }
+
+zl_worker_info_t *
+zl_workers_describe (zl_workers_t *self, zl_arena_t *arena, int64_t now_ms, size_t *count)
+{
+    size_t n = self->n;
+    zl_worker_info_t *out = zl_arena_calloc (arena, n ? n : 1, sizeof *out);
+    for (size_t i = 0; i < n; i++) {
+        const zl_worker_conn_t *w = self->all[i];
+        zl_worker_info_t *o = &out[i];
+        o->name = w->name;
+        o->host = w->host ? w->host : "";
+        o->n_lanes = w->n_lanes;
+        o->lanes = zl_arena_calloc (arena, w->n_lanes ? w->n_lanes : 1, sizeof (char *));
+        for (uint32_t k = 0; k < w->n_lanes; k++)
+            o->lanes[k] = w->lanes[k]->name;
+        o->capacity = w->capacity;
+        o->in_flight = w->in_flight;
+        o->last_seen_age_ms = now_ms > w->last_seen_ms ? (uint64_t)(now_ms - w->last_seen_ms) : 0;
+        o->instance = w->instance;
+    }
+    *count = n;
+    return out;
+}

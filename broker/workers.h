@@ -67,6 +67,10 @@ zl_worker_conn_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, con
     the old one is forgotten. Returns the worker, or NULL. */
 zl_worker_conn_t *zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env,
                                     const zl_ready_t *ready, int64_t now_ms);
+/*  Every connected worker as WorkerInfo (stats of an operator's request):
+    an array in `arena`, its length in *count; strings borrowed. */
+zl_worker_info_t *zl_workers_describe (zl_workers_t *self, zl_arena_t *arena, int64_t now_ms,
+                                       size_t *count);
 /*  Forget `worker` (its held jobs must have been released). */
 void zl_workers_remove (zl_workers_t *self, zl_worker_conn_t *worker);
 /*  Return another worker than `except` registered with `instance` (nonzero)

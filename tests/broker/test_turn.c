@@ -908,6 +908,14 @@ test_dlq_filters_and_workers (void **state)
     list.u.admin_request.filter.dead_to_ms = later - 1;
     assert_int_equal (s_feed (ZLH_ADMIN, 0, &list), 0);
     assert_non_null (s_find (&T.early, ZLH_ADMIN, ZL_MSG_ERROR)); // bad input: answered at once
+    // and a text past ZL_DLQ_ERROR_FILTER_MAX
+    static char long_text[ZL_DLQ_ERROR_FILTER_MAX + 2];
+    memset (long_text, 'x', sizeof long_text - 1);
+    list.u.admin_request.filter.dead_to_ms = list.u.admin_request.filter.dead_from_ms = 0;
+    list.u.admin_request.filter.error_contains = long_text;
+    assert_int_equal (s_feed (ZLH_ADMIN, 0, &list), 0);
+    assert_non_null (s_find (&T.early, ZLH_ADMIN, ZL_MSG_ERROR));
+    list.u.admin_request.filter.error_contains = "";
 
     // redrive by error text: the two timeouts come back, "bad address" stays
     zl_msg_t redrive = s_admin_msg (ZL_ADMIN_DLQ_REDRIVE, 0);
