@@ -82,11 +82,11 @@ main (int argc, char **argv)
             for (uint64_t j = id; j < id + PER_BATCH; j++) {
                 zl_job_rec_t got;
                 zl_store_put_state (store, j, &leased);
-                zl_store_get_job (store, j, arena, &got);
+                zl_store_get_job (store, j, ZL_PRIORITY_DEFAULT, arena, &got);
                 zl_arena_reset (arena);
             }
             for (uint64_t j = id; j < id + PER_BATCH; j++)
-                zl_store_del_job (store, j);
+                zl_store_del_job (store, j, ZL_PRIORITY_DEFAULT);
             if (zl_store_commit (store) != ZL_STORE_OK) {
                 fprintf (stderr, "zlane-bench-store-calls: a commit failed\n");
                 return 1;

@@ -64,10 +64,9 @@ typedef struct zl_job {
     uint16_t max_attempts; // resolved at accept
     uint8_t state;         // zl_job_state_t
     uint8_t has_history;   // the store holds attempt history for it
-    union {
-        uint8_t priority;       // 0-9: its order within its flow (scheduler.h)
-        uint8_t cancelled_from; // CANCELLED (never ready again): the state it was cancelled in
-    };
+    uint8_t priority : 4;       // 0-9: its order within its flow (scheduler.h), and its
+                                //   record's tree in the store (store.h)
+    uint8_t cancelled_from : 4; // CANCELLED (never ready again): the state it was cancelled in
     uint8_t flags; // ZL_JOBF_*
 } zl_job_t;
 

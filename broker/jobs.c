@@ -490,7 +490,7 @@ s_delete (zl_jobs_t *self, zl_job_t *job)
     if (job->flags & ZL_JOBF_BATCH_REC)
         zl_batches_forget (self->batches, job->id);
     s_deadline_drop (self, job->id);
-    s_check (self, zl_store_del_job (self->store, job->id), "delete", job->id);
+    s_check (self, zl_store_del_job (self->store, job->id, job->priority), "delete", job->id);
     zl_job_index_remove (self->by_id, job->id);
     if (job->flags & ZL_JOBF_DEPS)
         zl_deps_remove (self->deps, job->id);
@@ -716,7 +716,7 @@ s_parents_state (zl_jobs_t *self, const zl_job_t *job, uint32_t *left, uint64_t 
     *dead = 0;
     zl_arena_reset (self->graph);
     zl_job_rec_t rec;
-    if (zl_store_get_job (self->store, job->id, self->graph, &rec) != ZL_STORE_OK)
+    if (zl_store_get_job (self->store, job->id, job->priority, self->graph, &rec) != ZL_STORE_OK)
         return 0;
     for (size_t i = 0; i < rec.n_depends_on; i++) {
         zl_job_t *p = zl_job_index_get (self->by_id, rec.depends_on[i]);
@@ -906,10 +906,11 @@ zl_jobs_graph_of (zl_jobs_t *self, uint64_t id, zl_arena_t *arena, zl_job_outcom
         memcpy (kids, dep->children, dep->n_children * sizeof *kids);
     out->n_children = dep->n_children; // a copy: the graph may change before the reply goes
     out->children = kids;
-    if (!zl_job_index_get (self->by_id, id))
+    zl_job_t *job = zl_job_index_get (self->by_id, id);
+    if (!job)
         return 0;
     zl_job_rec_t rec;
-    if (zl_store_get_job (self->store, id, arena, &rec) != ZL_STORE_OK)
+    if (zl_store_get_job (self->store, id, job->priority, arena, &rec) != ZL_STORE_OK)
         return -1;
     out->n_parents = rec.n_depends_on;
     out->parents = rec.depends_on;
@@ -1332,7 +1333,7 @@ zl_jobs_load (zl_jobs_t *self, const zl_job_t *job, zl_arena_t *arena, zl_job_re
 {
     zl_store_rc_t rc = ZL_STORE_OK;
     if (rec)
-        rc = zl_store_get_job (self->store, job->id, arena, rec);
+        rc = zl_store_get_job (self->store, job->id, job->priority, arena, rec);
     if (rc == ZL_STORE_OK && state) {
         // read even when never attempted: a delayed, retried-to-ready or
         // redriven job with attempt 0 has a state record too
@@ -1353,7 +1354,7 @@ s_deadline_again (zl_jobs_t *self, const zl_job_t *job)
 {
     zl_job_rec_t rec;
     zl_arena_reset (self->scratch);
-    if (zl_store_get_job (self->store, job->id, self->scratch, &rec) == ZL_STORE_OK)
+    if (zl_store_get_job (self->store, job->id, job->priority, self->scratch, &rec) == ZL_STORE_OK)
         s_deadline_set (self, job->id, rec.deadline_ms);
 }
 
@@ -1365,7 +1366,7 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     zl_job_rec_t rec;
     zl_arena_reset (self->scratch);
     uint64_t group = 0;
-    if (zl_store_get_job (self->store, job->id, self->scratch, &rec) == ZL_STORE_OK) {
+    if (zl_store_get_job (self->store, job->id, job->priority, self->scratch, &rec) == ZL_STORE_OK) {
         s_deadline_set (self, job->id, rec.deadline_ms);
         if (rec.ordering_key && rec.ordering_key[0])
             group = zl_ordering_group (self->ordering, job->flow, rec.ordering_key);
@@ -1693,7 +1694,7 @@ s_restore (zl_jobs_t *self, uint64_t id, zl_flow_t *flow, const zl_job_rec_t *re
     job->id = id;
     job->flow = flow;
     s_settings (job, &flow->lane->cfg, rec->max_attempts, rec->lease_ms, rec->max_run_ms);
-    job->priority = (uint8_t)zl_record_priority (rec); // (CANCELLED: cancelled_from replaces it)
+    job->priority = (uint8_t)zl_record_priority (rec);
     s_deadline_set (self, id, rec->deadline_ms);
     job->accepted_us = now.mono_us;
     job->attempt = st ? (uint16_t)st->attempt : 0;
@@ -1969,7 +1970,7 @@ s_settle_batch (zl_jobs_t *self, zl_batch_t *b, zl_now_t now, zl_arena_t *arena,
     zl_batch_rec_t *sum = zl_arena_alloc (arena, sizeof *sum);
     zl_batches_settle (self->batches, b, now.wall_ms, arena, sum);
     zl_job_rec_t rec;
-    zl_store_rc_t rc = zl_store_get_job (self->store, job->id, arena, &rec);
+    zl_store_rc_t rc = zl_store_get_job (self->store, job->id, job->priority, arena, &rec);
     if (rc == ZL_STORE_OK) {
         rec.batch_summary = sum;
         rc = zl_store_put_job (self->store, job->id, &rec);
@@ -2036,8 +2037,10 @@ zl_jobs_batch_info (zl_jobs_t *self, const char *id, zl_arena_t *arena, zl_batch
     }
     const zl_batch_rec_t *sum = NULL;
     zl_job_rec_t rec;
+    zl_job_t *job = zl_job_index_get (self->by_id, zl_batch_job (b));
     if (zl_batch_settled (b) &&
-        zl_store_get_job (self->store, zl_batch_job (b), arena, &rec) == ZL_STORE_OK)
+        zl_store_get_job (self->store, zl_batch_job (b), job ? job->priority : ZL_PRIORITY_DEFAULT,
+                          arena, &rec) == ZL_STORE_OK)
         sum = rec.batch_summary;
     zl_batches_info (b, sum, arena, out);
 }

@@ -253,7 +253,7 @@ zl_schedules_remove (zl_schedules_t *self, const char *name)
     sched_t *s = name ? s_find (self, name, &at) : NULL;
     if (!s)
         return -1;
-    (void)zl_store_del_job (self->env.store, s->id);
+    (void)zl_store_del_job (self->env.store, s->id, ZL_PRIORITY_DEFAULT); // a schedule has none
     self->all[at] = self->all[--self->n];
     zl_info ("schedules", "schedule %s removed", s->name);
     s_free (s);

@@ -456,10 +456,11 @@ zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec)
 }
 
 zl_store_rc_t
-zl_store_del_job (zl_store_t *self, uint64_t id)
+zl_store_del_job (zl_store_t *self, uint64_t id, unsigned priority)
 {
     int rc = s_write_fault (self);
-    return rc ? self->be->fail (self->impl, rc, "delete job") : self->be->del_job (self->impl, id);
+    return rc ? self->be->fail (self->impl, rc, "delete job")
+              : self->be->del_job (self->impl, id, priority);
 }
 
 zl_store_rc_t
@@ -480,9 +481,10 @@ zl_store_set_next_id (zl_store_t *self, uint64_t next_id)
 
 // ---------------------------------------------------------------- reads and the rest
 zl_store_rc_t
-zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out)
+zl_store_get_job (zl_store_t *self, uint64_t id, unsigned priority, zl_arena_t *arena,
+                  zl_job_rec_t *out)
 {
-    return self->be->get_job (self->impl, id, arena, out);
+    return self->be->get_job (self->impl, id, priority, arena, out);
 }
 
 zl_store_rc_t

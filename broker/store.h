@@ -152,8 +152,12 @@ bool zl_store_batch_dirty (zl_store_t *self);
 /*  Writes inside the open batch. */
 zl_store_rc_t zl_store_put_job (zl_store_t *self, uint64_t id, const zl_job_rec_t *rec);
 zl_store_rc_t zl_store_put_state (zl_store_t *self, uint64_t id, const zl_state_rec_t *rec);
-/*  Delete a job and its state. */
-zl_store_rc_t zl_store_del_job (zl_store_t *self, uint64_t id);
+/*  Delete a job and its state. `priority` is the one its record was put
+    with (zl_record_priority): the LMDB store keeps each priority's records
+    in a tree of their own, so that each is appended to and emptied in id
+    order. A record put with another priority is still found, after a
+    lookup in each other priority's tree. */
+zl_store_rc_t zl_store_del_job (zl_store_t *self, uint64_t id, unsigned priority);
 /*  Record idempotency key `key` of `tenant` for job rec->job_id (replacing
     an earlier job's), in the expiry log of its class (rec->generated). */
 zl_store_rc_t zl_store_put_idem (zl_store_t *self, const char *tenant, const char *key,
@@ -162,8 +166,8 @@ zl_store_rc_t zl_store_set_next_id (zl_store_t *self, uint64_t next_id);
 
 /*  Reads (inside the batch when one is open, so they see its writes).
     Decoded data lives in `arena`. */
-zl_store_rc_t zl_store_get_job (zl_store_t *self, uint64_t id, zl_arena_t *arena,
-                                zl_job_rec_t *out);
+zl_store_rc_t zl_store_get_job (zl_store_t *self, uint64_t id, unsigned priority,
+                                zl_arena_t *arena, zl_job_rec_t *out); // priority: as del_job's
 zl_store_rc_t zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena,
                                   zl_state_rec_t *out);
 /*  The record of `key` of `tenant`, expired or not (the caller compares

@@ -49,11 +49,12 @@ typedef struct {
     zl_store_rc_t (*fail) (void *self, int error, const char *what);
     zl_store_rc_t (*put_job) (void *self, uint64_t id, const zl_job_rec_t *rec);
     zl_store_rc_t (*put_state) (void *self, uint64_t id, const zl_state_rec_t *rec);
-    zl_store_rc_t (*del_job) (void *self, uint64_t id);
+    zl_store_rc_t (*del_job) (void *self, uint64_t id, unsigned priority);
     zl_store_rc_t (*put_idem) (void *self, const char *tenant, const char *key,
                                const zl_idem_rec_t *rec);
     zl_store_rc_t (*set_next_id) (void *self, uint64_t next_id);
-    zl_store_rc_t (*get_job) (void *self, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out);
+    zl_store_rc_t (*get_job) (void *self, uint64_t id, unsigned priority, zl_arena_t *arena,
+                              zl_job_rec_t *out);
     zl_store_rc_t (*get_state) (void *self, uint64_t id, zl_arena_t *arena, zl_state_rec_t *out);
     zl_store_rc_t (*get_idem) (void *self, const char *tenant, const char *key, zl_idem_rec_t *out);
     size_t (*prune_idem) (void *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max);

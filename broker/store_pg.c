@@ -1757,8 +1757,9 @@ s_pg_put_state (void *be, uint64_t id, const zl_state_rec_t *rec)
 }
 
 static zl_store_rc_t
-s_pg_del_job (void *be, uint64_t id)
+s_pg_del_job (void *be, uint64_t id, unsigned priority)
 {
+    (void)priority; // one table, keyed by id
     s_pg_t *self = be;
     s_job_t *j = zl_u64map_remove (self->jobs, id);
     if (!j)
@@ -1795,8 +1796,9 @@ s_pg_set_next_id (void *be, uint64_t next_id)
 
 // ---------------------------------------------------------------- reads
 static zl_store_rc_t
-s_pg_get_job (void *be, uint64_t id, zl_arena_t *arena, zl_job_rec_t *out)
+s_pg_get_job (void *be, uint64_t id, unsigned priority, zl_arena_t *arena, zl_job_rec_t *out)
 {
+    (void)priority;
     s_pg_t *self = be;
     s_job_t *j = zl_u64map_get (self->jobs, id);
     if (!j || !j->job)
@@ -1939,7 +1941,7 @@ s_pg_recover (void *be, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char 
         zl_job_rec_t job;
         zl_state_rec_t state;
         bool has_state = false;
-        if (s_pg_get_job (self, ids[i], arena, &job) != ZL_STORE_OK)
+        if (s_pg_get_job (self, ids[i], ZL_PRIORITY_DEFAULT, arena, &job) != ZL_STORE_OK)
             rc = -1;
         else if (zl_u64map_get (self->jobs, ids[i]) &&
                  ((s_job_t *)zl_u64map_get (self->jobs, ids[i]))->state) {

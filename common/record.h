@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/*  Format 4 (batches) reads format 3 as it is: a format-3 store is marked 4
-    when a broker of format 4 opens it, so that an older broker, which would
-    take a batch's record job for a job ready to run, refuses it. */
-#define ZL_STORE_FORMAT "zlane-store-4"
+/*  Format 5 (LMDB: a tree of job records per priority, store_lmdb.c) reads
+    formats 3 and 4 (format 4 added batches' records) by moving their job
+    records of other priorities than the default to their trees when it
+    opens them, and marks them 5, so that an older broker, which would not
+    see those records, refuses the store. */
+#define ZL_STORE_FORMAT "zlane-store-5"
 
 /*  A batch's durable record (zlane_store.proto BatchRec): its progress while
     open, its summary once settled. */

@@ -1252,7 +1252,7 @@ test_recover_partly_done_dag (void **state)
     s_fail (fx, u);
     assert_int_equal (s_state (fx, v), ZL_JOB_DEAD);
     // v as if only staged: its records rewritten in a turn of their own
-    assert_int_equal (zl_store_del_job (fx->store, v), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (fx->store, v, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     s_turn (fx);
     zl_job_rec_t vrec = {.tenant = "acme",
                          .lane = "work",

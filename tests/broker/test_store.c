@@ -283,7 +283,7 @@ test_store_round_trip (void **state)
     zl_job_rec_t got;
     zl_state_rec_t sgot;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st);
@@ -294,14 +294,14 @@ test_store_round_trip (void **state)
 
     // outside any batch, after the commit; decoded data outlives the read
     zl_arena_reset (fx->arena);
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     s_assert_state_rec (&sgot, &st);
-    assert_int_equal (zl_store_get_job (store, 43, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 44, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "order-9", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 42);
     assert_int_equal (igot.seen_at_ms, WALL_BASE_MS + 17);
@@ -322,9 +322,9 @@ test_store_round_trip (void **state)
     assert_int_equal (zl_store_put_state (store, 42, &st2), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st2);
-    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK); // gone already: fine
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK); // gone already: fine
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // the idempotency key outlives the job (the dedup window is longer)
@@ -394,15 +394,15 @@ test_nested_batch_abort_and_commit (void **state)
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 3, &job), ZL_STORE_OK);
     // the nested batch sees its own writes and the turn's
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     zl_store_sub_abort (store);
     assert_true (zl_store_in_batch (store));
     // only the nested writes went
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_NOT_FOUND);
     // the next Submit's nested batch is accepted: its writes join the turn
@@ -412,7 +412,7 @@ test_nested_batch_abort_and_commit (void **state)
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
     assert_true (zl_store_in_batch (store));
-    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     // a nested batch left open at commit is dropped, the rest committed
     assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 5, &job), ZL_STORE_OK);
@@ -420,12 +420,12 @@ test_nested_batch_abort_and_commit (void **state)
     zl_store_close (&store);
 
     store = s_open (fx->dir);
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &keyed);
-    assert_int_equal (zl_store_get_job (store, 5, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 4);
     zl_store_close (&store);
@@ -446,15 +446,15 @@ test_uncommitted_batch_is_gone_after_reopen (void **state)
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 2, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_put_idem (store, "acme", "k", &idem), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (store, 100), ZL_STORE_OK);
     zl_store_close (&store); // aborts the open batch
 
     store = s_open (fx->dir);
     zl_job_rec_t got;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     ids_t ids = s_recover_ids (store);
     assert_int_equal (ids.n, 1);
@@ -482,7 +482,7 @@ s_child_commit_then_die (const char *dir, zl_durability_t mode)
         _exit (11);
     // acknowledged up to here; the next turn never commits
     if (zl_store_begin (store) || zl_store_put_job (store, 12, &job) ||
-        zl_store_del_job (store, 11))
+        zl_store_del_job (store, 11, ZL_PRIORITY_DEFAULT))
         _exit (12);
     _exit (0); // no close, no commit: a crash
 }
@@ -537,10 +537,10 @@ test_committed_data_survives_in_both_modes (void **state)
         store = s_open_mode (cdir, modes[m], MAP_SIZE);
         zl_job_rec_t got;
         zl_idem_rec_t igot;
-        assert_int_equal (zl_store_get_job (store, 11, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, 11, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
         zl_job_rec_t want = s_job_rec ("acme", "work", "crash-key");
         s_assert_job_rec (&got, &want);
-        assert_int_equal (zl_store_get_job (store, 12, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, 12, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
         assert_int_equal (zl_store_get_idem (store, "acme", "crash-key", &igot), ZL_STORE_OK);
         assert_int_equal (igot.job_id, 11);
         ids = s_recover_ids (store);
@@ -1117,9 +1117,9 @@ test_idempotency_hit_miss_and_expiry (void **state)
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // the keys outlive their jobs; pruning does not touch the jobs
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_OK);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 3, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (s_prune (store, 4500, 100), 2); // globex/k1, acme/k4
     assert_false (s_has_key (store, "globex", "k1", NULL));
     assert_false (s_has_key (store, "acme", "k4", NULL));
@@ -1540,7 +1540,7 @@ test_room_counts_the_free_list (void **state)
             for (int op = 0; op < 50; op++) {
                 uint64_t id = zl_rng_range (&rng, 3000) + 1;
                 if (zl_rng_range (&rng, 2) == 0) {
-                    assert_int_equal (zl_store_del_job (store, id), ZL_STORE_OK);
+                    assert_int_equal (zl_store_del_job (store, id, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
                     continue;
                 }
                 size_t len = zl_rng_range (&rng, 9) == 0 ? zl_rng_range (&rng, sizeof payload)
@@ -1636,7 +1636,7 @@ test_room_freed_by_the_last_commit (void **state)
     // one commit deletes them all; then the broker idles: nothing writes
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     for (uint64_t i = 1; i <= id; i++)
-        assert_int_equal (zl_store_del_job (store, i), ZL_STORE_OK);
+        assert_int_equal (zl_store_del_job (store, i, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     for (int i = 0; i < 3; i++) {
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
@@ -1714,7 +1714,7 @@ test_room_walks_are_bounded (void **state)
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         for (int i = 0; i < 10; i++)
             (void)zl_store_has_room (store, 20 * (sizeof payload + 256));
-        assert_int_equal (zl_store_del_job (store, next++), ZL_STORE_OK);
+        assert_int_equal (zl_store_del_job (store, next++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
         assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
         turns++;
@@ -1730,7 +1730,7 @@ test_room_walks_are_bounded (void **state)
     // 3. a drain: Submits see the room within about 100 ms
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     for (uint64_t i = next; i <= id; i++)
-        assert_int_equal (zl_store_del_job (store, i), ZL_STORE_OK);
+        assert_int_equal (zl_store_del_job (store, i, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     int64_t waited;
     assert_true (s_room_within (store, 50 * (sizeof payload + 256), 1000, &waited));
@@ -1775,14 +1775,14 @@ test_room_changes_are_logged_and_bounded (void **state)
         } else {
             refused++;
             if (first < id)
-                assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+                assert_int_equal (zl_store_del_job (store, first++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
         }
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     }
     // drained: room again
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     while (first <= id)
-        assert_int_equal (zl_store_del_job (store, first++), ZL_STORE_OK);
+        assert_int_equal (zl_store_del_job (store, first++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     assert_true (s_room_within (store, 10 * (sizeof payload + 256), 1000, NULL));
     // room is back in the log once it has held a second
@@ -1973,7 +1973,7 @@ s_drain (zl_store_t *store, fill_t *f)
     while (f->first_live < f->next_id) {
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         for (int j = 0; j < 200 && f->first_live < f->next_id; j++)
-            assert_int_equal (zl_store_del_job (store, f->first_live++), ZL_STORE_OK);
+            assert_int_equal (zl_store_del_job (store, f->first_live++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
         zl_store_prune_idem (store, 1000, &p, 1000);
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     }
@@ -2162,8 +2162,8 @@ test_damaged_record_stops_recovery (void **state)
 
     store = s_open (fx->dir);
     zl_job_rec_t got;
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_ERROR);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_ERROR);
     ids_t *ids = calloc (1, sizeof *ids);
     char err[512] = "";
     uint64_t next_id = 0;
@@ -2233,8 +2233,8 @@ test_map_full_is_reported_not_fatal (void **state)
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
         zl_job_rec_t got;
         zl_arena_reset (fx->arena);
-        assert_int_equal (zl_store_get_job (store, id, fx->arena, &got), ZL_STORE_NOT_FOUND);
-        assert_int_equal (zl_store_get_job (store, id - 1, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id - 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
         // a failed put straight in the turn's batch: the commit fails and
         // drops the batch; the next batch works (acks and deletes fit)
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
@@ -2244,11 +2244,11 @@ test_map_full_is_reported_not_fatal (void **state)
         assert_int_equal (prc, ZL_STORE_FULL);
         assert_int_equal (zl_store_commit (store), ZL_STORE_FULL); // the reason, not "I/O"
         assert_false (zl_store_in_batch (store));
-        assert_int_equal (zl_store_get_job (store, id + 1, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id + 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
         for (uint64_t d = 1; d < id; d += 4) {
             assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
             for (uint64_t e = d; e < d + 4 && e < id; e++) {
-                zl_store_rc_t drc = zl_store_del_job (store, e);
+                zl_store_rc_t drc = zl_store_del_job (store, e, ZL_PRIORITY_DEFAULT);
                 if (drc != ZL_STORE_OK)
                     fail_msg ("map %llu KiB: deleting job %llu of %llu: %d",
                               (unsigned long long)(maps[m] >> 10), (unsigned long long)e,
@@ -2463,37 +2463,113 @@ s_set_format (const char *dir, const char *format)
     mdb_env_close (env);
 }
 
-// A format-3 store (before batches) is read as it is and marked format 4
-// when it opens, so that an older broker refuses it from then on; its jobs
-// are untouched. Format 5 (newer) is refused.
+// Put every job record of the priorities' trees back in "jobs" and drop
+// the trees: the layout of formats 3 and 4.
 static void
-test_format_3_marked_4 (void **state)
+s_unsplit (const char *dir)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi jobs, tree;
+    MDB_cursor *c;
+    MDB_val k, v;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 32), 0);
+    assert_int_equal (mdb_env_open (env, dir, 0, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, 0, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, "jobs", MDB_INTEGERKEY, &jobs), 0);
+    for (unsigned p = 0; p <= ZL_PRIORITY_MAX; p++) {
+        char name[16];
+        snprintf (name, sizeof name, "jobs.%u", p);
+        if (p == ZL_PRIORITY_DEFAULT)
+            continue;
+        assert_int_equal (mdb_dbi_open (txn, name, MDB_INTEGERKEY, &tree), 0);
+        assert_int_equal (mdb_cursor_open (txn, tree, &c), 0);
+        for (int rc = mdb_cursor_get (c, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get (c, &k, &v, MDB_NEXT))
+            assert_int_equal (mdb_put (txn, jobs, &k, &v, 0), 0);
+        mdb_cursor_close (c);
+        assert_int_equal (mdb_drop (txn, tree, 1), 0);
+    }
+    assert_int_equal (mdb_txn_commit (txn), 0);
+    mdb_env_close (env);
+}
+
+// The entries of database `name` of the store in `dir`.
+static size_t
+s_entries (const char *dir, const char *name)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat st;
+    assert_int_equal (mdb_env_create (&env), 0);
+    assert_int_equal (mdb_env_set_maxdbs (env, 32), 0);
+    assert_int_equal (mdb_env_open (env, dir, MDB_RDONLY, 0640), 0);
+    assert_int_equal (mdb_txn_begin (env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal (mdb_dbi_open (txn, name, MDB_INTEGERKEY, &dbi), 0);
+    assert_int_equal (mdb_stat (txn, dbi, &st), 0);
+    mdb_txn_abort (txn);
+    mdb_env_close (env);
+    return st.ms_entries;
+}
+
+// A store of format 3 (before batches) or 4 kept every job record in one
+// tree: when it opens, the records of the other priorities move to their
+// trees, all found where the broker looks and recovered in id order, and it
+// is marked 5 so that an older broker refuses it. Format 6 (newer) is
+// refused.
+static void
+test_formats_3_and_4_split_by_priority (void **state)
 {
     fx_t *fx = *state;
-    char dir[1100], format[64];
-    snprintf (dir, sizeof dir, "%s/v3", fx->dir);
-    zl_store_t *store = s_open (dir);
-    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    zl_job_rec_t rec = {
-        .tenant = "t", .lane = "a", .payload = {(const uint8_t *)"p", 1}, .idempotency_key = ""};
-    assert_int_equal (zl_store_put_job (store, 7, &rec), ZL_STORE_OK);
-    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    zl_store_close (&store);
-    s_set_format (dir, "zlane-store-3");
-    store = s_open (dir);
-    zl_arena_t *arena = zl_arena_new (4096);
-    zl_job_rec_t back;
-    assert_int_equal (zl_store_get_job (store, 7, arena, &back), ZL_STORE_OK);
-    assert_string_equal (back.tenant, "t");
-    zl_store_close (&store);
-    s_format_of (dir, format, sizeof format);
-    assert_string_equal (format, "zlane-store-4");
-    s_set_format (dir, "zlane-store-5");
-    char err[512] = "";
-    store = zl_store_open (dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
+    for (int version = 3; version <= 4; version++) {
+        char dir[1100], format[64], old[32];
+        snprintf (dir, sizeof dir, "%s/v%d", fx->dir, version);
+        snprintf (old, sizeof old, "zlane-store-%d", version);
+        zl_store_t *store = s_open (dir);
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        enum { N = 50 };
+        size_t n_default = 0;
+        for (uint64_t id = 1; id <= N; id++) {
+            zl_job_rec_t rec = {.tenant = "t",
+                                .lane = "a",
+                                .payload = {(const uint8_t *)"p", 1},
+                                .idempotency_key = "",
+                                .priority_plus1 = id % 3 ? (uint32_t)(id % 10) + 1 : 0};
+            n_default += zl_record_priority (&rec) == ZL_PRIORITY_DEFAULT;
+            assert_int_equal (zl_store_put_job (store, id, &rec), ZL_STORE_OK);
+        }
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        zl_store_close (&store);
+        s_unsplit (dir);
+        s_set_format (dir, old);
+        assert_int_equal (s_entries (dir, "jobs"), N);
+
+        store = s_open (dir);
+        s_format_of (dir, format, sizeof format);
+        assert_string_equal (format, ZL_STORE_FORMAT);
+        assert_int_equal (s_entries (dir, "jobs"), n_default); // the default's tree
+        assert_int_equal (s_entries (dir, "jobs.9"), 3);       // 19, 29, 49 (9, 39: default)
+        for (uint64_t id = 1; id <= N; id++) {
+            zl_job_rec_t back;
+            unsigned p = id % 3 ? (unsigned)(id % 10) : ZL_PRIORITY_DEFAULT;
+            zl_arena_reset (fx->arena);
+            assert_int_equal (zl_store_get_job (store, id, p, fx->arena, &back), ZL_STORE_OK);
+            assert_int_equal (zl_record_priority (&back), p);
+        }
+        ids_t ids = s_recover_ids (store);
+        assert_int_equal (ids.n, N);
+        for (size_t i = 0; i < N; i++)
+            assert_int_equal (ids.id[i], i + 1);
+        zl_store_close (&store);
+    }
+    char dir[1100], err[512] = "";
+    snprintf (dir, sizeof dir, "%s/v4", fx->dir);
+    s_set_format (dir, "zlane-store-6");
+    zl_store_t *store = zl_store_open (dir, ZL_DURABILITY_NONE, MAP_SIZE, err, sizeof err);
     assert_null (store);
     assert_non_null (strstr (err, "not supported"));
-    zl_arena_destroy (&arena);
 }
 
 // A store an older broker left (format 1: idem keys tenant first; format 2:
@@ -2553,7 +2629,7 @@ test_upgrade_from_formats_1_and_2 (void **state)
         assert_true (s_has_key (store, "a", "b", &id));
         // and the jobs themselves are untouched
         zl_job_rec_t got;
-        assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
         assert_string_equal (got.tenant, "globex");
         assert_string_equal (got.idempotency_key, "k1");
         ids_t ids = s_recover_ids (store);
@@ -2639,7 +2715,7 @@ main (void)
         T (test_full_disk_refuses_then_room_comes_back),
         T (test_foreign_and_damaged_directories),
         T (test_upgrade_from_formats_1_and_2),
-        T (test_format_3_marked_4),
+        T (test_formats_3_and_4_split_by_priority),
         T (test_upgrade_is_all_or_nothing),
         T (test_damaged_record_stops_recovery),
         T (test_map_full_is_reported_not_fatal),

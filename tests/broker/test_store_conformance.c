@@ -275,6 +275,7 @@ typedef struct {
     bool has_state[MAX_RECOVERED];
     uint32_t state[MAX_RECOVERED];
     uint32_t attempt[MAX_RECOVERED];
+    unsigned priority[MAX_RECOVERED];
     char tenant[MAX_RECOVERED][16];
     size_t n;
     uint64_t next_id;
@@ -299,6 +300,7 @@ s_collect (void *ctx, uint64_t id, const zl_job_rec_t *job, const zl_state_rec_t
     r->has_state[r->n] = state != NULL;
     r->state[r->n] = state ? state->state : 0;
     r->attempt[r->n] = state ? state->attempt : 0;
+    r->priority[r->n] = zl_record_priority (job);
     snprintf (r->tenant[r->n], sizeof r->tenant[r->n], "%s", job->tenant);
     r->id[r->n++] = id;
 }
@@ -337,7 +339,7 @@ test_records_round_trip (void **state)
     assert_int_equal (zl_store_put_job (store, 43, &bare), ZL_STORE_OK);
     assert_int_equal (zl_store_put_state (store, 42, &st), ZL_STORE_OK);
     // reads inside the batch see its writes
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st);
@@ -347,14 +349,14 @@ test_records_round_trip (void **state)
 
     // outside any batch; decoded data lives in the arena, past the read
     zl_arena_reset (fx->arena);
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     s_assert_state_rec (&sgot, &st);
-    assert_int_equal (zl_store_get_job (store, 43, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 44, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 44, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
 
     // a state is replaced whole (an empty one too); delete takes the job and its state
@@ -365,13 +367,13 @@ test_records_round_trip (void **state)
     s_assert_state_rec (&sgot, &st2);
     zl_state_rec_t empty = {.state = ZL_JOB_READY, .leased_to = ""};
     assert_int_equal (zl_store_put_state (store, 43, &empty), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 42), ZL_STORE_OK);   // gone already: fine
-    assert_int_equal (zl_store_del_job (store, 4242), ZL_STORE_OK); // never there: fine
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);   // gone already: fine
+    assert_int_equal (zl_store_del_job (store, 4242, ZL_PRIORITY_DEFAULT), ZL_STORE_OK); // never there: fine
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (sgot.state, ZL_JOB_READY);
     assert_int_equal (sgot.n_history, 0);
@@ -382,15 +384,15 @@ test_records_round_trip (void **state)
 
     // all of it after close and open, in the other durability mode too
     store = s_open_mode (fx, ZL_DURABILITY_FSYNC);
-    assert_int_equal (zl_store_get_job (store, 42, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 43, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 44, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     zl_store_close (&store);
     store = s_open (fx);
-    assert_int_equal (zl_store_get_job (store, 44, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     zl_store_close (&store);
 }
@@ -421,16 +423,16 @@ test_nested_batches_commit_and_abort (void **state)
     assert_int_equal (zl_store_put_job (store, 3, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (store, 50), ZL_STORE_OK);
     // the nested batch sees its own writes and the turn's
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     zl_store_sub_abort (store);
     assert_true (zl_store_in_batch (store));
     // only the nested writes went
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_NOT_FOUND);
     // the next one is accepted: its writes join the turn
@@ -439,7 +441,7 @@ test_nested_batches_commit_and_abort (void **state)
     idem.job_id = 4;
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     // writes straight in the turn's batch, between nested ones
     assert_int_equal (zl_store_put_state (store, 1, &st), ZL_STORE_OK);
     // a nested batch left open at commit is dropped, the rest committed
@@ -455,15 +457,15 @@ test_nested_batches_commit_and_abort (void **state)
     zl_store_close (&store);
 
     store = s_open (fx);
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (sgot.state, ZL_JOB_DELAYED);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 4, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     s_assert_job_rec (&got, &keyed);
-    assert_int_equal (zl_store_get_job (store, 5, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 6, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 6, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 4);
     recovered_t *r = calloc (1, sizeof *r);
@@ -491,7 +493,7 @@ test_uncommitted_batch_is_gone_after_reopen (void **state)
     assert_int_equal (zl_store_put_job (store, 2, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_put_state (store, 1, &st), ZL_STORE_OK);
     assert_int_equal (zl_store_put_idem (store, "acme", "k", &idem), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (store, 100), ZL_STORE_OK);
     zl_store_close (&store); // aborts the open batch
 
@@ -500,9 +502,9 @@ test_uncommitted_batch_is_gone_after_reopen (void **state)
     zl_job_rec_t got;
     zl_state_rec_t sgot;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     recovered_t *r = calloc (1, sizeof *r);
     s_recover (store, r);
@@ -531,7 +533,7 @@ test_next_id_persists_across_close_and_open (void **state)
     assert_int_equal (zl_store_set_next_id (store, 1000), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     zl_store_close (&store);
     store = s_open (fx);
@@ -592,7 +594,7 @@ test_recover_in_id_order_with_records_and_states (void **state)
     // one full state, one job deleted, one state replaced
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_state (store, 256, &full), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 255), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 255, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     zl_state_rec_t dead = {.state = ZL_JOB_DEAD, .attempt = 9, .leased_to = ""};
     assert_int_equal (zl_store_put_state (store, 17, &dead), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
@@ -636,6 +638,79 @@ test_recover_in_id_order_with_records_and_states (void **state)
             assert_false (r->has_state[k]); // never attempted: NULL
         k++;
     }
+    free (r);
+    zl_store_close (&store);
+}
+
+// Jobs of every priority (the LMDB store keeps a tree per priority): each
+// is found under its own priority and under a wrong one, deleted under a
+// wrong one, moved when put again with another; a nested batch dropped
+// between appends; recovery merges them back in id order.
+static void
+test_priorities_found_and_recovered_in_id_order (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx);
+    zl_job_rec_t job = s_job_rec ("acme", "work", "");
+    enum { N = 40 };
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    for (uint64_t id = 1; id <= N; id++) {
+        job.priority_plus1 = (uint32_t)(id * 7 % 10) + 1;
+        assert_int_equal (zl_store_put_job (store, id, &job), ZL_STORE_OK);
+        if (id % 4 == 0) {
+            zl_state_rec_t st = {.state = ZL_JOB_DELAYED, .attempt = (uint32_t)id, .leased_to = ""};
+            assert_int_equal (zl_store_put_state (store, id, &st), ZL_STORE_OK);
+        }
+    }
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // a dropped nested batch of appends to a priority's tree, then more
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    job.priority_plus1 = 10;
+    assert_int_equal (zl_store_put_job (store, N + 1, &job), ZL_STORE_OK);
+    zl_store_sub_abort (store);
+    assert_int_equal (zl_store_put_job (store, N + 2, &job), ZL_STORE_OK);
+    // 12 again with priority 0 (it was 4): one record, found as 0
+    job.priority_plus1 = 1;
+    assert_int_equal (zl_store_put_job (store, 12, &job), ZL_STORE_OK);
+    // 7 (priority 9) deleted under a wrong priority, with its state
+    assert_int_equal (zl_store_del_job (store, 7, 2), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 8, 6), ZL_STORE_OK); // 8 had a state
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_job_rec_t got;
+    for (uint64_t id = 1; id <= N + 2; id++) {
+        unsigned want = id == 12 ? 0 : (unsigned)(id * 7 % 10);
+        bool gone = id == 7 || id == 8 || id == N + 1;
+        for (unsigned hint = 0; hint <= ZL_PRIORITY_MAX; hint += 3) {
+            zl_arena_reset (fx->arena);
+            zl_store_rc_t rc = zl_store_get_job (store, id, hint, fx->arena, &got);
+            assert_int_equal (rc, gone ? ZL_STORE_NOT_FOUND : ZL_STORE_OK);
+            if (!gone)
+                assert_int_equal (zl_record_priority (&got), id == N + 2 ? 9 : want);
+        }
+        zl_state_rec_t st;
+        if (id == 8)
+            assert_int_equal (zl_store_get_state (store, id, fx->arena, &st), ZL_STORE_NOT_FOUND);
+    }
+    zl_store_close (&store);
+
+    store = s_open (fx);
+    recovered_t *r = calloc (1, sizeof *r);
+    s_recover (store, r); // ids strictly rising: 12 comes once
+    assert_int_equal (r->n, N - 2 + 1);
+    size_t k = 0;
+    for (uint64_t id = 1; id <= N + 2; id++) {
+        if (id == 7 || id == 8 || id == N + 1)
+            continue;
+        assert_int_equal (r->id[k], id);
+        assert_int_equal (r->priority[k], id == 12 ? 0 : id == N + 2 ? 9 : id * 7 % 10);
+        assert_int_equal (r->has_state[k], id % 4 == 0 && id <= N);
+        k++;
+    }
+    assert_int_equal (r->next_id, N + 3);
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.jobs, N - 1);
     free (r);
     zl_store_close (&store);
 }
@@ -763,7 +838,7 @@ test_idempotency_hit_miss_and_replace (void **state)
     // outlive their jobs; an aborted nested put leaves the old record
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     s_put_key_of (store, 7, "acme", "k1", 7000, true);
-    assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 3, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
     s_put_key_of (store, 8, "acme", "k2", 8000, false);
     zl_store_sub_abort (store);
@@ -835,7 +910,7 @@ test_idempotency_windows_by_class_and_prune (void **state)
     store = s_open (fx);
     assert_false (s_has_key (store, "acme", "lib-2", NULL));
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_OK);
     // a day later the users' keys go too
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_prune_idem (store, 1000 + 86400000, &policy, 100), 5);
@@ -953,13 +1028,13 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (zl_store_put_job (store, 2, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_put_state (store, 1, &st), ZL_STORE_OK);
     assert_int_equal (zl_store_put_idem (store, "acme", "k", &idem), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (store, 3), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_ERROR);
     assert_false (zl_store_in_batch (store));
     f.commit_error = 0;
-    assert_int_equal (zl_store_get_job (store, 1, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     zl_state_rec_t sgot;
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
@@ -982,7 +1057,7 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (f.commits, 0);
     assert_false (zl_store_in_batch (store));
     for (uint64_t id = 4; id <= 6; id++)
-        assert_int_equal (zl_store_get_job (store, id, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
 
     // 4. a write of a nested batch fails: its sub_commit fails and drops
     // it; the turn's batch and its other writes commit
@@ -998,9 +1073,9 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (zl_store_put_job (store, 9, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 7, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 8, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 9, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 7, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 8, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 9, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
 
     // 5. a write that finds no room says FULL, and so does its commit
     f.write_error = ENOSPC;
@@ -1062,8 +1137,8 @@ test_room_and_stats (void **state)
     assert_true (ss.commit_max_us <= ss.commit_us);
     // an empty commit counts too; a commit with nothing open does not
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 1), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 10), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 1, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 10, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     zl_store_stats (store, &ss);
@@ -1174,6 +1249,7 @@ main (void)
         T (test_next_id_persists_across_close_and_open),
         T (test_recover_in_id_order_with_records_and_states),
         T (test_recover_many),
+        T (test_priorities_found_and_recovered_in_id_order),
         T (test_idempotency_hit_miss_and_replace),
         T (test_idempotency_windows_by_class_and_prune),
         T (test_idempotency_bound),

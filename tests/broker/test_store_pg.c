@@ -190,8 +190,8 @@ test_fencing_and_takeover (void **state)
     assert_int_equal (s_count_jobs (a), 2);
     zl_arena_t *arena = zl_arena_new (4096);
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (a, 3, arena, &rec), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (a, 2, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (a, 3, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (a, 2, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
     zl_arena_destroy (&arena);
     zl_store_close (&a);
 }
@@ -302,7 +302,7 @@ s_rotation (bool overlapped)
             id++;
             s_put (store, id, id % 10 == 0);
             if (id % 10 != 0 && id % 10 != 5)
-                assert_int_equal (zl_store_del_job (store, id), ZL_STORE_OK);
+                assert_int_equal (zl_store_del_job (store, id, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
         }
         if (!overlapped) {
             assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
@@ -338,7 +338,7 @@ s_rotation (bool overlapped)
         zl_job_rec_t rec;
         zl_state_rec_t stt;
         bool live = j % 5 == 0;
-        assert_int_equal (zl_store_get_job (store, j, arena, &rec),
+        assert_int_equal (zl_store_get_job (store, j, ZL_PRIORITY_DEFAULT, arena, &rec),
                           live ? ZL_STORE_OK : ZL_STORE_NOT_FOUND);
         if (live)
             assert_int_equal (zl_store_get_state (store, j, arena, &stt),
@@ -449,7 +449,7 @@ test_commit_under_way (void **state)
     zl_arena_t *arena = zl_arena_new (4096);
     zl_job_rec_t rec;
     zl_state_rec_t st;
-    assert_int_equal (zl_store_get_job (store, 25, arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 25, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 15, arena, &st), ZL_STORE_OK);
     assert_int_equal (st.due_at_ms, 15);
     assert_int_equal (zl_store_commit_finish (store, false), ZL_STORE_PENDING);
@@ -474,7 +474,7 @@ test_commit_under_way (void **state)
     assert_true (pid != 0);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     s_put (store, 32, false);
-    assert_int_equal (zl_store_del_job (store, 3), ZL_STORE_OK);
+    assert_int_equal (zl_store_del_job (store, 3, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     char sql[64];
     snprintf (sql, sizeof sql, "SELECT pg_terminate_backend(%d)", pid);
     s_run (locker, sql);
@@ -489,9 +489,9 @@ test_commit_under_way (void **state)
     zl_store_stats (store, &ss);
     assert_int_equal (ss.jobs, 30);
     assert_int_equal (ss.states, 10);
-    assert_int_equal (zl_store_get_job (store, 31, arena, &rec), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 32, arena, &rec), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 31, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 32, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
     zl_arena_destroy (&arena);
     zl_store_close (&store);
 }
