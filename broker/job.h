@@ -56,18 +56,19 @@ typedef struct zl_job {
         struct zl_job *dlq_prev; // DEAD: previous in the DLQ
         struct zl_job *prev;     // READY: previous in the flow FIFO (scheduler.c)
     };
-    uint32_t timer_idx;    // position in the timer heap, UINT32_MAX if none
-    uint32_t est_us;       // cost charged at dispatch (fair queuing)
-    uint32_t lease_ms;     // resolved at accept (spec or lane default)
-    uint32_t max_run_ms;   // resolved at accept, 0 = unlimited
-    uint16_t attempt;      // attempts started so far
-    uint16_t max_attempts; // resolved at accept
-    uint8_t state;         // zl_job_state_t
-    uint8_t has_history;   // the store holds attempt history for it
+    uint32_t timer_idx;         // position in the timer heap, UINT32_MAX if none
+    uint32_t est_us;            // cost charged at dispatch (fair queuing)
+    uint32_t lease_ms;          // resolved at accept (spec or lane default)
+    uint32_t max_run_ms;        // resolved at accept, 0 = unlimited
+    uint16_t attempt;           // attempts started so far
+    uint16_t max_attempts;      // resolved at accept
+    uint8_t state;              // zl_job_state_t
+    uint8_t has_history;        // the store holds attempt history for it
     uint8_t priority : 4;       // 0-9: its order within its flow (scheduler.h), and its
                                 //   record's tree in the store (store.h)
     uint8_t cancelled_from : 4; // CANCELLED (never ready again): the state it was cancelled in
-    uint8_t flags; // ZL_JOBF_*
+    uint8_t flags;              // ZL_JOBF_*
 } zl_job_t;
+_Static_assert(sizeof (zl_job_t) == 80, "a queued job's 80 bytes (README, design notes)");
 
 #endif

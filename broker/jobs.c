@@ -1366,7 +1366,8 @@ zl_jobs_redrive (zl_jobs_t *self, zl_job_t *job, zl_now_t now)
     zl_job_rec_t rec;
     zl_arena_reset (self->scratch);
     uint64_t group = 0;
-    if (zl_store_get_job (self->store, job->id, job->priority, self->scratch, &rec) == ZL_STORE_OK) {
+    if (zl_store_get_job (self->store, job->id, job->priority, self->scratch, &rec) ==
+        ZL_STORE_OK) {
         s_deadline_set (self, job->id, rec.deadline_ms);
         if (rec.ordering_key && rec.ordering_key[0])
             group = zl_ordering_group (self->ordering, job->flow, rec.ordering_key);

@@ -166,8 +166,8 @@ zl_store_rc_t zl_store_set_next_id (zl_store_t *self, uint64_t next_id);
 
 /*  Reads (inside the batch when one is open, so they see its writes).
     Decoded data lives in `arena`. */
-zl_store_rc_t zl_store_get_job (zl_store_t *self, uint64_t id, unsigned priority,
-                                zl_arena_t *arena, zl_job_rec_t *out); // priority: as del_job's
+zl_store_rc_t zl_store_get_job (zl_store_t *self, uint64_t id, unsigned priority, zl_arena_t *arena,
+                                zl_job_rec_t *out); // priority: as del_job's
 zl_store_rc_t zl_store_get_state (zl_store_t *self, uint64_t id, zl_arena_t *arena,
                                   zl_state_rec_t *out);
 /*  The record of `key` of `tenant`, expired or not (the caller compares

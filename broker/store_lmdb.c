@@ -89,7 +89,7 @@ typedef struct {
     MDB_txn *txn; // the turn's batch
     MDB_txn *sub; // nested batch of one Submit
     MDB_dbi meta, jobs[N_PRIO], state, dedup, dlog[2]; // jobs: a tree per priority
-    uint8_t secret[ZL_SIPHASH_KEY_LEN]; // keys the digests of the dedup index
+    uint8_t secret[ZL_SIPHASH_KEY_LEN];                // keys the digests of the dedup index
     char *dir;
     zl_durability_t mode;
     uint64_t map_size; // the configured limit (whole OS pages)
@@ -97,7 +97,7 @@ typedef struct {
     bool prealloc;     // the file is preallocated (false: the filesystem cannot)
     size_t page_size;
     uint64_t last_append_id[N_PRIO]; // each tree is appended to in id order; UINT64_MAX = unknown
-    bool batch_full;         // a write of the turn's batch ran out of room
+    bool batch_full;                 // a write of the turn's batch ran out of room
     zl_arena_t *scratch;
     uint64_t commits, commit_us, commit_max_us;
     // room, measured after a commit when asked (s_refresh)
@@ -608,10 +608,10 @@ s_open_dbs (s_lmdb_t *self, char *err, size_t errlen)
     // the other priorities' trees: made by a broker of this format, made
     // here for an older store (and dropped with the transaction when the
     // store is refused)
-    bool older = rc == 0 && ((v.mv_size == strlen (FORMAT_V3) &&
-                              memcmp (v.mv_data, FORMAT_V3, v.mv_size) == 0) ||
-                             (v.mv_size == strlen (FORMAT_V4) &&
-                              memcmp (v.mv_data, FORMAT_V4, v.mv_size) == 0));
+    bool older =
+        rc == 0 &&
+        ((v.mv_size == strlen (FORMAT_V3) && memcmp (v.mv_data, FORMAT_V3, v.mv_size) == 0) ||
+         (v.mv_size == strlen (FORMAT_V4) && memcmp (v.mv_data, FORMAT_V4, v.mv_size) == 0));
     bool ours = rc == 0 && v.mv_size == strlen (ZL_STORE_FORMAT) &&
                 memcmp (v.mv_data, ZL_STORE_FORMAT, v.mv_size) == 0;
     for (unsigned p = 0; p < N_PRIO; p++) {
@@ -815,9 +815,8 @@ s_tree_pages (s_lmdb_t *self, uint64_t *items)
     *items = 0;
     if (mdb_txn_begin (self->env, NULL, MDB_RDONLY, &txn) != 0)
         return n;
-    MDB_dbi dbis[8 + N_PRIO - 1] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, self->meta,
-                                    self->state,      self->dedup,      self->dlog[0],
-                                    self->dlog[1]};
+    MDB_dbi dbis[8 + N_PRIO - 1] = {0 /* FREE_DBI */, 1 /* MAIN_DBI */, self->meta,   self->state,
+                                    self->dedup,      self->dlog[0],    self->dlog[1]};
     for (unsigned p = 0; p < N_PRIO; p++)
         dbis[7 + p] = self->jobs[p];
     for (size_t i = 0; i < sizeof dbis / sizeof dbis[0]; i++) {
@@ -1376,8 +1375,7 @@ s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
     // have been put with another priority
     int rc = append ? 0 : s_del_elsewhere (self, id, p);
     if (!rc)
-        rc = mdb_put (s_txn (self), self->jobs[p], &k, &v,
-                      MDB_RESERVE | (append ? MDB_APPEND : 0));
+        rc = mdb_put (s_txn (self), self->jobs[p], &k, &v, MDB_RESERVE | (append ? MDB_APPEND : 0));
     if (rc == MDB_KEYEXIST && append) {
         // the append position was stale: put it in its place
         self->last_append_id[p] = UINT64_MAX;

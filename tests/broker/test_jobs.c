@@ -262,7 +262,8 @@ s_check_store (fx_t *fx, uint64_t id, const zl_job_t *job)
     zl_arena_reset (fx->check_arena);
     zl_job_rec_t rec;
     zl_state_rec_t st;
-    zl_store_rc_t jrc = zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->check_arena, &rec);
+    zl_store_rc_t jrc =
+        zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->check_arena, &rec);
     zl_store_rc_t src = zl_store_get_state (fx->store, id, fx->check_arena, &st);
     if (!job) {
         if (jrc != ZL_STORE_NOT_FOUND || src != ZL_STORE_NOT_FOUND)
@@ -659,7 +660,8 @@ test_stage_is_store_only_and_abortable (void **state)
     zl_arena_reset (fx->arena);
     zl_job_rec_t rec;
     zl_state_rec_t st;
-    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (fx->store, id, fx->arena, &st), ZL_STORE_OK);
     assert_int_equal (st.state, ZL_JOB_DELAYED);
     assert_int_equal (st.due_at_ms, at (305).wall_ms);
@@ -673,7 +675,8 @@ test_stage_is_store_only_and_abortable (void **state)
     // the Submit is refused: its nested batch goes, nothing stays
     zl_store_sub_abort (fx->store);
     assert_true (zl_store_in_batch (fx->store));
-    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (fx->store, id, fx->arena, &st), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (fx->store, "acme", "k-1", &idem), ZL_STORE_NOT_FOUND);
     s_step (fx);
@@ -787,7 +790,8 @@ test_lease_then_ack (void **state)
     zl_arena_reset (fx->arena);
     zl_job_rec_t rec;
     zl_state_rec_t gone;
-    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (fx->store, id, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (fx->store, id, fx->arena, &gone), ZL_STORE_NOT_FOUND);
     // the same ack again: the job is unknown now
     assert_int_equal (s_ack (fx, fx->w1, id, token, 0, at (31)), ZL_SETTLE_UNKNOWN_JOB);
@@ -1604,7 +1608,8 @@ test_redrive_and_purge (void **state)
     // purged from the store too
     zl_arena_reset (fx->arena);
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (fx->store, b_id, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (fx->store, b_id, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_NOT_FOUND);
 }
 
 // ---------------------------------------------------------------- a long random walk

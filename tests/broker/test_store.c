@@ -283,7 +283,8 @@ test_store_round_trip (void **state)
     zl_job_rec_t got;
     zl_state_rec_t sgot;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st);
@@ -294,14 +295,17 @@ test_store_round_trip (void **state)
 
     // outside any batch, after the commit; decoded data outlives the read
     zl_arena_reset (fx->arena);
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     s_assert_state_rec (&sgot, &st);
-    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "order-9", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 42);
     assert_int_equal (igot.seen_at_ms, WALL_BASE_MS + 17);
@@ -323,8 +327,10 @@ test_store_round_trip (void **state)
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st2);
     assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK); // gone already: fine
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT),
+                      ZL_STORE_OK); // gone already: fine
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // the idempotency key outlives the job (the dedup window is longer)
@@ -394,15 +400,20 @@ test_nested_batch_abort_and_commit (void **state)
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 3, &job), ZL_STORE_OK);
     // the nested batch sees its own writes and the turn's
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     zl_store_sub_abort (store);
     assert_true (zl_store_in_batch (store));
     // only the nested writes went
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_NOT_FOUND);
     // the next Submit's nested batch is accepted: its writes join the turn
@@ -412,7 +423,8 @@ test_nested_batch_abort_and_commit (void **state)
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
     assert_true (zl_store_in_batch (store));
-    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     // a nested batch left open at commit is dropped, the rest committed
     assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 5, &job), ZL_STORE_OK);
@@ -420,12 +432,17 @@ test_nested_batch_abort_and_commit (void **state)
     zl_store_close (&store);
 
     store = s_open (fx->dir);
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &keyed);
-    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 4);
     zl_store_close (&store);
@@ -453,8 +470,10 @@ test_uncommitted_batch_is_gone_after_reopen (void **state)
     store = s_open (fx->dir);
     zl_job_rec_t got;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     ids_t ids = s_recover_ids (store);
     assert_int_equal (ids.n, 1);
@@ -537,10 +556,12 @@ test_committed_data_survives_in_both_modes (void **state)
         store = s_open_mode (cdir, modes[m], MAP_SIZE);
         zl_job_rec_t got;
         zl_idem_rec_t igot;
-        assert_int_equal (zl_store_get_job (store, 11, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, 11, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_OK);
         zl_job_rec_t want = s_job_rec ("acme", "work", "crash-key");
         s_assert_job_rec (&got, &want);
-        assert_int_equal (zl_store_get_job (store, 12, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, 12, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_NOT_FOUND);
         assert_int_equal (zl_store_get_idem (store, "acme", "crash-key", &igot), ZL_STORE_OK);
         assert_int_equal (igot.job_id, 11);
         ids = s_recover_ids (store);
@@ -1117,7 +1138,8 @@ test_idempotency_hit_miss_and_expiry (void **state)
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     // the keys outlive their jobs; pruning does not touch the jobs
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_del_job (store, 3, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
     assert_int_equal (s_prune (store, 4500, 100), 2); // globex/k1, acme/k4
@@ -1540,7 +1562,8 @@ test_room_counts_the_free_list (void **state)
             for (int op = 0; op < 50; op++) {
                 uint64_t id = zl_rng_range (&rng, 3000) + 1;
                 if (zl_rng_range (&rng, 2) == 0) {
-                    assert_int_equal (zl_store_del_job (store, id, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+                    assert_int_equal (zl_store_del_job (store, id, ZL_PRIORITY_DEFAULT),
+                                      ZL_STORE_OK);
                     continue;
                 }
                 size_t len = zl_rng_range (&rng, 9) == 0 ? zl_rng_range (&rng, sizeof payload)
@@ -1775,7 +1798,8 @@ test_room_changes_are_logged_and_bounded (void **state)
         } else {
             refused++;
             if (first < id)
-                assert_int_equal (zl_store_del_job (store, first++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+                assert_int_equal (zl_store_del_job (store, first++, ZL_PRIORITY_DEFAULT),
+                                  ZL_STORE_OK);
         }
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     }
@@ -1973,7 +1997,8 @@ s_drain (zl_store_t *store, fill_t *f)
     while (f->first_live < f->next_id) {
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
         for (int j = 0; j < 200 && f->first_live < f->next_id; j++)
-            assert_int_equal (zl_store_del_job (store, f->first_live++, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+            assert_int_equal (zl_store_del_job (store, f->first_live++, ZL_PRIORITY_DEFAULT),
+                              ZL_STORE_OK);
         zl_store_prune_idem (store, 1000, &p, 1000);
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     }
@@ -2162,8 +2187,10 @@ test_damaged_record_stops_recovery (void **state)
 
     store = s_open (fx->dir);
     zl_job_rec_t got;
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_ERROR);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_ERROR);
     ids_t *ids = calloc (1, sizeof *ids);
     char err[512] = "";
     uint64_t next_id = 0;
@@ -2233,8 +2260,10 @@ test_map_full_is_reported_not_fatal (void **state)
         assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
         zl_job_rec_t got;
         zl_arena_reset (fx->arena);
-        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-        assert_int_equal (zl_store_get_job (store, id - 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id - 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_OK);
         // a failed put straight in the turn's batch: the commit fails and
         // drops the batch; the next batch works (acks and deletes fit)
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
@@ -2244,7 +2273,8 @@ test_map_full_is_reported_not_fatal (void **state)
         assert_int_equal (prc, ZL_STORE_FULL);
         assert_int_equal (zl_store_commit (store), ZL_STORE_FULL); // the reason, not "I/O"
         assert_false (zl_store_in_batch (store));
-        assert_int_equal (zl_store_get_job (store, id + 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id + 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_NOT_FOUND);
         for (uint64_t d = 1; d < id; d += 4) {
             assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
             for (uint64_t e = d; e < d + 4 && e < id; e++) {
@@ -2629,7 +2659,8 @@ test_upgrade_from_formats_1_and_2 (void **state)
         assert_true (s_has_key (store, "a", "b", &id));
         // and the jobs themselves are untouched
         zl_job_rec_t got;
-        assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_OK);
         assert_string_equal (got.tenant, "globex");
         assert_string_equal (got.idempotency_key, "k1");
         ids_t ids = s_recover_ids (store);

@@ -339,7 +339,8 @@ test_records_round_trip (void **state)
     assert_int_equal (zl_store_put_job (store, 43, &bare), ZL_STORE_OK);
     assert_int_equal (zl_store_put_state (store, 42, &st), ZL_STORE_OK);
     // reads inside the batch see its writes
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_state_rec (&sgot, &st);
@@ -349,14 +350,17 @@ test_records_round_trip (void **state)
 
     // outside any batch; decoded data lives in the arena, past the read
     zl_arena_reset (fx->arena);
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     s_assert_state_rec (&sgot, &st);
-    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 44, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
 
     // a state is replaced whole (an empty one too); delete takes the job and its state
@@ -368,12 +372,16 @@ test_records_round_trip (void **state)
     zl_state_rec_t empty = {.state = ZL_JOB_READY, .leased_to = ""};
     assert_int_equal (zl_store_put_state (store, 43, &empty), ZL_STORE_OK);
     assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
-    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);   // gone already: fine
-    assert_int_equal (zl_store_del_job (store, 4242, ZL_PRIORITY_DEFAULT), ZL_STORE_OK); // never there: fine
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_del_job (store, 42, ZL_PRIORITY_DEFAULT),
+                      ZL_STORE_OK); // gone already: fine
+    assert_int_equal (zl_store_del_job (store, 4242, ZL_PRIORITY_DEFAULT),
+                      ZL_STORE_OK); // never there: fine
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 42, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 43, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (sgot.state, ZL_JOB_READY);
     assert_int_equal (sgot.n_history, 0);
@@ -384,15 +392,18 @@ test_records_round_trip (void **state)
 
     // all of it after close and open, in the other durability mode too
     store = s_open_mode (fx, ZL_DURABILITY_FSYNC);
-    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 42, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 43, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &bare);
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_put_job (store, 44, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
     zl_store_close (&store);
     store = s_open (fx);
-    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 44, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &job);
     zl_store_close (&store);
 }
@@ -423,16 +434,21 @@ test_nested_batches_commit_and_abort (void **state)
     assert_int_equal (zl_store_put_job (store, 3, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_set_next_id (store, 50), ZL_STORE_OK);
     // the nested batch sees its own writes and the turn's
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     zl_store_sub_abort (store);
     assert_true (zl_store_in_batch (store));
     // only the nested writes went
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_state (store, 2, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_NOT_FOUND);
     // the next one is accepted: its writes join the turn
@@ -441,7 +457,8 @@ test_nested_batches_commit_and_abort (void **state)
     idem.job_id = 4;
     assert_int_equal (zl_store_put_idem (store, "acme", "dup-key", &idem), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     // writes straight in the turn's batch, between nested ones
     assert_int_equal (zl_store_put_state (store, 1, &st), ZL_STORE_OK);
     // a nested batch left open at commit is dropped, the rest committed
@@ -457,15 +474,21 @@ test_nested_batches_commit_and_abort (void **state)
     zl_store_close (&store);
 
     store = s_open (fx);
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_OK);
     assert_int_equal (sgot.state, ZL_JOB_DELAYED);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     s_assert_job_rec (&got, &keyed);
-    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 6, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 5, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 6, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "dup-key", &igot), ZL_STORE_OK);
     assert_int_equal (igot.job_id, 4);
     recovered_t *r = calloc (1, sizeof *r);
@@ -502,9 +525,11 @@ test_uncommitted_batch_is_gone_after_reopen (void **state)
     zl_job_rec_t got;
     zl_state_rec_t sgot;
     zl_idem_rec_t igot;
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     recovered_t *r = calloc (1, sizeof *r);
     s_recover (store, r);
@@ -910,7 +935,8 @@ test_idempotency_windows_by_class_and_prune (void **state)
     store = s_open (fx);
     assert_false (s_has_key (store, "acme", "lib-2", NULL));
     zl_job_rec_t rec;
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &rec),
+                      ZL_STORE_OK);
     // a day later the users' keys go too
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     assert_int_equal (zl_store_prune_idem (store, 1000 + 86400000, &policy, 100), 5);
@@ -1033,8 +1059,10 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (zl_store_commit (store), ZL_STORE_ERROR);
     assert_false (zl_store_in_batch (store));
     f.commit_error = 0;
-    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_idem (store, "acme", "k", &igot), ZL_STORE_NOT_FOUND);
     zl_state_rec_t sgot;
     assert_int_equal (zl_store_get_state (store, 1, fx->arena, &sgot), ZL_STORE_NOT_FOUND);
@@ -1057,7 +1085,8 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (f.commits, 0);
     assert_false (zl_store_in_batch (store));
     for (uint64_t id = 4; id <= 6; id++)
-        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_NOT_FOUND);
 
     // 4. a write of a nested batch fails: its sub_commit fails and drops
     // it; the turn's batch and its other writes commit
@@ -1073,9 +1102,12 @@ test_faults_lose_the_batch (void **state)
     assert_int_equal (zl_store_put_job (store, 9, &job), ZL_STORE_OK);
     assert_int_equal (zl_store_sub_commit (store), ZL_STORE_OK);
     assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 7, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (store, 8, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 9, ZL_PRIORITY_DEFAULT, fx->arena, &got), ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 7, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 8, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 9, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
 
     // 5. a write that finds no room says FULL, and so does its commit
     f.write_error = ENOSPC;

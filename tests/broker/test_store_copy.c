@@ -111,7 +111,8 @@ test_copy_and_verify (void **state)
     for (uint64_t id = 1; id <= JOBS; id++) {
         zl_arena_reset (arena);
         zl_job_rec_t rec;
-        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, arena, &rec),
+                          ZL_STORE_OK);
         char payload[64];
         s_payload (id, payload, sizeof payload);
         assert_int_equal (rec.payload.len, strlen (payload));

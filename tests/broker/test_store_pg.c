@@ -191,7 +191,8 @@ test_fencing_and_takeover (void **state)
     zl_arena_t *arena = zl_arena_new (4096);
     zl_job_rec_t rec;
     assert_int_equal (zl_store_get_job (a, 3, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
-    assert_int_equal (zl_store_get_job (a, 2, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (a, 2, ZL_PRIORITY_DEFAULT, arena, &rec),
+                      ZL_STORE_NOT_FOUND);
     zl_arena_destroy (&arena);
     zl_store_close (&a);
 }
@@ -489,8 +490,10 @@ test_commit_under_way (void **state)
     zl_store_stats (store, &ss);
     assert_int_equal (ss.jobs, 30);
     assert_int_equal (ss.states, 10);
-    assert_int_equal (zl_store_get_job (store, 31, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
-    assert_int_equal (zl_store_get_job (store, 32, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 31, ZL_PRIORITY_DEFAULT, arena, &rec),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 32, ZL_PRIORITY_DEFAULT, arena, &rec),
+                      ZL_STORE_NOT_FOUND);
     assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, arena, &rec), ZL_STORE_OK);
     zl_arena_destroy (&arena);
     zl_store_close (&store);
