@@ -39,4 +39,20 @@ timeout $((seconds + 60)) "$BIN/zlane-bench-latency" --rate "$rate" --seconds "$
     --workers 2 --payload 100 --durability "$durability"
 kill -INT "$bt"
 wait "$bt"
-grep -v "^Attaching\|^$" "$out/trace" | grep -v "^@t[0-9]\|^@phase\|^@prod\|^@io_t\|^@sync_ns\|^@write_ns\|^@n_"
+grep -c "^chain" "$out/trace" | sed 's/^/jobs followed: /'
+grep "^@interrupted" "$out/trace" | sed 's/^@interrupted: /chains interrupted (dropped): /'
+/usr/bin/python3 - "$out/trace" <<'PY'
+import sys
+names = ["a. submit -> broker loop", "b. the Submit handled", "c. its nested commit",
+         "d. the rest of the turn and its commit", "   d: LMDB's writes", "   d: syncs",
+         "e. the replies' flush", "f. flush -> worker I/O thread", "g. worker I/O -> handler",
+         "total"]
+rows = [list(map(int, l.split()[1:])) for l in open(sys.argv[1]) if l.startswith("chain ")]
+if not rows:
+    sys.exit("no job was followed through")
+print("%-40s %8s %8s %8s %8s" % ("hop (us)", "mean", "p50", "p90", "p99"))
+for i, name in enumerate(names):
+    v = sorted(r[i] for r in rows)
+    q = lambda f: v[min(len(v) - 1, int(f * len(v)))]
+    print("%-40s %8.0f %8d %8d %8d" % (name, sum(v) / len(v), q(0.5), q(0.9), q(0.99)))
+PY
