@@ -1383,10 +1383,14 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
         self->work_head = first;
     self->work_tail = last;
     // One wake-up per job, and none when no thread sleeps: a thread that is
-    // not waiting looks at the queue before it does.
-    for (uint32_t i = 0; i < n && i < self->n_waiting; i++)
-        pthread_cond_signal (&self->work_ready);
+    // not waiting looks at the queue before it does. The wake-ups go after
+    // the unlock, so that a woken thread does not wake only to wait for the
+    // lock this thread still holds (a thread woken spuriously in between
+    // finds the queue as it would after them).
+    uint32_t wake = n < self->n_waiting ? n : self->n_waiting;
     pthread_mutex_unlock (&self->lock);
+    for (uint32_t i = 0; i < wake; i++)
+        pthread_cond_signal (&self->work_ready);
 }
 
 /*  Send Ready with our lanes and capacity: 0 once draining (the broker
@@ -1605,8 +1609,10 @@ zl_worker_run (zl_worker_t *self)
         if (atomic_exchange (&self->ckpt_flag, 0)) // handlers saved progress
             for (zl_held_job_t *h = self->held_head; h; h = h->next)
                 s_collect_checkpoint (self, h);
-        if (n > 0 && self->dealer && (items[2].revents & ZMQ_POLLIN))
+        if (n > 0 && self->dealer && (items[2].revents & ZMQ_POLLIN)) {
             s_recv_all (self, now);
+            s_start_jobs (self, now); // a job just received starts before anything else
+        }
     }
 
     // On error, release whatever is still held: queued jobs are taken back
