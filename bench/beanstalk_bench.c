@@ -12,6 +12,14 @@
         memory = no binlog; nosync = -b DIR -F (written, never fsynced: like
         zlane --durability none); binlog = -b DIR (beanstalkd's default: fsync
         at most every 50 ms); fsync = -b DIR -f0 (fsync on every write).
+    zlane-beanstalk-bench latency [--rate R] [--seconds S] [--consumers C]
+                         [--payload B] [--reserve-depth D] [--durability ...]
+        open loop: job i is due at t0 + i/R and carries that due time
+        (CLOCK_MONOTONIC, shared by the processes of one machine) in its
+        first 8 bytes; the producer never waits for an earlier put's answer.
+        C consumers (default depth 1: the blocking reserve) record reserve
+        time - due time, so a producer that falls behind is charged for it.
+        Prints p50/p90/p99/p99.9/max.
     zlane-beanstalk-bench memory [--jobs N] [--payload B]
         puts N jobs with no consumer and reports beanstalkd's RSS per job.
 
@@ -27,10 +35,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -46,6 +56,92 @@ s_now (void)
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int64_t
+s_now_us (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+// ---------------------------------------------------------------- samples
+// The latency run's consumers share these with the producer (an anonymous
+// shared mapping): one sample per job, and an event pipe on which a
+// consumer writes 'r' once connected and 'd' with the last expected sample.
+typedef struct {
+    _Atomic uint64_t n, stored; // slots taken, samples written
+    uint64_t cap;
+    int event_fd;
+    int64_t lat_us[];
+} samples_t;
+
+static samples_t *
+s_samples_new (uint64_t cap, int *events)
+{
+    samples_t *s = mmap (NULL, sizeof *s + cap * sizeof (int64_t), PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int p[2];
+    if (s == MAP_FAILED || pipe (p) != 0)
+        zl_benchproc_die ("cannot share the samples");
+    s->cap = cap;
+    s->event_fd = p[1];
+    *events = p[0];
+    return s;
+}
+
+static void
+s_event (samples_t *s, char ev)
+{
+    if (write (s->event_fd, &ev, 1) != 1)
+        _exit (3);
+}
+
+static void
+s_samples_add (samples_t *s, int64_t us)
+{
+    uint64_t i = atomic_fetch_add (&s->n, 1);
+    if (i < s->cap)
+        s->lat_us[i] = us;
+    if (atomic_fetch_add (&s->stored, 1) + 1 == s->cap)
+        s_event (s, 'd');
+}
+
+// Wait for `count` events `ev`; die on a timeout or when every consumer is gone.
+static void
+s_wait_events (int fd, char ev, int count, int timeout_ms)
+{
+    double deadline = s_now () + timeout_ms / 1000.0;
+    while (count > 0) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)((deadline - s_now ()) * 1000);
+        char c;
+        if (left <= 0 || poll (&p, 1, left) <= 0)
+            zl_benchproc_die ("timed out waiting for the consumers");
+        if (read (fd, &c, 1) != 1)
+            zl_benchproc_die ("the consumers exited early");
+        if (c == ev)
+            count--;
+    }
+}
+
+static int
+s_cmp_i64 (const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The p-th percentile (nearest rank) of sorted samples, in ms.
+static double
+s_pct (const int64_t *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
+    r = r < 1 ? 1 : r > n ? n : r;
+    return (double)v[r - 1] / 1000.0;
 }
 
 // ---------------------------------------------------------------- connection
@@ -102,9 +198,10 @@ s_fill (conn_t *c)
 }
 
 // If a full line (and, for RESERVED/OK, its body) is buffered, copy the
-// line into `line`, set *body_len, consume it all and return 1; else 0.
+// line into `line`, consume it all and return 1; else 0. For a RESERVED
+// body of 8 bytes or more, its first 8 go to *stamp when it is not NULL.
 static int
-s_take_reply (conn_t *c, char *line, size_t cap, size_t *body_len)
+s_take_reply (conn_t *c, char *line, size_t cap, int64_t *stamp)
 {
     char *eol = memmem (c->in, c->in_len, "\r\n", 2);
     if (!eol)
@@ -125,8 +222,8 @@ s_take_reply (conn_t *c, char *line, size_t cap, size_t *body_len)
     size_t copy = ll < cap - 1 ? ll : cap - 1;
     memcpy (line, c->in, copy);
     line[copy] = '\0';
-    if (body_len)
-        *body_len = body;
+    if (stamp && !strncmp (line, "RESERVED ", 9) && body >= sizeof *stamp + 2)
+        memcpy (stamp, c->in + ll + 2, sizeof *stamp);
     // keep the body of an OK (stats) reply after the line for the caller
     if (!strncmp (line, "OK ", 3) && body && cap > copy + 1 + body) {
         line[copy] = '\n';
@@ -226,14 +323,18 @@ s_start_server (const char *path, const char *durability, int *port_out)
 // non-blocking reserves ("reserve-with-timeout 0") kept outstanding, each
 // answer followed by its delete and a new reserve; a round of nothing but
 // TIMED_OUT waits 100 us before asking again. (Blocking reserves cannot be
-// pipelined: a delete queued behind one waits for it.)
+// pipelined: a delete queued behind one waits for it.) With `sm` (the
+// latency run): says 'r' when connected, and records each job's reserve
+// time - the due time in its body.
 static void
-s_consumer (int port, int depth)
+s_consumer (int port, int depth, samples_t *sm)
 {
     conn_t *c = calloc (1, sizeof *c);
     c->fd = s_connect (port);
     if (c->fd < 0)
         _exit (1);
+    if (sm)
+        s_event (sm, 'r');
     const char *reserve = depth > 1 ? "reserve-with-timeout 0\r\n" : "reserve\r\n";
     size_t rl = strlen (reserve);
     size_t cap = (size_t)depth * 64 + 256;
@@ -249,11 +350,13 @@ s_consumer (int port, int depth)
         if (s_fill (c) != 0)
             _exit (0);
         ol = 0;
-        size_t body;
+        int64_t stamp = 0;
         int got = 0, empty = 0;
-        while (s_take_reply (c, line, sizeof line, &body)) {
+        while (s_take_reply (c, line, sizeof line, sm ? &stamp : NULL)) {
             unsigned long long id, bytes;
             if (sscanf (line, "RESERVED %llu %llu", &id, &bytes) == 2) {
+                if (sm)
+                    s_samples_add (sm, s_now_us () - stamp);
                 ol += (size_t)snprintf (out + ol, cap - ol, "delete %llu\r\n%s", id, reserve);
                 got++;
             } else if (!strcmp (line, "TIMED_OUT")) {
@@ -274,127 +377,174 @@ s_consumer (int port, int depth)
     }
 }
 
-// The producer: pipeline `jobs` puts with at most PUT_WINDOW unanswered.
-static void
-s_producer (int port, uint64_t jobs, size_t payload)
+// Read the answers to puts that are there (block: wait for at least one
+// read); how many. Any answer but INSERTED is fatal.
+static uint64_t
+s_read_puts (conn_t *c, int block)
+{
+    struct pollfd p = {c->fd, POLLIN, 0};
+    if (poll (&p, 1, block ? -1 : 0) > 0 && s_fill (c) != 0)
+        zl_benchproc_die ("beanstalkd closed the producer connection");
+    char line[256];
+    uint64_t n = 0;
+    while (s_take_reply (c, line, sizeof line, NULL)) {
+        if (strncmp (line, "INSERTED ", 9) != 0) {
+            fprintf (stderr, "put: %s\n", line);
+            zl_benchproc_die ("a put was refused");
+        }
+        n++;
+    }
+    return n;
+}
+
+static conn_t *
+s_producer_connect (int port)
 {
     conn_t *c = calloc (1, sizeof *c);
     c->fd = s_connect (port);
     if (c->fd < 0)
         zl_benchproc_die ("producer cannot connect");
-    char *body = malloc (payload + 2);
-    memset (body, 'x', payload);
-    memcpy (body + payload, "\r\n", 2);
+    return c;
+}
+
+static void
+s_conn_destroy (conn_t **c_p)
+{
+    close ((*c_p)->fd);
+    free (*c_p);
+    *c_p = NULL;
+}
+
+// One put command ("put ...\r\n" + payload + "\r\n"); its length in *len.
+static char *
+s_put_command (size_t payload, size_t *len)
+{
     char head[64];
-    int hl = snprintf (head, sizeof head, "put 0 0 60 %zu\r\n", payload);
-    size_t one = (size_t)hl + payload + 2;
+    size_t hl = (size_t)snprintf (head, sizeof head, "put 0 0 60 %zu\r\n", payload);
+    char *put = malloc (hl + payload + 2);
+    memcpy (put, head, hl);
+    memset (put + hl, 'x', payload);
+    memcpy (put + hl + payload, "\r\n", 2);
+    *len = hl + payload + 2;
+    return put;
+}
+
+// The producer: pipeline `jobs` puts with at most PUT_WINDOW unanswered.
+static void
+s_producer (int port, uint64_t jobs, size_t payload)
+{
+    conn_t *c = s_producer_connect (port);
+    size_t one;
+    char *put = s_put_command (payload, &one);
     size_t cap = one * 256;
     char *out = malloc (cap);
     uint64_t sent = 0, answered = 0;
-    char line[256];
     while (answered < jobs) {
         size_t ol = 0;
         while (sent < jobs && sent - answered < PUT_WINDOW && ol + one <= cap) {
-            memcpy (out + ol, head, (size_t)hl);
-            memcpy (out + ol + hl, body, payload + 2);
+            memcpy (out + ol, put, one);
             ol += one;
             sent++;
         }
         if (ol)
             s_write_all (c->fd, out, ol);
         // read what is there; block only when the window is full or all sent
-        struct pollfd p = {c->fd, POLLIN, 0};
-        int must = sent == jobs || sent - answered >= PUT_WINDOW;
-        if (poll (&p, 1, must ? -1 : 0) > 0 && s_fill (c) != 0)
-            zl_benchproc_die ("beanstalkd closed the producer connection");
-        while (s_take_reply (c, line, sizeof line, NULL)) {
-            if (strncmp (line, "INSERTED ", 9) != 0) {
-                fprintf (stderr, "put: %s\n", line);
-                zl_benchproc_die ("a put was refused");
-            }
-            answered++;
-        }
+        answered += s_read_puts (c, sent == jobs || sent - answered >= PUT_WINDOW);
     }
     free (out);
-    free (body);
-    close (c->fd);
-    free (c);
+    free (put);
+    s_conn_destroy (&c);
 }
 
-int
-main (int argc, char **argv)
+static void
+s_sleep_until (int64_t due_us)
 {
-    if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
-        printf ("usage: zlane-beanstalk-bench throughput|memory [--jobs N] [--consumers C]\n"
-                "       [--payload BYTES] [--reserve-depth D]\n"
-                "       [--durability memory|nosync|binlog|fsync]\n"
-                "       [--beanstalkd PATH]\n");
-        return argc < 2 ? 2 : 0;
-    }
-    const char *mode = argv[1], *durability = "memory", *server = "beanstalkd";
-    uint64_t jobs = 100000;
-    int consumers = 2, depth = 64;
-    size_t payload = 100;
-    for (int i = 2; i < argc; i++) {
-        if (i + 1 >= argc)
-            zl_benchproc_die ("every option takes a value");
-        if (!strcmp (argv[i], "--jobs"))
-            jobs = strtoull (argv[++i], NULL, 10);
-        else if (!strcmp (argv[i], "--consumers"))
-            consumers = atoi (argv[++i]);
-        else if (!strcmp (argv[i], "--payload"))
-            payload = (size_t)atoi (argv[++i]);
-        else if (!strcmp (argv[i], "--durability"))
-            durability = argv[++i];
-        else if (!strcmp (argv[i], "--reserve-depth"))
-            depth = atoi (argv[++i]);
-        else if (!strcmp (argv[i], "--beanstalkd"))
-            server = argv[++i];
-        else
-            zl_benchproc_die ("unknown option");
-    }
-    if (!jobs || consumers < 1 || consumers > MAX_PROCS - 2 || payload < 1 || depth < 1 ||
-        depth > 4096)
-        zl_benchproc_die ("bad numbers");
-    zl_benchproc_init ("zlane-beanstalk-bench", "zlane-beanstalk");
-    signal (SIGPIPE, SIG_IGN);
-    int port;
-    pid_t srv = s_start_server (server, durability, &port);
+    struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
+    while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
 
-    if (!strcmp (mode, "memory")) {
-        uint64_t rss0 = zl_benchproc_rss (srv, NULL, NULL);
-        double t0 = s_now ();
-        s_producer (port, jobs, payload);
-        double secs = s_now () - t0;
-        uint64_t rss1 = zl_benchproc_rss (srv, NULL, NULL);
-        printf ("beanstalkd memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s "
-                "(%.0f jobs/s); RSS %.1f MiB -> %.1f MiB = %.0f bytes/job\n",
-                durability, jobs, payload, secs, (double)jobs / secs, rss0 / 1048576.0,
-                rss1 / 1048576.0, (double)(rss1 - rss0) / (double)jobs);
-        return 0;
+// The latency run's producer: job i is put at t0 + i/rate with that due
+// time (µs) in its body's first 8 bytes, whatever the earlier puts' answers
+// (read as they come). Returns how many puts were more than 1 ms late.
+static uint64_t
+s_paced_producer (int port, double rate, uint64_t jobs, size_t payload)
+{
+    conn_t *c = s_producer_connect (port);
+    size_t one;
+    char *put = s_put_command (payload, &one);
+    char *stamp = put + one - payload - 2;
+    int64_t t0 = s_now_us () + 10000;
+    uint64_t late = 0, answered = 0;
+    for (uint64_t i = 0; i < jobs; i++) {
+        int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
+        s_sleep_until (due);
+        if (s_now_us () - due > 1000)
+            late++;
+        memcpy (stamp, &due, sizeof due);
+        s_write_all (c->fd, put, one);
+        answered += s_read_puts (c, 0);
     }
-    if (strcmp (mode, "throughput") != 0)
-        zl_benchproc_die ("unknown mode (throughput, memory)");
-    for (int i = 0; i < consumers; i++) {
+    while (answered < jobs)
+        answered += s_read_puts (c, 1);
+    free (put);
+    s_conn_destroy (&c);
+    return late;
+}
+
+typedef struct {
+    const char *mode, *durability, *server;
+    uint64_t jobs;
+    int consumers, depth;
+    size_t payload;
+    double rate, seconds;
+} opts_t;
+
+// Fork the consumers (killed at exit); sm: the latency run's samples.
+static void
+s_start_consumers (int port, const opts_t *o, samples_t *sm)
+{
+    for (int i = 0; i < o->consumers; i++) {
         pid_t pid = fork ();
         if (pid == 0) {
             zl_benchproc_forget (); // the parent cleans up
-            s_consumer (port, depth);
+            s_consumer (port, o->depth, sm);
             _exit (0);
         }
         if (pid < 0)
             zl_benchproc_die ("fork failed");
         zl_benchproc_adopt (pid);
     }
+}
+
+static int
+s_memory (int port, pid_t srv, const opts_t *o)
+{
+    uint64_t rss0 = zl_benchproc_rss (srv, NULL, NULL);
+    double t0 = s_now ();
+    s_producer (port, o->jobs, o->payload);
+    double secs = s_now () - t0;
+    uint64_t rss1 = zl_benchproc_rss (srv, NULL, NULL);
+    printf ("beanstalkd memory durability=%s jobs=%" PRIu64 " payload=%zu: queued in %.2f s "
+            "(%.0f jobs/s); RSS %.1f MiB -> %.1f MiB = %.0f bytes/job\n",
+            o->durability, o->jobs, o->payload, secs, (double)o->jobs / secs, rss0 / 1048576.0,
+            rss1 / 1048576.0, (double)(rss1 - rss0) / (double)o->jobs);
+    return 0;
+}
+
+static int
+s_throughput (int port, const opts_t *o)
+{
+    s_start_consumers (port, o, NULL);
     conn_t *mon = calloc (1, sizeof *mon);
     mon->fd = s_connect (port);
     if (mon->fd < 0)
         zl_benchproc_die ("cannot connect the monitor");
     double t0 = s_now ();
-    s_producer (port, jobs, payload);
+    s_producer (port, o->jobs, o->payload);
     double t_put = s_now ();
     long long deleted;
-    while ((deleted = s_stat (mon, "cmd-delete")) < (long long)jobs) {
+    while ((deleted = s_stat (mon, "cmd-delete")) < (long long)o->jobs) {
         if (deleted < 0)
             zl_benchproc_die ("no cmd-delete in stats");
         if (s_now () - t0 > 600)
@@ -404,6 +554,91 @@ main (int argc, char **argv)
     double secs = s_now () - t0;
     printf ("beanstalkd throughput durability=%s jobs=%" PRIu64 " producers=1 consumers=%d "
             "reserve-depth=%d payload=%zu: %.2f s, %.0f jobs/s (puts done in %.2f s)\n",
-            durability, jobs, consumers, depth, payload, secs, (double)jobs / secs, t_put - t0);
+            o->durability, o->jobs, o->consumers, o->depth, o->payload, secs,
+            (double)o->jobs / secs, t_put - t0);
     return 0;
+}
+
+static int
+s_latency (int port, const opts_t *o)
+{
+    uint64_t jobs = (uint64_t)(o->rate * o->seconds);
+    int events;
+    samples_t *sm = s_samples_new (jobs, &events);
+    s_start_consumers (port, o, sm);
+    close (sm->event_fd); // the read end sees EOF when every consumer is gone
+    s_wait_events (events, 'r', o->consumers, 10000);
+    double t0 = s_now ();
+    uint64_t late = s_paced_producer (port, o->rate, jobs, o->payload);
+    double sent_s = s_now () - t0;
+    s_wait_events (events, 'd', 1, 60000);
+    int64_t *lat = sm->lat_us;
+    qsort (lat, jobs, sizeof *lat, s_cmp_i64);
+    printf ("beanstalkd latency durability=%s rate=%.0f/s jobs=%" PRIu64 " consumers=%d "
+            "reserve-depth=%d payload=%zu: put->reserve p50 %.2f ms p90 %.2f ms p99 %.2f ms "
+            "p99.9 %.2f ms max %.2f ms (%" PRIu64 " samples, sent in %.2f s, %" PRIu64
+            " sends >1 ms late)\n",
+            o->durability, o->rate, jobs, o->consumers, o->depth, o->payload, s_pct (lat, jobs, 50),
+            s_pct (lat, jobs, 90), s_pct (lat, jobs, 99), s_pct (lat, jobs, 99.9),
+            (double)lat[jobs - 1] / 1000.0, jobs, sent_s, late);
+    return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
+        printf ("usage: zlane-beanstalk-bench throughput|latency|memory [--jobs N]\n"
+                "       [--consumers C] [--payload BYTES] [--reserve-depth D]\n"
+                "       [--rate R] [--seconds S] [--durability memory|nosync|binlog|fsync]\n"
+                "       [--beanstalkd PATH]\n");
+        return argc < 2 ? 2 : 0;
+    }
+    opts_t o = {.mode = argv[1],
+                .durability = "memory",
+                .server = "beanstalkd",
+                .jobs = 100000,
+                .consumers = 2,
+                .depth = 0,
+                .payload = 100,
+                .rate = 1000,
+                .seconds = 5};
+    for (int i = 2; i < argc; i++) {
+        if (i + 1 >= argc)
+            zl_benchproc_die ("every option takes a value");
+        if (!strcmp (argv[i], "--jobs"))
+            o.jobs = strtoull (argv[++i], NULL, 10);
+        else if (!strcmp (argv[i], "--consumers"))
+            o.consumers = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--payload"))
+            o.payload = (size_t)atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--durability"))
+            o.durability = argv[++i];
+        else if (!strcmp (argv[i], "--reserve-depth"))
+            o.depth = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--rate"))
+            o.rate = atof (argv[++i]);
+        else if (!strcmp (argv[i], "--seconds"))
+            o.seconds = atof (argv[++i]);
+        else if (!strcmp (argv[i], "--beanstalkd"))
+            o.server = argv[++i];
+        else
+            zl_benchproc_die ("unknown option");
+    }
+    int latency = !strcmp (o.mode, "latency");
+    if (!o.depth)
+        o.depth = latency ? 1 : 64; // latency: the blocking reserve, no 100 us polls
+    if (!o.jobs || o.consumers < 1 || o.consumers > MAX_PROCS - 2 || o.payload < 1 || o.depth < 1 ||
+        o.depth > 4096 || o.rate <= 0 || o.seconds <= 0 ||
+        (latency && (o.payload < sizeof (int64_t) || o.rate * o.seconds < 1)))
+        zl_benchproc_die ("bad numbers");
+    if (!latency && strcmp (o.mode, "throughput") != 0 && strcmp (o.mode, "memory") != 0)
+        zl_benchproc_die ("unknown mode (throughput, latency, memory)");
+    zl_benchproc_init ("zlane-beanstalk-bench", "zlane-beanstalk");
+    signal (SIGPIPE, SIG_IGN);
+    int port;
+    pid_t srv = s_start_server (o.server, o.durability, &port);
+    if (!strcmp (o.mode, "memory"))
+        return s_memory (port, srv, &o);
+    return latency ? s_latency (port, &o) : s_throughput (port, &o);
 }

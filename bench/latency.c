@@ -1,9 +1,12 @@
 /*  zlane-bench-latency: submit-to-start latency at a fixed offered rate.
 
     zlane-bench-latency [--rate R] [--seconds S] [--workers W] [--payload B]
-                        [--durability fsync|none]
+                        [--durability fsync|none] [--prefetch P]
         starts a broker and W worker processes (library workers, no-op
-        handler, 4 slots each, no prefetch), then one producer submits R jobs
+        handler, 4 slots each, prefetch P, default 0: the broker keeps 4 + P
+        jobs in flight to each; a slot comes back when the broker has the
+        job's Ack, a commit later, so with 0 two workers run out of slots
+        at about 5,000 jobs/s with fsync), then one producer submits R jobs
         per second for S seconds on an open-loop schedule: job i is due at
         t0 + i/R and carries that due time (CLOCK_MONOTONIC, shared by the
         processes of one machine). Each handler records now - due when it
@@ -77,11 +80,14 @@ static int
 s_cmd_worker (int argc, char **argv)
 {
     const char *endpoint = NULL, *out = NULL;
+    uint32_t prefetch = 0;
     for (int i = 0; i + 1 < argc; i++) {
         if (!strcmp (argv[i], "--broker"))
             endpoint = argv[++i];
         else if (!strcmp (argv[i], "--out"))
             out = argv[++i];
+        else if (!strcmp (argv[i], "--prefetch"))
+            prefetch = (uint32_t)atoi (argv[++i]);
     }
     if (!endpoint || !out)
         zl_benchproc_die ("worker: --broker EP --out FILE");
@@ -92,7 +98,7 @@ s_cmd_worker (int argc, char **argv)
     opts.lanes = lanes;
     opts.n_lanes = 1;
     opts.concurrency = WORKER_SLOTS;
-    opts.prefetch = 0;
+    opts.prefetch = prefetch;
     opts.drain_ms = 1000;
     opts.handler = s_handler;
     s_worker = zl_worker_new (&opts);
@@ -139,13 +145,14 @@ main (int argc, char **argv)
     if (argc >= 2 && !strcmp (argv[1], "worker"))
         return s_cmd_worker (argc - 2, argv + 2);
     double rate = 1000, seconds = 5;
-    int workers = 2;
+    int workers = 2, prefetch = 0;
     size_t payload = 100;
     const char *durability = "fsync";
     for (int i = 1; i < argc; i++) {
         if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h")) {
             printf ("usage: zlane-bench-latency [--rate R] [--seconds S] [--workers W]\n"
-                    "                           [--payload BYTES] [--durability fsync|none]\n");
+                    "                           [--payload BYTES] [--durability fsync|none]\n"
+                    "                           [--prefetch P]\n");
             return 0;
         }
         if (i + 1 >= argc)
@@ -160,10 +167,13 @@ main (int argc, char **argv)
             payload = (size_t)atoi (argv[++i]);
         else if (!strcmp (argv[i], "--durability"))
             durability = argv[++i];
+        else if (!strcmp (argv[i], "--prefetch"))
+            prefetch = atoi (argv[++i]);
         else
             zl_benchproc_die ("unknown option");
     }
-    if (rate <= 0 || seconds <= 0 || workers < 1 || workers > MAX_PROCS - 2)
+    if (rate <= 0 || seconds <= 0 || workers < 1 || workers > MAX_PROCS - 2 || prefetch < 0 ||
+        prefetch > 100000)
         zl_benchproc_die ("bad numbers");
     if (payload < sizeof (int64_t))
         payload = sizeof (int64_t);
@@ -185,7 +195,10 @@ main (int argc, char **argv)
     for (int w = 0; w < workers; w++) {
         snprintf (outs[w], sizeof outs[w], "%s/lat%d", zl_benchproc_tmp (), w);
         snprintf (log, sizeof log, "%s/worker%d.log", zl_benchproc_tmp (), w);
-        char *wargv[] = {bin, "worker", "--broker", (char *)backend, "--out", outs[w], NULL};
+        char pf[16];
+        snprintf (pf, sizeof pf, "%d", prefetch);
+        char *wargv[] = {bin,          "worker", "--broker", (char *)backend, "--out", outs[w],
+                         "--prefetch", pf,       NULL};
         wpids[w] = zl_benchproc_spawn (wargv, log);
     }
     zl_benchbroker_wait (broker, "workers_ready", workers, 10000);
@@ -248,12 +261,13 @@ main (int argc, char **argv)
     }
     qsort (lat, n, sizeof *lat, s_cmp_i64);
     double offered_s = (double)(t_sent - t0) / 1e6;
-    printf ("latency durability=%s rate=%.0f/s jobs=%" PRIu64 " workers=%d payload=%zu: "
+    printf ("latency durability=%s rate=%.0f/s jobs=%" PRIu64
+            " workers=%d prefetch=%d payload=%zu: "
             "submit->start p50 %.2f ms p90 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms "
             "(%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
-            durability, rate, jobs, workers, payload, s_pct (lat, n, 50), s_pct (lat, n, 90),
-            s_pct (lat, n, 99), s_pct (lat, n, 99.9), n ? (double)lat[n - 1] / 1000.0 : 0.0, n,
-            offered_s, late);
+            durability, rate, jobs, workers, prefetch, payload, s_pct (lat, n, 50),
+            s_pct (lat, n, 90), s_pct (lat, n, 99), s_pct (lat, n, 99.9),
+            n ? (double)lat[n - 1] / 1000.0 : 0.0, n, offered_s, late);
     free (lat);
     zl_benchbroker_destroy (&broker);
     return n == jobs ? 0 : 1;

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # bench/run-bench.sh: zlane's throughput, latency and memory benchmarks in both
-# durability modes, and the same throughput workload against beanstalkd, as
-# one table. Called by `make bench`; builds nothing (the binaries must be in
-# $ZLANE_BIN, default build/bin). Installs beanstalkd with apt-get when it is
-# missing and we are root; otherwise its rows are skipped.
+# durability modes, and the same workloads against beanstalkd and RabbitMQ,
+# as one table with zlane's ratios to each. Called by `make bench`. Builds
+# nothing (the binaries must be in $ZLANE_BIN, default build/bin) but
+# zlane-rabbitmq-bench when this run had to install librabbitmq-dev (CMake
+# leaves that target out without it). Installs beanstalkd, and rabbitmq-server
+# with librabbitmq-dev, with apt-get when they are missing and we are root;
+# otherwise their rows are skipped. Every server is the bench programs' own,
+# on free loopback ports, stopped by PID.
 #
 # Writes the table to stdout and into bench/RESULTS.md (its "bench" section;
 # the rest of the file is kept).
 #
-# env: ZLANE_BIN, JOBS (100000), MEM_JOBS (1000000), LAT_RATE (1000),
+# env: ZLANE_BIN, JOBS (100000), MEM_JOBS (1000000), RMQ_MEM_JOBS (MEM_JOBS:
+#      RabbitMQ takes about a minute for them), LAT_RATES ("1000 5000"),
 #      LAT_SECONDS (5), BS_FSYNC_JOBS (2000), REPEAT (3: throughput runs, the
-#      best is kept), RESULTS (bench/RESULTS.md)
+#      best is kept), RABBITMQ_BENCH (1; 0 skips RabbitMQ), RESULTS
+#      (bench/RESULTS.md)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -19,7 +25,8 @@ BIN=$(cd "$BIN" 2>/dev/null && pwd) || { echo "no binaries in ${ZLANE_BIN:-build
 RESULTS=${RESULTS:-$HERE/RESULTS.md}
 JOBS=${JOBS:-100000}
 MEM_JOBS=${MEM_JOBS:-1000000}
-LAT_RATE=${LAT_RATE:-1000}
+RMQ_MEM_JOBS=${RMQ_MEM_JOBS:-$MEM_JOBS}
+LAT_RATES=${LAT_RATES:-1000 5000}
 LAT_SECONDS=${LAT_SECONDS:-5}
 BS_FSYNC_JOBS=${BS_FSYNC_JOBS:-2000}
 REPEAT=${REPEAT:-3}
@@ -28,18 +35,53 @@ for b in zlane-bench zlane-bench-latency zlane-bench-sched zlane-beanstalk-bench
 done
 source "$HERE/experiments/machine.sh"
 
+# apt_install PACKAGE...: quietly, with an apt-get update if the first try fails
+apt_install () {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 &&
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1; }
+}
+
 # beanstalkd: the Debian package
 BEANSTALKD=$(command -v beanstalkd || true)
 if [ -z "$BEANSTALKD" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing beanstalkd (apt-get)..." >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null 2>&1 ||
-        { apt-get update -qq >/dev/null 2>&1 &&
-          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq beanstalkd >/dev/null 2>&1; }
+    apt_install beanstalkd
     # the package's service is not needed: we start our own on a free port
     systemctl disable --now beanstalkd >/dev/null 2>&1 || true
     BEANSTALKD=$(command -v beanstalkd || true)
 fi
 [ -n "$BEANSTALKD" ] || echo "beanstalkd not found (not root, or apt-get failed): its rows are skipped" >&2
+
+# RabbitMQ: Debian's rabbitmq-server, and librabbitmq-dev for zlane-rabbitmq-bench
+RABBITMQ_SERVER=/usr/sbin/rabbitmq-server
+RMQ=$BIN/zlane-rabbitmq-bench
+if [ "${RABBITMQ_BENCH:-1}" != 0 ] && { [ ! -x "$RABBITMQ_SERVER" ] || ! pkg-config --exists librabbitmq; } &&
+   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    # an epmd (Erlang's port mapper) running now, or an Erlang installed before, is someone else's
+    epmd_before=$(pidof epmd || true)
+    erlang_before=$(dpkg-query -W -f='${Status}' erlang-base 2>/dev/null | grep -c "install ok installed")
+    echo "installing rabbitmq-server and librabbitmq-dev (apt-get)..." >&2
+    apt_install rabbitmq-server librabbitmq-dev
+    # the package's node is not needed: the bench starts its own (and its own epmd) on free ports
+    systemctl disable --now rabbitmq-server >/dev/null 2>&1 || true
+    if [ -z "$epmd_before" ] && [ "$erlang_before" = 0 ]; then
+        systemctl disable --now epmd.socket epmd.service >/dev/null 2>&1 || true
+        for pid in $(pidof epmd); do kill "$pid"; done
+    fi
+    # installed after `make build`: build the one target that needs it
+    if [ ! -x "$RMQ" ] && [ -f "$BIN/../CMakeCache.txt" ] && pkg-config --exists librabbitmq; then
+        echo "building zlane-rabbitmq-bench..." >&2
+        { cmake "$BIN/.." && cmake --build "$BIN/.." --target zlane-rabbitmq-bench; } >/dev/null 2>&1 ||
+            echo "building zlane-rabbitmq-bench failed" >&2
+    fi
+fi
+if [ "${RABBITMQ_BENCH:-1}" = 0 ]; then
+    RMQ=
+elif [ ! -x "$RABBITMQ_SERVER" ] || [ ! -x "$RMQ" ]; then
+    echo "RabbitMQ or $RMQ missing (not root, apt-get failed, or built without librabbitmq-dev): its rows are skipped" >&2
+    RMQ=
+fi
 
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/zlane-benchrun.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
@@ -67,10 +109,19 @@ best () {
     done
     CMDS+=("$name|$(printf '%q ' "$@" | sed "s|$BIN/||g; s/ $//")|(best of $n)")
 }
-jobs_s () { sed -n 's/.* \([0-9][0-9]*\) jobs\/s.*/\1/p' "$OUT/$1" | head -1; }
-bytes_job () { sed -n 's/.*= \([0-9][0-9]*\) bytes\/job.*/\1/p' "$OUT/$1" | head -1; }
-lat () { sed -n "s/.* $2 \([0-9.]*\) ms.*/\1/p" "$OUT/$1" | head -1; }
-ratio () { [ -n "$1" ] && [ -n "$2" ] && [ "$2" != 0 ] && printf '%.2f' "$(calc "$1 / $2")" || printf 'n/a'; }
+# best_runs NAME N CMD...: CMD --runs N (N runs on one server: RabbitMQ takes
+# longer to start than a run), keeping the line with the most jobs/s
+best_runs () {
+    local name=$1 n=$2; shift 2
+    run "$name.1" "$@" --runs "$n"
+    awk 'match($0, / [0-9]+ jobs\/s/) { v = substr($0, RSTART + 1, RLENGTH - 8) + 0; if (v > b) { b = v; l = $0 } }
+         END { if (l != "") print l }' "$OUT/$name.1" >"$OUT/$name"
+    CMDS+=("$name|$(printf '%q ' "$@" --runs "$n" | sed "s|$BIN/||g; s/ $//")|(the best of its $n runs)")
+}
+jobs_s () { sed -n 's/.* \([0-9][0-9]*\) jobs\/s.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
+bytes_job () { sed -n 's/.*= \([0-9][0-9]*\) bytes\/job.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
+lat () { sed -n "s/.* $2 \([0-9.]*\) ms.*/\1/p" "$OUT/$1" 2>/dev/null | head -1; }
+ratio () { [ -n "$1" ] && [ -n "$2" ] && [ "$2" != 0 ] && awk -v r="$(calc "$1 / $2")" 'BEGIN { if (r < 0.005) printf "<0.01"; else printf "%.2f", r }' || printf 'n/a'; }
 
 for d in none fsync; do
     for p in 1 2; do
@@ -82,8 +133,12 @@ for d in none fsync; do
         --payload 100 --durability "$d" --priorities 1
     best "thr-$d-keys" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --workers 2 \
         --payload 100 --durability "$d" --ordering-keys 10000
-    run "lat-$d" "$BIN/zlane-bench-latency" --rate "$LAT_RATE" --seconds "$LAT_SECONDS" \
-        --workers 2 --payload 100 --durability "$d"
+    for r in $LAT_RATES; do
+        # a window of 200 jobs per worker (4 running + 196 prefetched), as
+        # RabbitMQ's consumers get with basic.qos 200
+        run "lat-$d-$r" "$BIN/zlane-bench-latency" --rate "$r" --seconds "$LAT_SECONDS" \
+            --workers 2 --payload 100 --durability "$d" --prefetch 196
+    done
     run "mem-$d" "$BIN/zlane-bench" memory --jobs "$MEM_JOBS" --payload 100 --durability "$d"
 done
 if [ -n "$BEANSTALKD" ]; then
@@ -97,6 +152,23 @@ if [ -n "$BEANSTALKD" ]; then
     run bs-fsync "${BS[@]}" throughput --jobs "$BS_FSYNC_JOBS" --consumers 2 --payload 100 \
         --durability fsync --beanstalkd "$BEANSTALKD"
     run bs-mem "${BS[@]}" memory --jobs "$MEM_JOBS" --payload 100 --beanstalkd "$BEANSTALKD"
+    for d in memory fsync; do
+        for r in $LAT_RATES; do
+            run "bs-lat-$d-$r" "${BS[@]}" latency --rate "$r" --seconds "$LAT_SECONDS" --consumers 2 \
+                --payload 100 --durability "$d" --beanstalkd "$BEANSTALKD"
+        done
+    done
+fi
+if [ -n "$RMQ" ]; then
+    for d in transient durable; do
+        best_runs "rmq-thr-$d" "$REPEAT" "$RMQ" throughput --jobs "$JOBS" --consumers 2 --payload 100 \
+            --durability "$d" --rabbitmq-server "$RABBITMQ_SERVER"
+        for r in $LAT_RATES; do
+            run "rmq-lat-$d-$r" "$RMQ" latency --rate "$r" --seconds "$LAT_SECONDS" --consumers 2 \
+                --payload 100 --durability "$d" --rabbitmq-server "$RABBITMQ_SERVER"
+        done
+    done
+    run rmq-mem "$RMQ" memory --jobs "$RMQ_MEM_JOBS" --payload 100 --rabbitmq-server "$RABBITMQ_SERVER"
 fi
 # fairness at scale: the broker's dispatch rate with 10,000 tenants backlogged vs
 # one (best of 3 inside), and the scheduler's own cost per dispatch
@@ -104,19 +176,38 @@ run sched-full "$BIN/zlane-bench-sched" --full --tenants 10000 --rounds 3
 run sched-inproc "$BIN/zlane-bench-sched" --tenants 10000 --seconds 0.3 --rounds 2
 T_END=$(date +%s)
 
+# row LABEL ZLANE_NONE ZLANE_FSYNC BS_MEMORY BS_FSYNC RMQ_TRANSIENT RMQ_DURABLE:
+# the values and zlane's ratios (none to the peers that keep nothing on disk,
+# fsync to the ones that sync before they answer)
+row () {
+    echo "| $1 | ${2:-n/a} | ${3:-n/a} | ${4:-n/a} | ${5:-n/a} | ${6:-n/a} | ${7:-n/a} |" \
+         "$(ratio "$2" "$4") | $(ratio "$3" "$5") | $(ratio "$2" "$6") | $(ratio "$3" "$7") |"
+}
+
 table () {
-    echo "| measure (100-byte jobs, loopback) | zlane none | zlane fsync | beanstalkd | zlane / beanstalkd |"
-    echo "|---|---:|---:|---:|---|"
-    local bm bn bb bf zn zf
-    bm=$(jobs_s bs-memory 2>/dev/null); bn=$(jobs_s bs-nosync 2>/dev/null)
-    bb=$(jobs_s bs-binlog 2>/dev/null); bf=$(jobs_s bs-fsync 2>/dev/null)
-    zn=$(jobs_s thr-none-1); zf=$(jobs_s thr-fsync-1)
-    echo "| throughput, 1 producer x 2 workers (jobs/s, submit to ack, best of $REPEAT) | $zn | $zf | in-memory ${bm:-n/a} · -b -F ${bn:-n/a} · -b (-f50) ${bb:-n/a} · -b -f0 ${bf:-n/a} | none / in-memory $(ratio "$zn" "$bm") · none / -b -F $(ratio "$zn" "$bn") · fsync / -b -f0 $(ratio "$zf" "$bf") · fsync / -b -f50 $(ratio "$zf" "$bb") |"
-    echo "| throughput, 2 producers x 2 workers (jobs/s) | $(jobs_s thr-none-2) | $(jobs_s thr-fsync-2) | | |"
-    echo "| submit-to-start latency at $LAT_RATE jobs/s offered, p50 / p99 / p99.9 (ms) | $(lat lat-none p50) / $(lat lat-none p99) / $(lat lat-none p99.9) | $(lat lat-fsync p50) / $(lat lat-fsync p99) / $(lat lat-fsync p99.9) | | |"
-    local bmem
-    bmem=$(bytes_job bs-mem 2>/dev/null)
-    echo "| memory: RSS per queued job, $MEM_JOBS jobs queued (bytes) | $(bytes_job mem-none) | $(bytes_job mem-fsync) | in-memory ${bmem:-n/a} | none/in-memory $(ratio "$(bytes_job mem-none)" "$bmem") |"
+    echo "| measure (100-byte jobs, loopback) | zlane none | zlane fsync | beanstalkd in-memory | beanstalkd fsync (-b -f0) | RabbitMQ transient | RabbitMQ durable + confirms | none / beanstalkd in-memory | fsync / beanstalkd fsync | none / RabbitMQ transient | fsync / RabbitMQ durable |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    local r p queued
+    row "throughput, 1 producer x 2 workers (jobs/s, submit to ack, best of $REPEAT)" \
+        "$(jobs_s thr-none-1)" "$(jobs_s thr-fsync-1)" "$(jobs_s bs-memory)" "$(jobs_s bs-fsync)" \
+        "$(jobs_s rmq-thr-transient)" "$(jobs_s rmq-thr-durable)"
+    echo "| throughput, 2 producers x 2 workers (jobs/s) | $(jobs_s thr-none-2) | $(jobs_s thr-fsync-2) | | | | | | | | |"
+    for r in $LAT_RATES; do
+        for p in p50 p99 p99.9; do
+            row "latency $p at $r jobs/s offered (ms, open loop)" \
+                "$(lat "lat-none-$r" $p)" "$(lat "lat-fsync-$r" $p)" "$(lat "bs-lat-memory-$r" $p)" \
+                "$(lat "bs-lat-fsync-$r" $p)" "$(lat "rmq-lat-transient-$r" $p)" "$(lat "rmq-lat-durable-$r" $p)"
+        done
+    done
+    queued="$MEM_JOBS queued"
+    [ "$RMQ_MEM_JOBS" = "$MEM_JOBS" ] || queued="$queued, RabbitMQ $RMQ_MEM_JOBS"
+    row "memory: RSS per queued job (bytes; $queued)" \
+        "$(bytes_job mem-none)" "$(bytes_job mem-fsync)" "$(bytes_job bs-mem)" "" "" "$(bytes_job rmq-mem)"
+    echo
+    echo "Ratios are zlane / the peer: for throughput above 1 means zlane is faster; for latency and"
+    echo "memory below 1 means zlane is faster or smaller. beanstalkd's other binlog modes, throughput:"
+    echo "-b -F $(jobs_s bs-nosync) jobs/s (none / it $(ratio "$(jobs_s thr-none-1)" "$(jobs_s bs-nosync)")), -b (-f50)" \
+         "$(jobs_s bs-binlog) jobs/s (fsync / it $(ratio "$(jobs_s thr-fsync-1)" "$(jobs_s bs-binlog)"))."
 }
 
 # sched_row LABEL: "1 tenant/s | many/s | ratio" from the --full output
@@ -169,8 +260,20 @@ section () {
     echo "The beanstalkd client (bench/beanstalk_bench.c) pipelines puts (1024 unanswered) and keeps 64"
     echo "non-blocking reserves outstanding per consumer, so both systems batch on the wire."
     echo "beanstalkd -f0 runs $BS_FSYNC_JOBS jobs, not $JOBS: at one fsync per put and per delete it would"
-    echo "take minutes. Latency is measured from each job's scheduled submit time (open loop), so a"
-    echo "producer that falls behind is charged for it."
+    echo "take minutes; offered more jobs/s than that row, its latency is the backlog's, growing for the"
+    echo "whole run. RabbitMQ (bench/rabbitmq_bench.c, librabbitmq) runs a node of its own (and its own"
+    echo "epmd) per command on free loopback ports: one classic queue; transient = non-durable queue and"
+    echo "transient messages, no confirms; durable = durable queue, persistent messages and publisher"
+    echo "confirms (1000 unconfirmed at most). Its 2 consumers take basic.qos 200 and ack each message"
+    echo "after receiving it (acks of messages already buffered go as one multiple ack). Its memory row"
+    echo "is beam.smp's RSS growth with $RMQ_MEM_JOBS persistent messages queued (the lowest reading"
+    echo "of the 3 s after); RabbitMQ moves the messages of a long queue out of memory, so the figure"
+    echo "falls as the queue grows. Latency is measured from each job's scheduled submit time (open"
+    echo "loop), so a producer that falls behind is charged for it: zlane to the handler's start,"
+    echo "beanstalkd to the reserve, RabbitMQ to the consumer's receipt. zlane-bench-latency's 2 workers"
+    echo "run 4 jobs at a time each with 196 prefetched, a window of 200 like RabbitMQ's consumers"
+    echo "(without prefetch, each of the 8 slots must turn over, its ack committed, within 1.6 ms at"
+    echo "5000 jobs/s: with fsync that is at the edge of a 2-core VM, see issue 18, item 4)."
     echo
     echo "Commands (binaries in \`${ZLANE_BIN:-build/bin}\`, run from the repository root):"
     echo
@@ -186,8 +289,12 @@ section () {
     echo '```'
     local f
     for f in thr-none-1 thr-none-2 thr-fsync-1 thr-fsync-2 thr-none-prio thr-none-keys \
-             thr-fsync-prio thr-fsync-keys lat-none lat-fsync mem-none mem-fsync \
-             bs-memory bs-nosync bs-binlog bs-fsync bs-mem sched-full sched-inproc; do
+             thr-fsync-prio thr-fsync-keys $(for r in $LAT_RATES; do echo "lat-none-$r lat-fsync-$r"; done) \
+             mem-none mem-fsync bs-memory bs-nosync bs-binlog bs-fsync bs-mem \
+             $(for r in $LAT_RATES; do echo "bs-lat-memory-$r bs-lat-fsync-$r"; done) \
+             rmq-thr-transient rmq-thr-durable \
+             $(for r in $LAT_RATES; do echo "rmq-lat-transient-$r rmq-lat-durable-$r"; done) \
+             rmq-mem sched-full sched-inproc; do
         [ -s "$OUT/$f" ] && grep -v '^E: .*dangling' "$OUT/$f"
     done
     echo '```'
