@@ -10,8 +10,11 @@
       included; else the guard exits;
     - a word on the lifeline: ZL_GUARD_TERM sends SIGTERM to the group (the
       guard has it blocked), ZL_GUARD_KILL sends SIGKILL to the command;
-    - the lifeline's end of file: the worker is gone, and the guard SIGKILLs
-      the whole group, itself included, at once.
+    - the lifeline's end of file: the worker is gone, and the guard removes
+      the files the worker made for the job (its result, checkpoint and
+      parents' results files, named in the job's environment: the worker
+      removes them when a job ends, which a SIGKILLed worker never sees),
+      then SIGKILLs the whole group, itself included, at once.
     Nothing else of the worker's is open here: the exec that started the
     guard closed every close-on-exec descriptor, another job's lifeline
     among them; those without close-on-exec are passed on to the command.
@@ -168,6 +171,24 @@ static long __attribute__ ((noinline)) s_start (char **argv, char **envp, int re
     return pid;
 }
 
+/*  The worker is gone: remove the job's files it made (their paths are the
+    values of these variables of the job's environment). The names are an
+    array, not pointers: the freestanding guard has no relocations. */
+static void
+s_remove_job_files (char **envp)
+{
+    static const char names[][24] = {
+        "ZLANE_RESULT_FILE=", "ZLANE_CHECKPOINT=", "ZLANE_PARENT_RESULTS="};
+    for (char **e = envp; *e; e++)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            const char *n = names[i], *v = *e;
+            while (*n && *n == *v)
+                n++, v++;
+            if (!*n && *v)
+                s_sys (SYS_unlinkat, AT_FDCWD, v, 0);
+        }
+}
+
 static void __attribute__ ((noreturn)) s_guard (int argc, char **argv, char **envp)
 {
     if (argc < 4)
@@ -194,8 +215,10 @@ static void __attribute__ ((noreturn)) s_guard (int argc, char **argv, char **en
     }
     struct pollfd p[2] = {{life, POLLIN, 0}, {(int)sigfd, POLLIN, 0}};
     struct timespec zero = {0, 0};
-    if (s_sys (SYS_ppoll, p, 1, &zero, 0, 0) == 1 && (p[0].revents & (POLLHUP | POLLERR)))
+    if (s_sys (SYS_ppoll, p, 1, &zero, 0, 0) == 1 && (p[0].revents & (POLLHUP | POLLERR))) {
+        s_remove_job_files (envp);
         s_exit (1); // the worker is gone already: start nothing
+    }
 
     long pid = s_start (argv + 3, envp, report, guard);
     if (pid < 0) {
@@ -234,7 +257,9 @@ static void __attribute__ ((noreturn)) s_guard (int argc, char **argv, char **en
         char words[16];
         long n = s_sys (SYS_read, life, words, sizeof words);
         if (n == 0 || (n < 0 && n != -EINTR && n != -EAGAIN)) {
-            s_sys (SYS_kill, 0, SIGKILL); // end of file: the worker is gone, so is the group
+            // end of file: the worker is gone, so is the group
+            s_remove_job_files (envp);
+            s_sys (SYS_kill, 0, SIGKILL);
             s_exit (1);
         }
         for (long i = 0; i < n; i++) {

@@ -53,6 +53,8 @@ static const char s_script[] = "d=\"$1\"; a=\"$ZLANE_ATTEMPT\"; bg=0\n"
                                "if [ \"$a\" = 1 ]; then (read never < \"$d/never\") & bg=$!; fi\n"
                                "read -r _ _ _ _ pgid _ < /proc/$$/stat\n"
                                "exec 3<> \"$d/gate.$a\"\n"
+                               "printf '%s\\n%s\\n' \"$ZLANE_RESULT_FILE\" \"$ZLANE_CHECKPOINT\" > "
+                               "\"$d/files.$a\"\n"
                                "echo \"$$ $PPID $pgid $bg\" > \"$d/started.$a.tmp\" && mv "
                                "\"$d/started.$a.tmp\" \"$d/started.$a\"\n"
                                "read go <&3\n"
@@ -257,6 +259,18 @@ test_worker_killed_before_its_command_reads (void **state)
     errno = 0;
     assert_int_equal (kill (-group, 0), -1); // no process of the group is left
     assert_int_equal (errno, ESRCH);
+    // The files the worker made for attempt 1 went with it (its guard
+    // removed them): a SIGKILLed worker leaves nothing in $TMPDIR.
+    char *files1 = zlt_path (dir, "files.1");
+    char *names = zlt_read_file (files1, NULL);
+    assert_non_null (names);
+    char *result_file = strtok (names, "\n"), *ckpt_file = strtok (NULL, "\n");
+    assert_non_null (result_file);
+    assert_non_null (ckpt_file);
+    if (access (result_file, F_OK) == 0 || access (ckpt_file, F_OK) == 0)
+        fail_msg ("the killed worker's job files are still there: %s, %s", result_file, ckpt_file);
+    free (names);
+    free (files1);
     char *seen1 = zlt_path (dir, "seen.1");
     assert_int_not_equal (access (seen1, F_OK), 0); // it never went on
     assert_false (s_open_gate (dir, 1));            // nobody waits at its gate
