@@ -108,42 +108,6 @@ s_samples_add (samples_t *s, int64_t us)
         s_event (s, 'd');
 }
 
-// Wait for `count` events `ev`; die on a timeout or when every consumer is gone.
-static void
-s_wait_events (int fd, char ev, int count, int timeout_ms)
-{
-    double deadline = s_now () + timeout_ms / 1000.0;
-    while (count > 0) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)((deadline - s_now ()) * 1000);
-        char c;
-        if (left <= 0 || poll (&p, 1, left) <= 0)
-            zl_benchproc_die ("timed out waiting for the consumers");
-        if (read (fd, &c, 1) != 1)
-            zl_benchproc_die ("the consumers exited early");
-        if (c == ev)
-            count--;
-    }
-}
-
-static int
-s_cmp_i64 (const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-// The p-th percentile (nearest rank) of sorted samples, in ms.
-static double
-s_pct (const int64_t *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
-    r = r < 1 ? 1 : r > n ? n : r;
-    return (double)v[r - 1] / 1000.0;
-}
-
 // ---------------------------------------------------------------- connection
 typedef struct {
     int fd;
@@ -567,19 +531,20 @@ s_latency (int port, const opts_t *o)
     samples_t *sm = s_samples_new (jobs, &events);
     s_start_consumers (port, o, sm);
     close (sm->event_fd); // the read end sees EOF when every consumer is gone
-    s_wait_events (events, 'r', o->consumers, 10000);
+    zl_benchproc_wait_events (events, 'r', o->consumers, 10000);
     double t0 = s_now ();
     uint64_t late = s_paced_producer (port, o->rate, jobs, o->payload);
     double sent_s = s_now () - t0;
-    s_wait_events (events, 'd', 1, 60000);
+    zl_benchproc_wait_events (events, 'd', 1, 60000);
     int64_t *lat = sm->lat_us;
-    qsort (lat, jobs, sizeof *lat, s_cmp_i64);
+    zl_benchproc_sort_i64 (lat, jobs);
     printf ("beanstalkd latency durability=%s rate=%.0f/s jobs=%" PRIu64 " consumers=%d "
             "reserve-depth=%d payload=%zu: put->reserve p50 %.2f ms p90 %.2f ms p99 %.2f ms "
             "p99.9 %.2f ms max %.2f ms (%" PRIu64 " samples, sent in %.2f s, %" PRIu64
             " sends >1 ms late)\n",
-            o->durability, o->rate, jobs, o->consumers, o->depth, o->payload, s_pct (lat, jobs, 50),
-            s_pct (lat, jobs, 90), s_pct (lat, jobs, 99), s_pct (lat, jobs, 99.9),
+            o->durability, o->rate, jobs, o->consumers, o->depth, o->payload,
+            zl_benchproc_pct_ms (lat, jobs, 50), zl_benchproc_pct_ms (lat, jobs, 90),
+            zl_benchproc_pct_ms (lat, jobs, 99), zl_benchproc_pct_ms (lat, jobs, 99.9),
             (double)lat[jobs - 1] / 1000.0, jobs, sent_s, late);
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,4 +206,44 @@ zl_benchproc_cpu_seconds (pid_t pid)
         fscanf (f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
     fclose (f);
     return rc == 2 ? (double)(utime + stime) / (double)sysconf (_SC_CLK_TCK) : 0;
+}
+
+static int
+s_cmp_i64 (const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void
+zl_benchproc_sort_i64 (int64_t *v, size_t n)
+{
+    qsort (v, n, sizeof *v, s_cmp_i64);
+}
+
+double
+zl_benchproc_pct_ms (const int64_t *v, size_t n, double p)
+{
+    if (!n)
+        return 0;
+    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
+    r = r < 1 ? 1 : r > n ? n : r;
+    return (double)v[r - 1] / 1000.0;
+}
+
+void
+zl_benchproc_wait_events (int fd, char ev, int count, int timeout_ms)
+{
+    int64_t deadline = zl_clock_mono_us () + (int64_t)timeout_ms * 1000;
+    while (count > 0) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)((deadline - zl_clock_mono_us ()) / 1000);
+        char c;
+        if (left <= 0 || poll (&p, 1, left) <= 0)
+            zl_benchproc_die ("timed out waiting for the consumers");
+        if (read (fd, &c, 1) != 1)
+            zl_benchproc_die ("the consumers exited early");
+        if (c == ev)
+            count--;
+    }
 }

@@ -34,5 +34,14 @@ void zl_benchproc_die (const char *msg) __attribute__ ((noreturn));
 uint64_t zl_benchproc_rss (pid_t pid, uint64_t *anon, uint64_t *file);
 /*  CPU seconds (user + system) `pid` has used so far. */
 double zl_benchproc_cpu_seconds (pid_t pid);
+/*  Sort `n` samples (µs) ascending. */
+void zl_benchproc_sort_i64 (int64_t *v, size_t n);
+/*  The p-th percentile (nearest rank) of sorted samples in µs, in ms; 0
+    when there are none. */
+double zl_benchproc_pct_ms (const int64_t *v, size_t n, double p);
+/*  Read bytes from `fd` (a pipe the bench's consumers write one byte per
+    event to) until `count` of them are `ev`; die on a timeout or when every
+    writer is gone. */
+void zl_benchproc_wait_events (int fd, char ev, int count, int timeout_ms);
 
 #endif

@@ -118,25 +118,6 @@ s_cmd_worker (int argc, char **argv)
 }
 
 // ---------------------------------------------------------------- main run
-static int
-s_cmp_i64 (const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double
-s_pct (const int64_t *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (r < 1)
-        r = 1;
-    if (r > n)
-        r = n;
-    return (double)v[r - 1] / 1000.0;
-}
 
 int
 main (int argc, char **argv)
@@ -259,15 +240,16 @@ main (int argc, char **argv)
             lat[n++] = v;
         fclose (f);
     }
-    qsort (lat, n, sizeof *lat, s_cmp_i64);
+    zl_benchproc_sort_i64 (lat, n);
     double offered_s = (double)(t_sent - t0) / 1e6;
     printf ("latency durability=%s rate=%.0f/s jobs=%" PRIu64
             " workers=%d prefetch=%d payload=%zu: "
             "submit->start p50 %.2f ms p90 %.2f ms p99 %.2f ms p99.9 %.2f ms max %.2f ms "
             "(%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
-            durability, rate, jobs, workers, prefetch, payload, s_pct (lat, n, 50),
-            s_pct (lat, n, 90), s_pct (lat, n, 99), s_pct (lat, n, 99.9),
-            n ? (double)lat[n - 1] / 1000.0 : 0.0, n, offered_s, late);
+            durability, rate, jobs, workers, prefetch, payload, zl_benchproc_pct_ms (lat, n, 50),
+            zl_benchproc_pct_ms (lat, n, 90), zl_benchproc_pct_ms (lat, n, 99),
+            zl_benchproc_pct_ms (lat, n, 99.9), n ? (double)lat[n - 1] / 1000.0 : 0.0, n, offered_s,
+            late);
     free (lat);
     zl_benchbroker_destroy (&broker);
     return n == jobs ? 0 : 1;

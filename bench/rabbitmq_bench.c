@@ -554,42 +554,6 @@ s_samples_add (samples_t *s, int64_t us)
     }
 }
 
-// Wait for `count` events `ev`; die on a timeout or when every consumer is gone.
-static void
-s_wait_events (int fd, char ev, int count, int timeout_ms)
-{
-    int64_t deadline = s_now_us () + (int64_t)timeout_ms * 1000;
-    while (count > 0) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)((deadline - s_now_us ()) / 1000);
-        char c;
-        if (left <= 0 || poll (&p, 1, left) <= 0)
-            zl_benchproc_die ("timed out waiting for the consumers");
-        if (read (fd, &c, 1) != 1)
-            zl_benchproc_die ("the consumers exited early");
-        if (c == ev)
-            count--;
-    }
-}
-
-static int
-s_cmp_i64 (const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-// The p-th percentile (nearest rank) of sorted samples, in ms.
-static double
-s_pct (const int64_t *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
-    r = r < 1 ? 1 : r > n ? n : r;
-    return (double)v[r - 1] / 1000.0;
-}
-
 // ---------------------------------------------------------------- consumer
 // A consumer process: its own connection, basic.qos prefetch, manual acks.
 // In the throughput run a job's sample is taken when its ack is written
@@ -797,24 +761,24 @@ s_throughput_once (const run_t *run)
     s_declare_queue (run);
     samples_t *sm = s_samples_new (run->jobs, &events);
     s_start_consumers (run, sm, 0);
-    s_wait_events (events, 'r', run->consumers, 30000);
+    zl_benchproc_wait_events (events, 'r', run->consumers, 30000);
     publisher_t *p = s_publisher_new (run, run->jobs);
     int64_t t0 = s_now_us ();
     for (uint64_t i = 0; i < run->jobs; i++)
         s_publish (p, s_now_us ());
     s_publisher_finish (p);
     int64_t t_pub = s_now_us ();
-    s_wait_events (events, 'd', 1, DRAIN_TIMEOUT_MS);
+    zl_benchproc_wait_events (events, 'd', 1, DRAIN_TIMEOUT_MS);
     s_stop_consumers (sm);
     double secs = (double)(sm->t_done_us - t0) / 1e6;
-    qsort (sm->lat_us, run->jobs, sizeof (int64_t), s_cmp_i64);
+    zl_benchproc_sort_i64 (sm->lat_us, run->jobs);
     printf ("rabbitmq throughput durability=%s jobs=%" PRIu64 " producers=1 consumers=%d "
             "prefetch=%d ack-batch=%d payload=%zu: %.2f s, %.0f jobs/s (published%s in %.2f s), "
             "submit->ack p50 %.1f ms p99 %.1f ms\n",
             s_durability (run), run->jobs, run->consumers, run->prefetch, run->ack_batch,
             run->payload, secs, (double)run->jobs / secs, run->durable ? " and confirmed" : "",
-            (double)(t_pub - t0) / 1e6, s_pct (sm->lat_us, run->jobs, 50),
-            s_pct (sm->lat_us, run->jobs, 99));
+            (double)(t_pub - t0) / 1e6, zl_benchproc_pct_ms (sm->lat_us, run->jobs, 50),
+            zl_benchproc_pct_ms (sm->lat_us, run->jobs, 99));
     fflush (stdout);
     amqp_queue_delete (p->conn, 1, amqp_cstring_bytes (QUEUE), 0, 0);
     s_check (amqp_get_rpc_reply (p->conn), "queue.delete");
@@ -856,22 +820,23 @@ s_latency (const run_t *run)
     s_declare_queue (run);
     samples_t *sm = s_samples_new (jobs, &events);
     s_start_consumers (run, sm, 1);
-    s_wait_events (events, 'r', run->consumers, 30000);
+    zl_benchproc_wait_events (events, 'r', run->consumers, 30000);
     publisher_t *p = s_publisher_new (run, jobs);
     int64_t t0 = s_now_us ();
     uint64_t late = s_publish_paced (p, run->rate, jobs);
     double sent_s = (double)(s_now_us () - t0) / 1e6;
     s_publisher_finish (p);
-    s_wait_events (events, 'd', 1, DRAIN_TIMEOUT_MS);
+    zl_benchproc_wait_events (events, 'd', 1, DRAIN_TIMEOUT_MS);
     s_stop_consumers (sm);
     int64_t *lat = sm->lat_us;
     size_t n = jobs;
-    qsort (lat, n, sizeof *lat, s_cmp_i64);
+    zl_benchproc_sort_i64 (lat, n);
     printf ("rabbitmq latency durability=%s rate=%.0f/s jobs=%" PRIu64 " consumers=%d "
             "payload=%zu: publish->receive p50 %.2f ms p90 %.2f ms p99 %.2f ms p99.9 %.2f ms "
             "max %.2f ms (%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
-            s_durability (run), run->rate, jobs, run->consumers, run->payload, s_pct (lat, n, 50),
-            s_pct (lat, n, 90), s_pct (lat, n, 99), s_pct (lat, n, 99.9),
+            s_durability (run), run->rate, jobs, run->consumers, run->payload,
+            zl_benchproc_pct_ms (lat, n, 50), zl_benchproc_pct_ms (lat, n, 90),
+            zl_benchproc_pct_ms (lat, n, 99), zl_benchproc_pct_ms (lat, n, 99.9),
             (double)lat[n - 1] / 1000.0, n, sent_s, late);
     s_publisher_destroy (&p);
     s_samples_destroy (&sm, events);
