@@ -32,6 +32,8 @@ test("broker SIGKILL + restart mid-stream: lost = 0, no job enqueued twice", { t
   // submit in waves; right after waves 4 and 8 went on the wire (their
   // Accepted not yet back), SIGKILL the broker and start it again
   let inFlightAtKills = 0;
+  // the kills must find the producer connected (a loaded machine dials late)
+  await waitFor(() => producer.stats.connects >= 1, 20000, "the producer to connect");
   for (let w = 0; w < 12; w++) {
     const specs = Array.from({ length: N / 12 }, (_, i) => ({ tenant: `t${i % 3}`, lane: "a", payload: `w${w} j${i}` }));
     all.push(producer.submitMany(specs));
@@ -39,16 +41,18 @@ test("broker SIGKILL + restart mid-stream: lost = 0, no job enqueued twice", { t
     await new Promise((r) => setImmediate(r));
     if (w % 4 === 3 && w < 4 * KILLS) {
       inFlightAtKills += producer.stats.specsSent - producer.stats.accepted - producer.stats.rejected;
+      const connects = producer.stats.connects;
       await broker.kill();
       await broker.restart();
+      await waitFor(() => producer.stats.connects > connects, 20000, "the producer to reconnect");
     }
     await new Promise((r) => setTimeout(r, 30));
   }
   const ids = (await Promise.all(all)).flat();
   assert.equal(ids.length, N);
   assert.equal(new Set(ids).size, N, "every job has its own id");
-  assert.ok(inFlightAtKills > 0, "jobs were on the wire at the kills");
-  assert.ok(producer.stats.disconnects >= KILLS, "the crashes were seen");
+  assert.ok(inFlightAtKills > 0, `jobs were on the wire at the kills (${inFlightAtKills})`);
+  assert.ok(producer.stats.disconnects >= KILLS, `the crashes were seen (${producer.stats.disconnects} disconnects)`);
   await waitFor(() => ids.every((id) => seen.has(id)), 60000, "every job to run", 100);
   // nothing more than the N jobs was enqueued: the queue is empty and the
   // worker saw exactly the N ids
