@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 
 #define DEFAULT_USER "zlane-test" // the server user when the test runs as root
 #define USERADD_MS 30000
+#define USERADD_LOCK "/tmp/zlane-test-useradd.lock" // one useradd at a time
 
 int64_t
 zlh_now_ms (void)
@@ -121,11 +123,31 @@ zlh_server_user (bool *drop, uid_t *uid, gid_t *gid, char *why, size_t whylen)
         return 0; // the servers run as we do
     const char *env = getenv ("ZLANE_PG_USER");
     const char *name = env && env[0] ? env : DEFAULT_USER;
+    // The tests run in parallel, and on a new machine two of them would each
+    // make the user: a user seen while another process's useradd was still
+    // under way had an id that was gone when initdb looked it up ("could not
+    // look up effective user ID 999"). The look-up and the useradd are made
+    // under one lock, and the user found is the one its id names.
+    bool ours = strcmp (name, DEFAULT_USER) == 0;
+    int lock = ours ? open (USERADD_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+    if (lock >= 0)
+        (void)flock (lock, LOCK_EX);
     struct passwd *pw = getpwnam (name);
     int rc = 0;
-    if (!pw && strcmp (name, DEFAULT_USER) == 0) {
+    if (!pw && ours) {
         rc = s_useradd ();
-        pw = getpwnam (name); // another test process may have made it meanwhile
+        pw = getpwnam (name);
+    }
+    uid_t found_uid = pw ? pw->pw_uid : 0;
+    gid_t found_gid = pw ? pw->pw_gid : 0;
+    struct passwd *back = pw ? getpwuid (found_uid) : NULL;
+    if (back && strcmp (back->pw_name, name) != 0)
+        back = NULL;
+    if (lock >= 0)
+        close (lock); // (the lock goes with it)
+    if (pw && !back) {
+        snprintf (why, whylen, "user %s has id %u, which names no user", name, (unsigned)found_uid);
+        return -1;
     }
     if (!pw) {
         snprintf (why, whylen,
@@ -134,12 +156,12 @@ zlh_server_user (bool *drop, uid_t *uid, gid_t *gid, char *why, size_t whylen)
                   name, rc);
         return -1;
     }
-    if (pw->pw_uid == 0) {
+    if (found_uid == 0) {
         snprintf (why, whylen, "ZLANE_PG_USER=%s is root", name);
         return -1;
     }
     *drop = true;
-    *uid = pw->pw_uid;
-    *gid = pw->pw_gid;
+    *uid = found_uid;
+    *gid = found_gid;
     return 0;
 }
