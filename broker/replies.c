@@ -729,13 +729,11 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
 {
     self->holding = hold;
     self->queued = false;
-    // The events go before the workers' flush: a worker found gone there
-    // can dead-letter a job in a batch the next turn commits, and its event
-    // waits for that.
-    s_flush_producers (self, producers);
-    s_flush_admin (self);
-    s_publish_dead (self);
-    s_flush_outcomes (self);
+    // The workers' frames go first: a job that arrives alone starts on its
+    // worker before the producer's Accepted and the events are sent (each
+    // send wakes libzmq's I/O thread, 13-35 us on 2 vCPUs; bench/RESULTS.md,
+    // "Latency"). A worker found gone here dead-letters nothing now: its jobs
+    // go back in the next turn's batch, and their events with its commit.
     size_t n;
     zl_worker_conn_t **all = zl_workers_all (workers, &n);
     zl_worker_conn_t **gone = zl_arena_alloc (self->env.turn, (n ? n : 1) * sizeof *gone);
@@ -750,6 +748,10 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
         if (s_flush_worker (self, w, msgs) != 0)
             gone[(*n_gone)++] = w;
     }
+    s_flush_producers (self, producers);
+    s_flush_admin (self);
+    s_publish_dead (self);
+    s_flush_outcomes (self);
     self->holding = false;
     return gone;
 }

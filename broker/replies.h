@@ -206,7 +206,9 @@ void zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *
 void zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply);
 
 /*  Step 7 of the turn, once its commit returned or started: send
-    everything queued, in the order above, and empty the queues. Returns
+    everything queued, the workers' frames first (a lone job starts
+    sooner), then the producers', the admin replies and the events, and
+    empty the queues. Returns
     the workers found unreachable (turn arena) and their count in
     `*n_gone`: the caller gives their jobs back. With `hold` (the commit is
     under way) the frames are made now and kept, in that order, until
