@@ -8,7 +8,9 @@
     DeadLetter event) leaves after the turn's commit. The fault hook is also
     the observer: asked for the commit, it reads what the peers received so
     far, which must hold none of them (an Error for bad input, sent at once,
-    shows that it would see them).
+    shows that it would see them). Within the flush a worker's Dispatch
+    goes before the producer's Accepted (read from the broker's wire_dump,
+    which records the frames in the order they were sent).
 
     The promise: when the commit fails (or a store write of the turn does),
     none of them leaves, zl_broker_feed and zl_broker_turn return -1 and keep
@@ -18,6 +20,7 @@
 #include "broker.h"
 #include "broker_harness.h"
 #include "clock.h"
+#include "codec.h"
 #include "config.h"
 #include "log.h"
 #include "msg.h"
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 #define MAX_SEEN 64 // messages one turn sends the harness
@@ -83,6 +87,7 @@ static struct {
     int write_fault;    // the error one write fails with ...
     int write_fault_at; //   the how-manieth write from now (0 = none)
     int writes;         // writes since the test last set it to 0
+    char *wire_dump;    // the broker's wire_dump file, if the test set one
 } T;
 
 static void
@@ -217,6 +222,8 @@ s_start (void)
     zl_broker_config_defaults (&T.cfg);
     zlh_config_inproc (&T.cfg, T.dir);
     zl_broker_config_lane (&T.cfg, "a");
+    if (T.wire_dump)
+        T.cfg.wire_dump = strdup (T.wire_dump);
     char err[512];
     T.broker = zl_broker_new (&T.cfg, err, sizeof err);
     if (!T.broker)
@@ -262,6 +269,7 @@ s_teardown (void **state)
     (void)state;
     s_stop ();
     zl_store_set_fault (NULL, NULL);
+    free (T.wire_dump); // (the file is in T.dir)
     zlh_rmdir (T.dir);
     free (T.dir);
     return 0;
@@ -539,6 +547,66 @@ test_turn_order_replies_after_the_commit (void **state)
     d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
     assert_non_null (d);
     assert_int_equal (d->ids[0], ids[1]);
+}
+
+// The kinds of the frames the broker sent, in the order it sent them, as its
+// wire_dump recorded them from byte `from` on (4-byte little-endian length,
+// then the frame). Returns how many.
+static size_t
+s_dumped_kinds (off_t from, zl_msg_kind_t *kinds, size_t max)
+{
+    FILE *f = fopen (T.wire_dump, "rb");
+    assert_non_null (f);
+    assert_int_equal (fseeko (f, from, SEEK_SET), 0);
+    zl_codec_t *codec = zl_codec_new ();
+    static uint8_t frame[1 << 16];
+    uint8_t len[4];
+    size_t n = 0;
+    while (n < max && fread (len, 1, sizeof len, f) == sizeof len) {
+        size_t size = len[0] | (size_t)len[1] << 8 | (size_t)len[2] << 16 | (size_t)len[3] << 24;
+        assert_true (size <= sizeof frame);
+        assert_int_equal (fread (frame, 1, size, f), size);
+        zl_msg_t m;
+        assert_int_equal (zl_codec_decode (codec, frame, size, &m), ZL_DECODE_OK);
+        kinds[n++] = m.kind;
+    }
+    zl_codec_destroy (&codec);
+    fclose (f);
+    return n;
+}
+
+// A job submitted to an idle worker: the turn sends its Dispatch before the
+// producer's Accepted (the job starts one send sooner), both after the commit.
+static void
+test_turn_dispatch_goes_before_accepted (void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf (path, sizeof path, "%s/wire.dump", T.dir);
+    T.wire_dump = strdup (path);
+    s_restart ();
+    s_hello (0);
+    zl_msg_t ready = s_ready_msg (0, 1);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+    struct stat st;
+    assert_int_equal (stat (T.wire_dump, &st), 0);
+
+    zl_msg_t submit = s_submit_msg (1, 1);
+    s_feed_ok (ZLH_FRONTEND, 0, &submit);
+    assert_non_null (s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+    assert_non_null (s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH));
+    zl_msg_kind_t kinds[MAX_SEEN];
+    size_t n = s_dumped_kinds (st.st_size, kinds, MAX_SEEN);
+    size_t dispatch = n, accepted = n;
+    for (size_t i = 0; i < n; i++) {
+        if (kinds[i] == ZL_MSG_DISPATCH && dispatch == n)
+            dispatch = i;
+        if (kinds[i] == ZL_MSG_ACCEPTED && accepted == n)
+            accepted = i;
+    }
+    assert_true (dispatch < n);
+    assert_true (accepted < n);
+    assert_true (dispatch < accepted);
 }
 
 // ---------------------------------------------------------------- the promise
@@ -992,6 +1060,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         T_ (test_turn_order_replies_after_the_commit),
+        T_ (test_turn_dispatch_goes_before_accepted),
         T_ (test_failed_commit_submit),
         T_ (test_failed_commit_ack_and_dead_letter),
         T_ (test_failed_commit_redrive),

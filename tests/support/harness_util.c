@@ -123,11 +123,11 @@ zlh_server_user (bool *drop, uid_t *uid, gid_t *gid, char *why, size_t whylen)
         return 0; // the servers run as we do
     const char *env = getenv ("ZLANE_PG_USER");
     const char *name = env && env[0] ? env : DEFAULT_USER;
-    // The tests run in parallel, and on a new machine two of them would each
-    // make the user: a user seen while another process's useradd was still
-    // under way had an id that was gone when initdb looked it up ("could not
-    // look up effective user ID 999"). The look-up and the useradd are made
-    // under one lock, and the user found is the one its id names.
+    // The tests run in parallel, and on a new machine two of them may each
+    // make the user at once: once, a test ran initdb as an id no user had
+    // ("could not look up effective user ID 999"). The look-up and the
+    // useradd are made under one lock, and the user found must be the one
+    // its id names.
     bool ours = strcmp (name, DEFAULT_USER) == 0;
     int lock = ours ? open (USERADD_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
     if (lock >= 0)
