@@ -60,6 +60,7 @@
 #include "recovery.h"
 #include "replies.h"
 #include "rng.h"
+#include "router.h"
 #include "scheduler.h"
 #include "security.h"
 #include "settle.h"
@@ -132,8 +133,8 @@ typedef struct {
     zl_sock_t sock;
     const zl_peer_t *peer;
     zl_now_t now;
-    zcert_t *cert;    // with CURVE: the client's certificate (role, tenants, lanes)
-    zmq_msg_t *frame; // the frame as received (its metadata), NULL when fed
+    zcert_t *cert;            // with CURVE: the client's certificate (role, tenants, lanes)
+    const char *peer_address; // the client's IP address, NULL when fed or not known
 } ctx_t;
 
 typedef void (handler_fn) (ctx_t *ctx, const zl_msg_t *msg);
@@ -276,7 +277,7 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
                           .may_take = s_may_take_from,
                           .may_arg = ctx,
                           .curve_key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL,
-                          .host = ctx->frame ? zmq_msg_gets (ctx->frame, "Peer-Address") : NULL};
+                          .host = ctx->peer_address};
     zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms);
 }
 
@@ -424,9 +425,10 @@ s_not_leading (ctx_t *ctx, const zl_msg_t *msg)
 // ---------------------------------------------------------------- frames
 static void
 s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_t *cert,
-                zmq_msg_t *frame, const void *data, size_t size, bool extra_frames, zl_now_t now)
+                const char *peer_address, const void *data, size_t size, bool extra_frames,
+                zl_now_t now)
 {
-    ctx_t ctx = {self, sock, peer, now, cert, frame};
+    ctx_t ctx = {self, sock, peer, now, cert, peer_address};
     self->counters[ZL_CTR_FRAMES_IN]++;
     if (extra_frames) {
         s_reject (&ctx, ZL_CTR_BAD_FRAME, ZL_ERR_BAD_FRAME, 0, 0,
@@ -474,52 +476,21 @@ s_handle_frame (zl_broker_t *self, zl_sock_t sock, const zl_peer_t *peer, zcert_
 }
 
 // ---------------------------------------------------------------- sockets
-// Drain up to DRAIN_BATCH messages from one ROUTER socket.
+// Drain up to DRAIN_BATCH messages from one ROUTER.
 static int
 s_drain (zl_broker_t *self, zl_sock_t sock, zl_now_t now)
 {
-    void *s = zl_endpoints_router (self->endpoints, sock);
+    zl_router_t *router = zl_endpoints_router (self->endpoints, sock);
     int n = 0;
-    while (n < DRAIN_BATCH) {
-        zmq_msg_t id, body;
-        zmq_msg_init (&id);
-        if (zmq_msg_recv (&id, s, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&id);
-            break;
-        }
+    zl_router_msg_t m;
+    while (n < DRAIN_BATCH && zl_router_recv (router, &m) == 1) {
         n++;
-        zl_peer_t peer;
-        size_t idlen = zmq_msg_size (&id);
-        peer.len = (uint8_t)(idlen > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : idlen);
-        memcpy (peer.data, zmq_msg_data (&id), peer.len);
-        bool more = zmq_msg_more (&id);
-        zmq_msg_close (&id);
-        if (!more)
-            continue; // a ROUTER always delivers id + body; nothing to answer
-        zmq_msg_init (&body);
-        if (zmq_msg_recv (&body, s, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&body);
-            continue;
-        }
-        bool extra = zmq_msg_more (&body);
-        while (zmq_msg_more (&body)) { // discard the rest of a multi-frame message
-            zmq_msg_t rest;
-            zmq_msg_init (&rest);
-            int rc = zmq_msg_recv (&rest, s, ZMQ_DONTWAIT);
-            bool again = rc >= 0 && zmq_msg_more (&rest);
-            zmq_msg_close (&rest);
-            if (!again)
-                break;
-        }
-        // with CURVE, ZAP put the client's public key on every frame it sends
+        // with CURVE, the handshake gave each connection its client's key
         zcert_t *cert = NULL;
-        if (zl_security_curve (self->security)) {
-            const char *key = zmq_msg_gets (&body, "User-Id");
-            cert = zl_security_client (self->security, key, now.mono_ms);
-        }
-        s_handle_frame (self, sock, &peer, cert, &body, zmq_msg_data (&body), zmq_msg_size (&body),
-                        extra, now);
-        zmq_msg_close (&body);
+        if (zl_security_curve (self->security))
+            cert = zl_security_client (self->security, m.user_id, now.mono_ms);
+        s_handle_frame (self, sock, &m.peer, cert, m.peer_address, m.data, m.size, m.extra_frames,
+                        now);
     }
     return n;
 }
@@ -896,17 +867,21 @@ s_drain_all (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed, z
     if (fed)
         s_handle_frame (self, fed->sock, &fed->peer, NULL, NULL, fed->data, fed->size, false, now);
     for (int i = 0; items && i < ZL_SOCK_COUNT; i++)
-        if (items[i].revents & ZMQ_POLLIN)
+        if ((items[i].revents & ZMQ_POLLIN) ||
+            zl_router_pending (zl_endpoints_router (self->endpoints, (zl_sock_t)i)))
             s_drain (self, (zl_sock_t)i, now);
     if (self->http && items && (items[ZL_SOCK_COUNT].revents & ZMQ_POLLIN))
         s_serve_metrics (self, now);
 }
 
-// Refused handshakes counted, idle metrics connections closed: in every role.
+// Refused handshakes counted, idle metrics connections closed, connections
+// past their heartbeat TTL or handshake closed: in every role.
 static void
 s_housekeeping (zl_broker_t *self, zl_now_t now)
 {
     self->counters[ZL_CTR_AUTH_FAILED] += zl_security_refused (self->security);
+    for (int i = 0; i < ZL_SOCK_COUNT; i++)
+        zl_router_sweep (zl_endpoints_router (self->endpoints, (zl_sock_t)i), now.mono_ms);
     if (self->http)
         zl_http_sweep (self->http, now.mono_ms);
 }
@@ -993,6 +968,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
             return ZL_TURN_STORE_FAILED;
         s_drain_all (self, items, fed, now);
         s_housekeeping (self, now);
+        zl_endpoints_flush (self->endpoints);
         return ZL_TURN_OK;
     }
 
@@ -1024,6 +1000,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     if (zl_store_commit_pending (self->store) && !zl_store_batch_dirty (self->store) &&
         !zl_replies_queued (self->replies)) {
         (void)s_commit_as (self, true); // closes the empty batch, waits for nothing
+        zl_endpoints_flush (self->endpoints);
         return ZL_TURN_OK;
     }
     zl_store_rc_t rc = s_finish_commit (self, true);
@@ -1042,6 +1019,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // Jobs queued for an unreachable worker go back to ready at the start of
     // the next turn, in its batch, which commits before it replies.
     s_keep_gone_workers (self, gone, n_gone);
+    zl_endpoints_flush (self->endpoints);
     return ZL_TURN_OK;
 }
 
@@ -1088,8 +1066,13 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     if (timeout > max_wait_ms)
         timeout = max_wait_ms;
     zmq_pollitem_t items[ZL_SOCK_COUNT + 2];
-    for (int i = 0; i < ZL_SOCK_COUNT; i++)
-        items[i] = (zmq_pollitem_t){zl_endpoints_router (self->endpoints, i), 0, ZMQ_POLLIN, 0};
+    for (int i = 0; i < ZL_SOCK_COUNT; i++) {
+        zl_router_t *router = zl_endpoints_router (self->endpoints, (zl_sock_t)i);
+        items[i] = (zmq_pollitem_t){.events = ZMQ_POLLIN};
+        zl_router_poll_item (router, &items[i].socket, &items[i].fd);
+        if (zl_router_pending (router)) // read already, not yet handled
+            timeout = 0;
+    }
     int n_items = ZL_SOCK_COUNT;
     if (self->http)
         items[n_items++] = (zmq_pollitem_t){zl_http_socket (self->http), 0, ZMQ_POLLIN, 0};
@@ -1212,9 +1195,15 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     zl_store_location_safe (where, self->where, sizeof self->where);
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
-    zl_replies_env_t renv = {.socks = {zl_endpoints_router (ep, ZL_SOCK_FRONTEND),
-                                       zl_endpoints_router (ep, ZL_SOCK_BACKEND),
-                                       zl_endpoints_router (ep, ZL_SOCK_ADMIN)},
+    if (!ep) {
+        snprintf (err, errlen, "cannot make the sockets: %s", strerror (errno));
+        zl_broker_destroy (&self);
+        return NULL;
+    }
+    zl_router_t *routers[ZL_SOCK_COUNT] = {zl_endpoints_router (ep, ZL_SOCK_FRONTEND),
+                                           zl_endpoints_router (ep, ZL_SOCK_BACKEND),
+                                           zl_endpoints_router (ep, ZL_SOCK_ADMIN)};
+    zl_replies_env_t renv = {.routers = {routers[0], routers[1], routers[2]},
                              .events = zl_endpoints_events (ep),
                              .codec = self->codec,
                              .counters = self->counters,
@@ -1227,10 +1216,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     zl_now_t now = zl_now ();
     s_core_new (self, now);
-    const char **names;
-    zsock_t **socks = zl_endpoints_zsocks (ep, &names);
     self->security =
-        zl_security_new (cfg, socks, names, ZL_SOCK_COUNT + 1, ZL_SOCK_COUNT, err, errlen);
+        zl_security_new (cfg, routers, ZL_SOCK_COUNT, zl_endpoints_events_zsock (ep), err, errlen);
     if (!self->security) {
         zl_broker_destroy (&self);
         return NULL;
@@ -1261,6 +1248,8 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_broker_t *self = *self_p;
     if (self->store && self->replies)
         (void)s_finish_commit (self, true); // what it committed is answered
+    if (self->endpoints)
+        zl_endpoints_flush (self->endpoints);
     zl_endpoints_destroy (&self->endpoints);
     s_core_destroy (self);
     zl_replies_destroy (&self->replies);

@@ -1,5 +1,6 @@
 #include "endpoints.h"
 
+#include "router.h"
 #include "zl_alloc.h"
 
 #include <errno.h>
@@ -16,42 +17,30 @@ static const char *s_names[N_SOCKS] = {"frontend", "backend", "admin", "events"}
 
 struct _zl_endpoints_t {
     const zl_broker_config_t *cfg;
-    zsock_t *zsocks[N_SOCKS];
-    void *socks[N_SOCKS];
+    zl_router_t *routers[ZL_SOCK_COUNT];
+    zsock_t *events;
     char bound[N_SOCKS][256];
 };
-
-static zsock_t *
-s_router (const zl_broker_config_t *cfg)
-{
-    zsock_t *zs = zsock_new (ZMQ_ROUTER);
-    void *s = zsock_resolve (zs);
-    int one = 1, hwm = 100000, linger = 0;
-    // a frame larger than this drops the sender's connection: it bounds what
-    // one peer can make the broker buffer and decode (an Ack item carries up
-    // to max_result; the worker library cuts Ack frames at 4 MiB of results)
-    int64_t max_msg = (int64_t)cfg->max_payload * 2 + (int64_t)cfg->max_result +
-                      (int64_t)cfg->max_checkpoint + (16 << 20);
-    zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &max_msg, sizeof max_msg);
-    zmq_setsockopt (s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt (s, ZMQ_LINGER, &linger, sizeof linger);
-    return zs;
-}
 
 zl_endpoints_t *
 zl_endpoints_new (const zl_broker_config_t *cfg)
 {
     zl_endpoints_t *self = ZL_NEW (zl_endpoints_t);
     self->cfg = cfg;
-    for (int i = 0; i < ZL_SOCK_COUNT; i++)
-        self->zsocks[i] = s_router (cfg);
-    self->zsocks[EVENTS] = zsock_new (ZMQ_PUB);
-    for (int i = 0; i < N_SOCKS; i++)
-        self->socks[i] = zsock_resolve (self->zsocks[i]);
-    int linger = 0;
-    zmq_setsockopt (self->socks[EVENTS], ZMQ_LINGER, &linger, sizeof linger);
+    // a frame larger than this drops the sender's connection: it bounds what
+    // one peer can make the broker buffer and decode (an Ack item carries up
+    // to max_result; the worker library cuts Ack frames at 4 MiB of results)
+    uint64_t max_frame = cfg->max_payload * 2 + cfg->max_result + cfg->max_checkpoint + (16 << 20);
+    for (int i = 0; i < ZL_SOCK_COUNT; i++) {
+        zl_router_opts_t o = {.name = s_names[i], .max_frame = max_frame};
+        self->routers[i] = zl_router_new (&o);
+        if (!self->routers[i]) {
+            zl_endpoints_destroy (&self);
+            return NULL;
+        }
+    }
+    self->events = zsock_new (ZMQ_PUB);
+    zsock_set_linger (self->events, 0);
     return self;
 }
 
@@ -61,40 +50,53 @@ zl_endpoints_destroy (zl_endpoints_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_endpoints_t *self = *self_p;
-    for (int i = 0; i < N_SOCKS; i++)
-        zsock_destroy (&self->zsocks[i]);
+    for (int i = 0; i < ZL_SOCK_COUNT; i++)
+        zl_router_destroy (&self->routers[i]);
+    zsock_destroy (&self->events);
     free (self);
     *self_p = NULL;
 }
 
-void *
+zl_router_t *
 zl_endpoints_router (zl_endpoints_t *self, zl_sock_t sock)
 {
-    return self->socks[sock];
+    return self->routers[sock];
 }
 
 void *
 zl_endpoints_events (zl_endpoints_t *self)
 {
-    return self->socks[EVENTS];
+    return zsock_resolve (self->events);
 }
 
-zsock_t **
-zl_endpoints_zsocks (zl_endpoints_t *self, const char ***names)
+zsock_t *
+zl_endpoints_events_zsock (zl_endpoints_t *self)
 {
-    *names = s_names;
-    return self->zsocks;
+    return self->events;
+}
+
+void
+zl_endpoints_flush (zl_endpoints_t *self)
+{
+    // the workers' first: a job that arrives alone starts before its Accepted goes
+    zl_router_flush (self->routers[ZL_SOCK_BACKEND]);
+    zl_router_flush (self->routers[ZL_SOCK_FRONTEND]);
+    zl_router_flush (self->routers[ZL_SOCK_ADMIN]);
 }
 
 static int
 s_bind (zl_endpoints_t *self, int slot, const char *endpoint, char *err, size_t errlen)
 {
-    if (zmq_bind (self->socks[slot], endpoint) != 0) {
+    if (slot < ZL_SOCK_COUNT)
+        return zl_router_bind (self->routers[slot], endpoint, self->bound[slot],
+                               sizeof self->bound[slot], err, errlen);
+    void *pub = zsock_resolve (self->events);
+    if (zmq_bind (pub, endpoint) != 0) {
         snprintf (err, errlen, "cannot bind %s: %s", endpoint, zmq_strerror (errno));
         return -1;
     }
     size_t len = sizeof self->bound[slot];
-    zmq_getsockopt (self->socks[slot], ZMQ_LAST_ENDPOINT, self->bound[slot], &len);
+    zmq_getsockopt (pub, ZMQ_LAST_ENDPOINT, self->bound[slot], &len);
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /*  endpoints: the broker's sockets -- the frontend, backend and admin
-    ROUTERs and the events PUB -- made with their options, bound to the
+    ROUTERs (router.h: zlane's own ZMTP on tcp:// and ipc://) and the events
+    PUB (a libzmq socket) -- made with their options, bound to the
     configured addresses (ephemeral ports resolved) and named in the ports
     file. The loop polls and drains them (broker.c); replies.c sends on
     them. */
@@ -8,6 +9,7 @@
 
 #include "config.h"
 #include "replies.h"
+#include "router.h"
 
 #include <czmq.h>
 #include <stddef.h>
@@ -15,17 +17,19 @@
 typedef struct _zl_endpoints_t zl_endpoints_t;
 
 /*  Return the sockets for `cfg` (borrowed; must outlive them), not yet
-    bound. */
+    bound; NULL if the system refuses an epoll set. */
 zl_endpoints_t *zl_endpoints_new (const zl_broker_config_t *cfg);
 /*  Close the sockets; nulls the caller's pointer. */
 void zl_endpoints_destroy (zl_endpoints_t **self_p);
-/*  The ROUTER socket `sock` (a libzmq socket, borrowed). */
-void *zl_endpoints_router (zl_endpoints_t *self, zl_sock_t sock);
-/*  The events PUB socket (borrowed). */
+/*  The ROUTER `sock` (borrowed). */
+zl_router_t *zl_endpoints_router (zl_endpoints_t *self, zl_sock_t sock);
+/*  The events PUB socket (a libzmq socket, borrowed). */
 void *zl_endpoints_events (zl_endpoints_t *self);
-/*  The czmq sockets in the order frontend, backend, admin, events, and
-    their names, for the security setup (borrowed, ZL_SOCK_COUNT + 1). */
-zsock_t **zl_endpoints_zsocks (zl_endpoints_t *self, const char ***names);
+/*  The same, as czmq's socket, for the security setup (borrowed). */
+zsock_t *zl_endpoints_events_zsock (zl_endpoints_t *self);
+/*  Write what the ROUTERs queued: the backend's first (a lone job's
+    Dispatch before its Accepted), then the frontend's and the admin's. */
+void zl_endpoints_flush (zl_endpoints_t *self);
 /*  Bind every socket to its configured address. Returns 0, or -1 with the
     reason in `err`. */
 int zl_endpoints_bind (zl_endpoints_t *self, char *err, size_t errlen);

@@ -3,6 +3,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "producers.h"
+#include "router.h"
 #include "text.h"
 #include "workers.h"
 #include "zl_alloc.h"
@@ -141,7 +142,7 @@ zl_replies_destroy (zl_replies_t **self_p)
 int
 zl_replies_send (zl_replies_t *self, zl_sock_t sock, const zl_peer_t *peer, const zl_msg_t *msg)
 {
-    if (zl_wire_send_to (self->env.socks[sock], peer, self->env.codec, msg) == 0)
+    if (zl_router_send_msg (self->env.routers[sock], peer, self->env.codec, msg) == 0)
         return 0;
     self->env.counters[ZL_CTR_UNREACHABLE]++;
     zl_debug ("broker", "%s: %s not delivered: %s", s_sock_names[sock],
@@ -666,11 +667,11 @@ s_job_msg (zl_replies_t *self, zl_job_t *job, zl_job_msg_t *out)
 }
 
 static int
-s_worker_send (zl_replies_t *self, void *sock, zl_worker_conn_t *w, const zl_msg_t *m)
+s_worker_send (zl_replies_t *self, zl_router_t *router, zl_worker_conn_t *w, const zl_msg_t *m)
 {
     if (self->holding)
         return s_hold (self, ZL_SOCK_BACKEND, &w->peer, NULL, m);
-    return zl_wire_send_to (sock, &w->peer, self->env.codec, m);
+    return zl_router_send_msg (router, &w->peer, self->env.codec, m);
 }
 
 // Settled, Cancel, then the leased jobs in Dispatch frames of at most
@@ -679,7 +680,7 @@ s_worker_send (zl_replies_t *self, void *sock, zl_worker_conn_t *w, const zl_msg
 static int
 s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
 {
-    void *sock = self->env.socks[ZL_SOCK_BACKEND];
+    zl_router_t *sock = self->env.routers[ZL_SOCK_BACKEND];
     zl_worker_outbox_t *o = &w->out;
     bool ok = true;
     if (o->n_settled) {
@@ -729,9 +730,9 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
 {
     self->holding = hold;
     self->queued = false;
-    // The workers' frames go first: a job that arrives alone starts on its
-    // worker before the producer's Accepted and the events are sent (each
-    // send wakes libzmq's I/O thread, 13-35 us on 2 vCPUs; bench/RESULTS.md,
+    // The workers' frames go first, and are written before the rest is even
+    // made: a job that arrives alone starts on its worker before the
+    // producer's Accepted and the events are sent (bench/RESULTS.md,
     // "Latency"). A worker found gone here dead-letters nothing now: its jobs
     // go back in the next turn's batch, and their events with its commit.
     size_t n;
@@ -748,6 +749,8 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
         if (s_flush_worker (self, w, msgs) != 0)
             gone[(*n_gone)++] = w;
     }
+    if (!hold)
+        zl_router_flush (self->env.routers[ZL_SOCK_BACKEND]);
     s_flush_producers (self, producers);
     s_flush_admin (self);
     s_publish_dead (self);
@@ -792,9 +795,7 @@ zl_replies_release (zl_replies_t *self, size_t *n_gone)
         if (backend && lost && lost->len == h->peer.len &&
             !memcmp (lost->data, h->peer.data, lost->len))
             continue;
-        void *sock = self->env.socks[h->sock];
-        if (zmq_send (sock, h->peer.data, h->peer.len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-            zmq_send (sock, data, h->size, ZMQ_DONTWAIT) >= 0)
+        if (zl_router_send (self->env.routers[h->sock], &h->peer, data, h->size) == 0)
             continue;
         self->env.counters[ZL_CTR_UNREACHABLE]++;
         zl_debug ("broker", "%s: a frame held for the commit not delivered: %s",

@@ -68,8 +68,8 @@ typedef struct _zl_replies_t zl_replies_t;
 
 /*  What the replies need, all borrowed and outliving them. */
 typedef struct {
-    void *socks[ZL_SOCK_COUNT];
-    void *events; // the PUB socket
+    struct _zl_router_t *routers[ZL_SOCK_COUNT];
+    void *events; // the PUB socket (libzmq)
     zl_codec_t *codec;
     struct _zl_jobs_t *jobs; // payloads for Dispatch, dead letters for events
     uint64_t *counters;      // the broker's counters (ZL_CTR_*)

@@ -1,6 +1,7 @@
 #include "security.h"
 
 #include "clients.h"
+#include "clock.h"
 #include "log.h"
 #include "zap.h"
 #include "zl_alloc.h"
@@ -8,17 +9,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_SOCKS 8
+#define MAX_ROUTERS 8
 
 struct _zl_security_t {
     bool curve;
-    zcert_t *cert;             // the broker's key pair
-    zl_zap_t *zap;             // the ZAP handler (its own thread)
-    zl_clients_t *clients;     // the loop's view of the clients directory
-    void *monitors[MAX_SOCKS]; // refused handshakes on each socket
-    const char *names[MAX_SOCKS];
-    size_t n;
+    zcert_t *cert;         // the broker's key pair
+    zl_zap_t *zap;         // the ZAP handler of the events PUB (its own thread)
+    zl_clients_t *clients; // the loop's view of the clients directory
+    void *monitor;         // refused handshakes on the events PUB
+    zl_router_t *routers[MAX_ROUTERS];
+    size_t n_routers;
 };
+
+// A router's CURVE handshake (in the loop's thread): a key in the clients
+// directory gets in; each message is then checked against its role.
+static bool
+s_let_in (void *arg, const uint8_t key[32])
+{
+    zl_security_t *self = arg;
+    char text[41];
+    return zmq_z85_encode (text, key, 32) &&
+           zl_clients_lookup (self->clients, text, zl_clock_mono_ms ()) != NULL;
+}
 
 bool
 zl_security_local_endpoint (const char *ep)
@@ -78,17 +90,20 @@ s_load_cert (const char *path, char *err, size_t errlen)
 }
 
 zl_security_t *
-zl_security_new (const zl_broker_config_t *cfg, zsock_t *const *socks, const char *const *names,
-                 size_t n, size_t events, char *err, size_t errlen)
+zl_security_new (const zl_broker_config_t *cfg, zl_router_t *const *routers, size_t n_routers,
+                 zsock_t *events, char *err, size_t errlen)
 {
-    if (n > MAX_SOCKS) {
-        snprintf (err, errlen, "security: %zu sockets, at most %d", n, MAX_SOCKS);
+    if (n_routers > MAX_ROUTERS) {
+        snprintf (err, errlen, "security: %zu routers, at most %d", n_routers, MAX_ROUTERS);
         return NULL;
     }
     if (!cfg->curve) {
         if (s_check_plaintext (cfg, err, errlen) != 0)
             return NULL;
-        return ZL_NEW (zl_security_t);
+        zl_security_t *self = ZL_NEW (zl_security_t);
+        self->n_routers = n_routers;
+        memcpy (self->routers, routers, n_routers * sizeof *routers);
+        return self;
     }
     if (!cfg->cert || !cfg->clients) {
         snprintf (err, errlen,
@@ -115,20 +130,21 @@ zl_security_new (const zl_broker_config_t *cfg, zsock_t *const *socks, const cha
         return NULL;
     }
     self->clients = zl_clients_new (cfg->clients, ZL_CLIENTS_MISS_MS);
-    self->n = n;
-    for (size_t i = 0; i < n; i++) {
-        self->names[i] = names[i];
-        zcert_apply (cert, socks[i]);
-        zsock_set_curve_server (socks[i], 1);
-        zsock_set_zap_domain (socks[i], i == events ? ZL_ZAP_EVENTS : ZL_ZAP_OTHER);
-        char ep[64];
-        snprintf (ep, sizeof ep, "inproc://zlane-monitor-%p-%zu", (void *)self, i);
-        zmq_socket_monitor (zsock_resolve (socks[i]), ep,
-                            ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
-        self->monitors[i] = zmq_socket (zsys_init (), ZMQ_PAIR);
-        zmq_connect (self->monitors[i], ep);
-    }
+    self->n_routers = n_routers;
+    memcpy (self->routers, routers, n_routers * sizeof *routers);
+    for (size_t i = 0; i < n_routers; i++)
+        zl_router_set_curve (routers[i], zcert_public_key (cert), zcert_secret_key (cert), s_let_in,
+                             self);
+    zcert_apply (cert, events);
+    zsock_set_curve_server (events, 1);
+    zsock_set_zap_domain (events, ZL_ZAP_EVENTS);
+    char ep[64];
+    snprintf (ep, sizeof ep, "inproc://zlane-monitor-%p", (void *)self);
+    zmq_socket_monitor (zsock_resolve (events), ep,
+                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                            ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+    self->monitor = zmq_socket (zsys_init (), ZMQ_PAIR);
+    zmq_connect (self->monitor, ep);
     zl_info ("broker", "CURVE on: key %s, %zu client key(s) from %s", zcert_public_txt (cert),
              zl_clients_count (self->clients), cfg->clients);
     return self;
@@ -140,9 +156,8 @@ zl_security_destroy (zl_security_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_security_t *self = *self_p;
-    for (size_t i = 0; i < self->n; i++)
-        if (self->monitors[i])
-            zmq_close (self->monitors[i]);
+    if (self->monitor)
+        zmq_close (self->monitor);
     zl_zap_destroy (&self->zap);
     zl_clients_destroy (&self->clients);
     zcert_destroy (&self->cert);
@@ -168,20 +183,22 @@ uint64_t
 zl_security_refused (zl_security_t *self)
 {
     uint64_t refused = 0;
-    for (size_t i = 0; i < self->n; i++) {
+    for (size_t i = 0; i < self->n_routers; i++) // each logged by its router
+        refused += zl_router_refused (self->routers[i]);
+    if (self->monitor) {
         zmq_msg_t m;
         zmq_msg_init (&m);
-        while (zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT) >= 0) {
+        while (zmq_msg_recv (&m, self->monitor, ZMQ_DONTWAIT) >= 0) {
             // an event: a frame with the event number and value, then the endpoint
             bool event_frame = zmq_msg_size (&m) >= 6;
             uint16_t event = 0;
             if (event_frame)
                 memcpy (&event, zmq_msg_data (&m), sizeof event);
             if (zmq_msg_more (&m))
-                zmq_msg_recv (&m, self->monitors[i], ZMQ_DONTWAIT);
+                zmq_msg_recv (&m, self->monitor, ZMQ_DONTWAIT);
             if (event_frame) {
                 refused++;
-                zl_warn ("broker", "refused a connection on the %s socket (%s)", self->names[i],
+                zl_warn ("broker", "refused a connection on the events socket (%s)",
                          event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ? "unknown key"
                                                                   : "handshake failed");
             }

@@ -1,13 +1,15 @@
 /*  security: the broker's transport security. Without CURVE it refuses an
     endpoint other hosts can reach unless --insecure (which warns). With
-    CURVE it loads the broker's key pair, starts the ZAP handler (zap.c),
-    makes each broker socket a CURVE server, keeps the clients directory
-    (clients.c) for the loop's per-message lookups, and watches each socket
-    for refused handshakes. */
+    CURVE it loads the broker's key pair, makes each ROUTER a CURVE server
+    that lets in the keys of the clients directory (clients.c; the same
+    directory serves the loop's per-message lookups), and makes the events
+    PUB (a libzmq socket) one too, behind the ZAP handler (zap.c). It counts
+    the refused handshakes of all of them. */
 #ifndef ZL_SECURITY_H
 #define ZL_SECURITY_H
 
 #include "config.h"
+#include "router.h"
 
 #include <czmq.h>
 #include <stdbool.h>
@@ -16,15 +18,14 @@
 
 typedef struct _zl_security_t zl_security_t;
 
-/*  Set up security for the `n` sockets in `socks` (bound later), named
-    `names` in logs; the one at `events` is the events PUB socket (its ZAP
-    domain admits subscriber and admin keys only). Returns the security, or
-    NULL with `err` filled (an endpoint refused, a certificate or the clients
-    directory missing, the ZAP endpoint taken). */
-zl_security_t *zl_security_new (const zl_broker_config_t *cfg, zsock_t *const *socks,
-                                const char *const *names, size_t n, size_t events, char *err,
-                                size_t errlen);
-/*  Stop the ZAP handler and the monitors; nulls the caller's pointer. */
+/*  Set up security for the `n_routers` ROUTERs and the events PUB socket
+    (bound later; its ZAP domain admits subscriber and admin keys only), all
+    borrowed and outliving it. Returns the security, or NULL with `err`
+    filled (an endpoint refused, a certificate or the clients directory
+    missing, the ZAP endpoint taken). */
+zl_security_t *zl_security_new (const zl_broker_config_t *cfg, zl_router_t *const *routers,
+                                size_t n_routers, zsock_t *events, char *err, size_t errlen);
+/*  Stop the ZAP handler and the monitor; nulls the caller's pointer. */
 void zl_security_destroy (zl_security_t **self_p);
 /*  True if CURVE is on. */
 bool zl_security_curve (zl_security_t *self);

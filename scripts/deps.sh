@@ -25,6 +25,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(gcc make cmake pkg-config
           libzmq3-dev libczmq-dev libprotobuf-c-dev protobuf-c-compiler
+          libsodium-dev          # CURVE in zlane's own ZMTP (common/zmtp.c)
           libcmocka-dev liblmdb-dev iproute2 procps
           clang libclang-rt-dev  # libFuzzer: the fuzz targets of make test
           clang-format           # scripts/check-format.sh, the first step of make test
