@@ -542,7 +542,7 @@ s_on_greeting (zl_zmtp_t *self, const uint8_t *g)
         if (theirs[i] < 0x20 || theirs[i] > 0x7e)
             theirs[i] = '?';
     if (strcmp (theirs, ours) != 0)
-        return s_fail (self, ZL_ZMTP_FAIL_PROTOCOL,
+        return s_fail (self, ZL_ZMTP_FAIL_MECHANISM,
                        "the peer speaks %s and this side %s: CURVE must be on at both ends or "
                        "at neither",
                        theirs[0] ? theirs : "no mechanism", ours);

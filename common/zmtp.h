@@ -57,10 +57,11 @@ typedef enum {
 /*  Why a connection ended (zl_zmtp_failure). */
 typedef enum {
     ZL_ZMTP_FAIL_NONE,
-    ZL_ZMTP_FAIL_PROTOCOL, // malformed bytes, a wrong mechanism or socket type, an old peer
-    ZL_ZMTP_FAIL_AUTH,     // CURVE: a key refused (by us, or by the server's ERROR)
-    ZL_ZMTP_FAIL_CRYPTO,   // CURVE: a box that does not open (a wrong server key, tampering)
-    ZL_ZMTP_FAIL_TOO_LARGE // a frame over max_frame
+    ZL_ZMTP_FAIL_PROTOCOL,  // malformed bytes, a socket type that does not fit, an old peer
+    ZL_ZMTP_FAIL_MECHANISM, // CURVE at one end only
+    ZL_ZMTP_FAIL_AUTH,      // CURVE: a key refused (by us, or by the server's ERROR)
+    ZL_ZMTP_FAIL_CRYPTO,    // CURVE: a box that does not open (a wrong server key, tampering)
+    ZL_ZMTP_FAIL_TOO_LARGE  // a frame over max_frame
 } zl_zmtp_failure_t;
 
 typedef struct {

@@ -7,8 +7,8 @@
          their deadline end as TIMEOUT;
       2. send: Hello if this connection owes one, then Submit frames of up to
          max_batch specs while the broker's credit allows;
-      3. wait on the socket, the monitor and the next timer;
-      4. apply connection events from the monitor (a new handshake means a new
+      3. wait on the connection and the next timer;
+      4. apply the connection's events (a new handshake means a new
          broker connection: Hello again, credit from zero, resend everything
          not yet accepted), then the broker's replies;
       5. if the broker is gone, said NOT_LEADER or has no database
@@ -36,6 +36,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "eplist.h"
+#include "link.h"
 #include "log.h"
 #include "pending.h"
 #include "rng.h"
@@ -73,11 +74,6 @@
 #define S_REDIAL_MIN_MS 1000 // ZeroMQ gives up on a refused handshake: we dial again
 #define S_REDIAL_MAX_MS 30000
 #define S_DIAL_TIMEOUT_MS S_HEARTBEAT_TIMEOUT_MS // several brokers: no answer by then, next
-#define S_MONITOR_EVENTS                                                                           \
-    (ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |                                      \
-     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
-     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECT_RETRIED)
-
 typedef struct {
     int64_t at_ms;
     uint64_t seq;
@@ -100,12 +96,9 @@ struct _zl_producer_t {
     zl_curve_t curve;  // set on the DEALER before it connects
     char instance[17]; // random hex naming this instance in generated keys
 
-    // sockets (NULL between leaving one broker and dialling the next)
-    zsock_t *sock; // DEALER to the broker's frontend
-    void *handle;
-    zsock_t *monitor; // PAIR receiving the DEALER's connection events
-    void *monitor_handle;
-    char monitor_endpoint[64];
+    // the connection to the broker's frontend (link.h; NULL between leaving
+    // one broker and dialling the next)
+    zl_link_t *handle;
     zl_codec_t *codec;
 
     // connection and credit
@@ -161,6 +154,21 @@ struct _zl_producer_t {
 
 #define S_WATCH_MAX 10000 // job ids per Watch frame (the broker's limit)
 
+//  Encode `msg` and queue it on the connection (it goes at the next
+//  zl_link_flush). Returns 0, or -1 with errno (EAGAIN: no room, or no
+//  connection up).
+static int
+s_send_msg (zl_producer_t *self, const zl_msg_t *msg)
+{
+    size_t size;
+    const void *data = zl_codec_encode (self->codec, msg, &size);
+    if (!data) {
+        errno = EINVAL;
+        return -1;
+    }
+    return zl_link_send (self->handle, data, size);
+}
+
 //  Send the Watch for every job whose outcome has not come, in frames of
 //  S_WATCH_MAX ids.
 static void
@@ -171,12 +179,13 @@ s_send_watch (zl_producer_t *self)
     for (size_t at = 0; at < self->n_watched; at += S_WATCH_MAX) {
         size_t n = self->n_watched - at < S_WATCH_MAX ? self->n_watched - at : S_WATCH_MAX;
         zl_msg_t msg = {.kind = ZL_MSG_WATCH, .u.watch = {n, self->watched + at}};
-        if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+        if (s_send_msg (self, &msg) < 0) {
             self->out_blocked = errno == EAGAIN;
             return;
         }
     }
     self->watch_due = false;
+    zl_link_flush (self->handle);
 }
 
 static void
@@ -443,17 +452,16 @@ s_run_timers (zl_producer_t *self, int64_t now)
         s_leave_silent (self, "no answer in time");
     }
     if (self->redial_at_ms && now >= self->redial_at_ms && self->handle && !self->leave) {
-        //  A connection whose handshake failed is not retried by ZeroMQ, but the
-        //  broker may admit us now (its clients directory is reloaded): a new one,
-        //  or the next broker when there are several.
+        //  A connection whose handshake was refused is not dialled again by
+        //  the link, but the broker may admit us now (its clients directory
+        //  is reloaded): a new one, or the next broker when there are several.
         self->redial_at_ms = 0;
         if (zl_eplist_roams (self->brokers))
             s_leave_for_next (self, "its handshake failed");
         else {
-            zmq_disconnect (self->handle, self->endpoint);
-            if (zmq_connect (self->handle, self->endpoint) == 0)
-                zl_debug (S_COMPONENT, "dialling %s again after a refused handshake",
-                          self->endpoint);
+            zl_link_redial (self->handle);
+            zl_link_pump (self->handle, now);
+            zl_debug (S_COMPONENT, "dialling %s again after a refused handshake", self->endpoint);
         }
     }
     while (self->n_retries > 0 && self->retries[0].at_ms <= now) {
@@ -507,7 +515,7 @@ static int
 s_send_hello (zl_producer_t *self)
 {
     zl_msg_t msg = {.kind = ZL_MSG_HELLO, .u.hello = {.client = self->client}};
-    if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+    if (s_send_msg (self, &msg) < 0) {
         self->out_blocked = errno == EAGAIN;
         return -1;
     }
@@ -517,11 +525,20 @@ s_send_hello (zl_producer_t *self)
 }
 
 //  Send queued jobs in Submit frames while the connection has credit.
+static void s_send_queued_frames (zl_producer_t *self);
+
 static void
 s_send_queued (zl_producer_t *self)
 {
     if (!self->connected)
         return;
+    s_send_queued_frames (self);
+    zl_link_flush (self->handle); // from the calling thread, at once
+}
+
+static void
+s_send_queued_frames (zl_producer_t *self)
+{
     if (self->hello_pending && s_send_hello (self) < 0)
         return;
     while (self->q_len > 0) {
@@ -556,11 +573,11 @@ s_send_queued (zl_producer_t *self)
         }
         if (n > 0) {
             zl_msg_t msg = {.kind = ZL_MSG_SUBMIT, .u.submit = {.n = n, .jobs = self->batch}};
-            if (zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) < 0) {
+            if (s_send_msg (self, &msg) < 0) {
                 self->out_blocked = errno == EAGAIN;
                 if (errno != EAGAIN)
                     zl_warn (S_COMPONENT, "cannot send to %s: %s", self->endpoint,
-                             zmq_strerror (errno));
+                             strerror (errno));
                 return; // the jobs stay queued
             }
             self->out_blocked = false;
@@ -817,31 +834,22 @@ s_on_message (zl_producer_t *self, const zl_msg_t *msg)
     }
 }
 
-//  Apply every reply waiting on the socket (up to a burst).
+//  Apply every reply waiting on the connection (up to a burst).
 static void
 s_drain_socket (zl_producer_t *self)
 {
+    bool skipping = false; // the rest of a multi-frame message
     for (int i = 0; i < S_RECV_BURST && self->handle && !self->leave; i++) {
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, self->handle, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
+        const void *data;
+        size_t size;
+        bool more;
+        if (zl_link_recv (self->handle, &data, &size, &more) != 1)
             return;
-        }
-        bool extra = zmq_msg_more (&frame);
+        bool extra = skipping || more; // the protocol is one frame per message
+        skipping = more;
         zl_msg_t msg;
         zl_decode_rc_t rc =
-            zl_codec_decode (self->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &msg);
-        zmq_msg_close (&frame);
-        while (extra) { // the protocol is one frame per message
-            zmq_msg_init (&frame);
-            if (zmq_msg_recv (&frame, self->handle, ZMQ_DONTWAIT) < 0)
-                extra = false;
-            else
-                extra = zmq_msg_more (&frame);
-            zmq_msg_close (&frame);
-            rc = ZL_DECODE_BAD_FRAME;
-        }
+            extra ? ZL_DECODE_BAD_FRAME : zl_codec_decode (self->codec, data, size, &msg);
         if (rc != ZL_DECODE_OK) {
             zl_warn (S_COMPONENT, "ignoring an undecodable message from %s (%d)", self->endpoint,
                      (int)rc);
@@ -883,13 +891,11 @@ s_new_session (zl_producer_t *self)
 }
 
 //  A handshake succeeded: this is a new connection, perhaps to a restarted
-//  broker. Replies still buffered from the old one are applied first (their
-//  credit no longer counts); then a new session.
+//  broker: a new session (what the old connection had not delivered went
+//  with it; its jobs are resent under their keys).
 static void
 s_on_connected (zl_producer_t *self)
 {
-    self->connected = false;
-    s_drain_socket (self);
     self->connected = true;
     self->refused[0] = '\0';
     self->redial_at_ms = 0;
@@ -927,40 +933,41 @@ s_on_disconnected (zl_producer_t *self)
 }
 
 //  A handshake failed: say why in words people can act on, once per cause.
-//  After an authentication or protocol failure ZeroMQ never tries that
-//  connection again, but the broker may admit the key later (it reloads its
-//  clients directory): dial again after a backoff. A connection error in
-//  the handshake (NO_DETAIL, value = errno) ZeroMQ retries by itself.
+//  After a refusal (a key not let in, a mechanism that does not fit) the
+//  link dials no more, but the broker may admit the key later (it reloads
+//  its clients directory): dial again after a backoff. A connection that
+//  ended during its handshake the link dials again by itself.
 static void
-s_on_refused (zl_producer_t *self, uint16_t event, uint32_t value)
+s_on_refused (zl_producer_t *self, const zl_link_event_t *ev)
 {
+    bool refusal = ev->kind == ZL_LINK_REFUSED;
     //  A broken connection says less than a refusal already known (a CURVE
     //  broker drops a plaintext client both ways): keep the refusal.
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && self->refused[0])
+    if (!refusal && self->refused[0])
         return;
     char why[sizeof self->refused];
     bool curve = zl_curve_enabled (&self->curve);
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+    if (refusal && ev->auth)
         snprintf (why, sizeof why,
-                  "the broker refused this client's CURVE key (ZAP status %u): is its public "
+                  "the broker refused this client's CURVE key (%.60s): is its public "
                   "certificate in the broker's clients directory?",
-                  value);
-    else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        snprintf (why, sizeof why, "the %s handshake failed (%s)%s", curve ? "CURVE" : "plaintext",
-                  zmq_strerror ((int)value),
+                  ev->detail);
+    else if (!refusal)
+        snprintf (why, sizeof why, "the %s handshake failed (%.80s)%s",
+                  curve ? "CURVE" : "plaintext", ev->detail,
                   curve ? ": is the server certificate the broker's?"
                         : ": the broker probably requires CURVE (a server and a client "
                           "certificate)");
-    else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    else if (ev->mechanism)
         snprintf (why, sizeof why, "%s",
                   curve ? "the broker does not use CURVE but this client does"
                         : "the broker requires CURVE (a server and a client certificate)");
     else
-        snprintf (why, sizeof why, "the %s handshake failed (protocol error 0x%x)",
-                  curve ? "CURVE" : "plaintext", value);
+        snprintf (why, sizeof why, "the %s handshake failed (%.160s)",
+                  curve ? "CURVE" : "plaintext", ev->detail);
     bool again = strcmp (why, self->refused) == 0;
     snprintf (self->refused, sizeof self->refused, "%s", why);
-    if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !self->redial_at_ms) {
+    if (refusal && !self->redial_at_ms) {
         self->redial_at_ms = zl_clock_mono_ms () + self->redial_ms;
         self->redial_ms =
             self->redial_ms >= S_REDIAL_MAX_MS / 2 ? S_REDIAL_MAX_MS : self->redial_ms * 2;
@@ -970,108 +977,65 @@ s_on_refused (zl_producer_t *self, uint16_t event, uint32_t value)
         zl_warn (S_COMPONENT, "%s", self->last_error);
 }
 
-//  Apply every connection event the monitor has queued.
+//  Apply every connection event the link has queued.
 static void
 s_drain_monitor (zl_producer_t *self)
 {
-    while (self->monitor_handle) {
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, self->monitor_handle, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
-            return;
-        }
-        //  Frame 1: 16-bit event, 32-bit value; frame 2: the peer address.
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size (&frame) >= 6) {
-            memcpy (&event, zmq_msg_data (&frame), 2);
-            memcpy (&value, (uint8_t *)zmq_msg_data (&frame) + 2, 4);
-        }
-        bool more = zmq_msg_more (&frame);
-        zmq_msg_close (&frame);
-        while (more) {
-            zmq_msg_init (&frame);
-            more = zmq_msg_recv (&frame, self->monitor_handle, ZMQ_DONTWAIT) >= 0 &&
-                   zmq_msg_more (&frame);
-            zmq_msg_close (&frame);
-        }
-        switch (event) {
-        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: s_on_connected (self); break;
-        case ZMQ_EVENT_DISCONNECTED: s_on_disconnected (self); break;
-        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: s_on_refused (self, event, value); break;
-        case ZMQ_EVENT_CONNECT_RETRIED:
+    zl_link_event_t ev;
+    while (self->handle && zl_link_event (self->handle, &ev)) {
+        switch (ev.kind) {
+        case ZL_LINK_CONNECTED: s_on_connected (self); break;
+        case ZL_LINK_DISCONNECTED: s_on_disconnected (self); break;
+        case ZL_LINK_REFUSED: s_on_refused (self, &ev); break;
+        case ZL_LINK_DIAL_FAILED:
+            if (ev.handshake) { // it answered, then the connection ended
+                s_on_refused (self, &ev);
+                break;
+            }
             //  the dial failed (nothing listens there): with several brokers
-            //  this one is down, try the next; with one, ZeroMQ dials again
+            //  this one is down, try the next; with one, the link dials again
             if (zl_eplist_roams (self->brokers) && !self->connected && !self->leave)
                 s_leave_silent (self, "nothing answers there");
             break;
-        default: break;
         }
     }
 }
 
 // ---------------------------------------------------------------- several brokers
 
-static void
-s_setsockopt_int (void *handle, int option, int value)
-{
-    zmq_setsockopt (handle, option, &value, sizeof value);
-}
-
-//  Close the DEALER and its monitor; what was queued on them is dropped.
+//  Close the connection; what was queued on it is dropped.
 static void
 s_close_socket (zl_producer_t *self)
 {
-    if (self->handle)
-        zmq_socket_monitor (self->handle, NULL, 0);
-    zsock_destroy (&self->monitor);
-    zsock_destroy (&self->sock);
-    self->handle = NULL;
-    self->monitor_handle = NULL;
+    zl_link_destroy (&self->handle);
 }
 
-//  Open a DEALER to self->endpoint, watched by a monitor. Returns 0, or -1
+//  Open a connection to self->endpoint and start dialling. Returns 0, or -1
 //  with errno (the endpoint is not valid); then the caller closes it.
 static int
 s_open_socket (zl_producer_t *self)
 {
-    self->sock = zsock_new (ZMQ_DEALER);
-    self->monitor = zsock_new (ZMQ_PAIR);
-    if (!self->sock || !self->monitor) {
-        errno = ENOMEM;
+    //  As the libzmq DEALER it replaces: nothing queued for a peer that is
+    //  not there (what was unsent when a connection died is resent by us
+    //  after our Hello, never sent ahead of it); heartbeats; the dial again
+    //  every 100 ms doubling to 1 s. CURVE keys hold for every redial (and
+    //  for every broker of the list: brokers of one deployment share a key).
+    zl_link_opts_t lo = {.curve = &self->curve,
+                         .immediate = true,
+                         .hwm = S_HWM,
+                         .reconnect_ivl_ms = S_RECONNECT_IVL_MS,
+                         .reconnect_max_ms = S_RECONNECT_IVL_MAX_MS,
+                         .heartbeat_ivl_ms = S_HEARTBEAT_IVL_MS,
+                         .heartbeat_timeout_ms = S_HEARTBEAT_TIMEOUT_MS,
+                         .heartbeat_ttl_ms = S_HEARTBEAT_TIMEOUT_MS};
+    char err[256];
+    self->handle = zl_link_new (self->endpoint, &lo, err, sizeof err);
+    if (!self->handle) {
+        zl_warn (S_COMPONENT, "%s", err);
+        errno = EINVAL;
         return -1;
     }
-    self->handle = zsock_resolve (self->sock);
-    self->monitor_handle = zsock_resolve (self->monitor);
-    s_setsockopt_int (self->handle, ZMQ_LINGER, S_LINGER_MS);
-    s_setsockopt_int (self->handle, ZMQ_SNDHWM, S_HWM);
-    s_setsockopt_int (self->handle, ZMQ_RCVHWM, S_HWM);
-    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL, S_RECONNECT_IVL_MS);
-    s_setsockopt_int (self->handle, ZMQ_RECONNECT_IVL_MAX, S_RECONNECT_IVL_MAX_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_IVL, S_HEARTBEAT_IVL_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TIMEOUT, S_HEARTBEAT_TIMEOUT_MS);
-    s_setsockopt_int (self->handle, ZMQ_HEARTBEAT_TTL, S_HEARTBEAT_TIMEOUT_MS);
-    //  Queue nothing for a peer that is not there: what was unsent when a
-    //  connection died is dropped by ZeroMQ and resent by us after our Hello,
-    //  never sent ahead of it.
-    s_setsockopt_int (self->handle, ZMQ_IMMEDIATE, 1);
-    //  CURVE keys hold for every reconnect ZeroMQ makes on this socket (and
-    //  for every broker of the list: brokers of one deployment share a key).
-    zl_curve_apply (&self->curve, self->sock);
-
-    //  Watch the DEALER's connection events before connecting, so that the
-    //  first handshake is seen too.
-    static atomic_uint_fast64_t instances; // inproc names must be unique in the context
-    snprintf (self->monitor_endpoint, sizeof self->monitor_endpoint,
-              "inproc://zlane-producer-monitor-%llu",
-              (unsigned long long)atomic_fetch_add (&instances, 1));
-    if (zmq_socket_monitor (self->handle, self->monitor_endpoint, S_MONITOR_EVENTS) < 0 ||
-        zmq_connect (self->monitor_handle, self->monitor_endpoint) < 0 ||
-        zmq_connect (self->handle, self->endpoint) < 0)
-        return -1;
+    zl_link_pump (self->handle, zl_clock_mono_ms ()); // the first dial
     return 0;
 }
 
@@ -1082,7 +1046,7 @@ s_dial (zl_producer_t *self, int64_t now)
 {
     self->dial_due = false;
     if (s_open_socket (self) != 0) {
-        zl_warn (S_COMPONENT, "cannot dial broker at %s: %s", self->endpoint, zmq_strerror (errno));
+        zl_warn (S_COMPONENT, "cannot dial broker at %s: %s", self->endpoint, strerror (errno));
         s_close_socket (self);
         s_leave_for_next (self, "its endpoint is not valid");
         return;
@@ -1159,16 +1123,18 @@ s_pump (zl_producer_t *self, int timeout_ms)
         if (wait < 0 || until < wait)
             wait = (long)until;
     }
-    zmq_pollitem_t items[] = {
-        {self->handle, 0, ZMQ_POLLIN | (self->connected && self->out_blocked ? ZMQ_POLLOUT : 0), 0},
-        {self->monitor_handle, 0, ZMQ_POLLIN, 0}};
     if (self->handle) {
-        if (zmq_poll (items, 2, wait) < 0)
+        int64_t link = zl_link_timeout (self->handle, zl_clock_mono_ms ());
+        if (link >= 0 && (wait < 0 || link < wait))
+            wait = (long)link;
+        struct pollfd item = {zl_link_fd (self->handle), zl_link_poll_events (self->handle), 0};
+        if (poll (&item, item.fd >= 0 ? 1 : 0, wait < 0 ? -1 : (int)wait) < 0)
             return -1;
+        zl_link_pump (self->handle, zl_clock_mono_ms ());
+        if (!zl_link_blocked (self->handle))
+            self->out_blocked = false;
     } else if (wait != 0 && poll (NULL, 0, wait < 0 ? S_RECONNECT_IVL_MAX_MS : (int)wait) < 0)
         return -1; // between brokers: only timers (the next dial is one)
-    if (items[0].revents & ZMQ_POLLOUT)
-        self->out_blocked = false;
 
     s_drain_monitor (self);
     s_drain_socket (self);
@@ -1203,13 +1169,14 @@ zl_producer_new (const zl_producer_opts_t *opts)
         errno = EINVAL;
         return NULL;
     }
-    const char *bad = NULL;
-    if (zl_eplist_probe (brokers, &bad) != 0) {
-        int saved = errno;
-        zl_error (S_COMPONENT, "bad broker endpoint '%s': %s", bad, zmq_strerror (saved));
-        zl_eplist_destroy (&brokers);
-        errno = saved;
-        return NULL;
+    for (size_t i = 0; i < zl_eplist_size (brokers); i++) {
+        char why[ZL_EPLIST_MAX_LEN + 128];
+        if (zl_link_check_endpoint (zl_eplist_at (brokers, i), why, sizeof why) != 0) {
+            zl_error (S_COMPONENT, "%s", why);
+            zl_eplist_destroy (&brokers);
+            errno = EINVAL;
+            return NULL;
+        }
     }
     zl_producer_t *self = ZL_NEW (zl_producer_t);
     self->brokers = brokers;
@@ -1596,7 +1563,8 @@ zl_producer_close_batch (zl_producer_t *self, const char *batch_id, int timeout_
             const char *ids[1] = {self->closing};
             zl_msg_t msg = {.kind = ZL_MSG_SUBMIT,
                             .u.submit = {.n_close = 1, .close_batches = ids}};
-            self->close_sent = zl_wire_send (self->handle, self->codec, &msg, ZMQ_DONTWAIT) == 0;
+            self->close_sent = s_send_msg (self, &msg) == 0;
+            zl_link_flush (self->handle);
         }
         int64_t left = end - zl_clock_mono_ms ();
         if (s_pump (self, left < 50 ? (int)(left > 0 ? left : 0) : 50) < 0)

@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "eplist.h"
 #include "held_timers.h"
+#include "link.h"
 #include "log.h"
 #include "rng.h"
 #include "text.h"
@@ -54,6 +55,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -131,7 +133,7 @@ struct _zl_worker_t {
     zl_held_job_t *done_head, *done_tail; // jobs whose handler returned (or skipped)
     uint32_t n_waiting;                   // handler threads blocked on work_ready
     bool quit;                            // handler threads exit once the work queue is empty
-    zsock_t *signal_tx;                   // "done queue is no longer empty"
+    int done_fd;                          // eventfd: "the done queue is no longer empty"
 
     // Shared with anyone: stop requests and counters.
     atomic_uint stop_requests;
@@ -140,8 +142,7 @@ struct _zl_worker_t {
 
     // Owned by the I/O thread.
     bool started;
-    zsock_t *signal_rx;
-    zsock_t *dealer; // NULL while backing off before a reconnect
+    zl_link_t *dealer; // the broker connection; NULL while backing off before a reconnect
     zl_codec_t *codec;
     pthread_t *threads;
     uint32_t n_threads;
@@ -218,14 +219,12 @@ s_check_opts (const zl_worker_opts_t *o)
             why = "lane names must not be empty";
     zl_eplist_t *brokers =
         why ? NULL : zl_eplist_new (o->endpoint ? o->endpoint : S_DEFAULT_ENDPOINT);
-    const char *bad = NULL;
     char text[ZL_EPLIST_MAX_LEN + 128];
     if (!why && !brokers)
         why = "the broker endpoint list has an empty or overlong entry";
-    else if (!why && zl_eplist_probe (brokers, &bad) != 0) {
-        snprintf (text, sizeof text, "bad broker endpoint '%s': %s", bad, zmq_strerror (errno));
-        why = text;
-    }
+    for (size_t i = 0; !why && i < zl_eplist_size (brokers); i++)
+        if (zl_link_check_endpoint (zl_eplist_at (brokers, i), text, sizeof text) != 0)
+            why = text;
     zl_eplist_destroy (&brokers);
     if (why) {
         zl_error (S_COMPONENT, "invalid options: %s", why);
@@ -665,9 +664,11 @@ s_send (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
 {
     if (!self->dealer)
         return -1;
-    if (zl_wire_send (zsock_resolve (self->dealer), self->codec, msg, ZMQ_DONTWAIT) != 0) {
+    size_t size;
+    const void *data = zl_codec_encode (self->codec, msg, &size);
+    if (!data || zl_link_send (self->dealer, data, size) != 0) {
         zl_warn (S_COMPONENT, "send %s failed: %s", zl_msg_kind_name (msg->kind),
-                 zmq_strerror (errno));
+                 data ? strerror (errno) : "cannot encode it");
         return -1;
     }
     zl_trace (S_COMPONENT, "-> %s", zl_msg_kind_name (msg->kind));
@@ -682,18 +683,17 @@ static int
 s_connect (zl_worker_t *self, int64_t now_ms)
 {
     const char *endpoint = zl_eplist_current (self->brokers);
-    self->dealer = zsock_new (ZMQ_DEALER);
-    if (self->dealer) {
-        zl_curve_apply (&self->opts.curve, self->dealer); // before connect: one key for all
-        zsock_set_linger (self->dealer, 0);
-        if (zsock_connect (self->dealer, "%s", endpoint) != 0) {
-            zl_error (S_COMPONENT, "cannot connect to %s: %s", endpoint,
-                      zmq_strerror (zmq_errno ()));
-            zsock_destroy (&self->dealer);
-        }
-    }
-    if (!self->dealer)
+    // as a libzmq DEALER: what is sent before the connection is up waits for
+    // it (Ready first), and a dropped connection is dialled again every
+    // 100 ms; a silent broker is noticed by the heartbeats (liveness)
+    zl_link_opts_t lo = {.curve = &self->opts.curve, .reconnect_ivl_ms = 100};
+    char err[256];
+    self->dealer = zl_link_new (endpoint, &lo, err, sizeof err);
+    if (!self->dealer) {
+        zl_error (S_COMPONENT, "cannot connect to %s: %s", endpoint, err);
         return -1;
+    }
+    zl_link_pump (self->dealer, now_ms); // the first dial
     zl_info (S_COMPONENT, "%s connecting to %s", self->name, endpoint);
     self->need_ready = true;
     self->last_heard_ms = now_ms; // the broker gets a full liveness period
@@ -717,7 +717,7 @@ s_disconnect (zl_worker_t *self, int64_t now_ms)
     self->leave = S_STAY;
     if (!not_leader)
         zl_eplist_next (self->brokers); // one endpoint: the same again
-    zsock_destroy (&self->dealer);
+    zl_link_destroy (&self->dealer);
     self->n_extends = 0;
     S_COUNT (self, reconnects, 1);
     s_cancel_all (self, ZL_WORKER_DISCONNECTED);
@@ -1004,29 +1004,25 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
 static void
 s_recv_all (zl_worker_t *self, int64_t now_ms)
 {
-    void *sock = zsock_resolve (self->dealer);
-    for (int i = 0; i < S_RECV_BATCH && !self->leave; i++) {
-        zmq_msg_t frame;
-        zmq_msg_init (&frame);
-        if (zmq_msg_recv (&frame, sock, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close (&frame);
+    bool skipping = false; // the rest of a multi-frame message
+    for (int i = 0; i < S_RECV_BATCH && self->dealer && !self->leave; i++) {
+        const void *data;
+        size_t size;
+        bool more;
+        if (zl_link_recv (self->dealer, &data, &size, &more) != 1)
             return;
-        }
         // Any frame, even a bad one, shows the broker is alive; the backoff
         // restarts only for what a serving broker sends (below).
         self->last_heard_ms = now_ms;
-        if (zmq_msg_more (&frame)) {
+        if (skipping || more) {
             // Not ours (one Envelope per message): drop every part of it.
-            while (zmq_msg_more (&frame) && zmq_msg_recv (&frame, sock, 0) >= 0)
-                ;
-            zmq_msg_close (&frame);
-            zl_warn (S_COMPONENT, "multi-frame message from broker, ignored");
+            if (!skipping)
+                zl_warn (S_COMPONENT, "multi-frame message from broker, ignored");
+            skipping = more;
             continue;
         }
         zl_msg_t msg;
-        zl_decode_rc_t rc =
-            zl_codec_decode (self->codec, zmq_msg_data (&frame), zmq_msg_size (&frame), &msg);
-        zmq_msg_close (&frame);
+        zl_decode_rc_t rc = zl_codec_decode (self->codec, data, size, &msg);
         if (rc != ZL_DECODE_OK) {
             zl_warn (S_COMPONENT, "undecodable frame from broker (rc %d), ignored", (int)rc);
             continue;
@@ -1079,8 +1075,11 @@ s_handler_thread (void *arg)
             // One signal per empty -> non-empty transition, sent before this
             // thread may wait below; the I/O thread drains the signals
             // before it takes the queue, so none is missed.
-            if (was_empty)
-                zmq_send (zsock_resolve (self->signal_tx), "", 0, ZMQ_DONTWAIT);
+            if (was_empty) {
+                uint64_t one = 1;
+                ssize_t rc = write (self->done_fd, &one, sizeof one);
+                (void)rc; // a full counter still wakes the loop
+            }
         }
         while (!self->work_head && !self->quit) {
             self->n_waiting++;
@@ -1203,10 +1202,9 @@ static void
 s_take_results (zl_worker_t *self)
 {
     // Drain the signals first, then the queue (see s_handler_thread).
-    void *rx = zsock_resolve (self->signal_rx);
-    char byte;
-    while (zmq_recv (rx, &byte, sizeof byte, ZMQ_DONTWAIT) >= 0)
-        ;
+    uint64_t count;
+    ssize_t got = read (self->done_fd, &count, sizeof count);
+    (void)got; // EAGAIN: no signal since the last drain
     pthread_mutex_lock (&self->lock);
     zl_held_job_t *h = self->done_head;
     self->done_head = self->done_tail = NULL;
@@ -1511,6 +1509,9 @@ s_next_timeout (zl_worker_t *self, int64_t now_ms)
         int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
         next = s_min (next, self->last_heard_ms + silence_ms);
         next = s_min (next, self->last_sent_ms + self->opts.heartbeat_ms);
+        int64_t link = zl_link_timeout (self->dealer, now_ms);
+        if (link >= 0)
+            next = s_min (next, now_ms + link);
     } else
         next = s_min (next, self->reconnect_at_ms);
     next = s_min (next, zl_held_timers_next_ms (self->timers));
@@ -1549,19 +1550,9 @@ zl_worker_run (zl_worker_t *self)
         return -1;
     }
     self->started = true;
-    // a counter, not the address: a freed worker's address can come back
-    // while its inproc endpoint is still being torn down by libzmq
-    static _Atomic unsigned long s_instances = 0;
-    char endpoint[64];
-    snprintf (endpoint, sizeof endpoint, "inproc://zlane-worker-%d-%lu", (int)getpid (),
-              ++s_instances);
-    self->signal_rx = zsock_new (ZMQ_PAIR);
-    self->signal_tx = zsock_new (ZMQ_PAIR);
-    if (!self->signal_rx || !self->signal_tx || zsock_bind (self->signal_rx, "%s", endpoint) != 0 ||
-        zsock_connect (self->signal_tx, "%s", endpoint) != 0) {
-        zl_error (S_COMPONENT, "cannot create the signal pipe: %s", zmq_strerror (zmq_errno ()));
-        zsock_destroy (&self->signal_rx);
-        zsock_destroy (&self->signal_tx);
+    self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (self->done_fd < 0) {
+        zl_error (S_COMPONENT, "cannot create the handlers' eventfd: %s", strerror (errno));
         return -1;
     }
     self->codec = zl_codec_new ();
@@ -1583,33 +1574,36 @@ zl_worker_run (zl_worker_t *self)
         s_tick (self, now);
         s_start_jobs (self, now);
         s_flush (self, now);
+        if (self->dealer)
+            zl_link_flush (self->dealer);
         if (s_finished (self, now))
             break;
 
-        zmq_pollitem_t items[3] = {
-            {zsock_resolve (self->signal_rx), 0, ZMQ_POLLIN, 0},
-            {NULL, self->wake_fd, ZMQ_POLLIN, 0},
-            {self->dealer ? zsock_resolve (self->dealer) : NULL, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll (items, self->dealer ? 3 : 2, s_next_timeout (self, now));
+        struct pollfd items[3] = {{self->done_fd, POLLIN, 0},
+                                  {self->wake_fd, POLLIN, 0},
+                                  {self->dealer ? zl_link_fd (self->dealer) : -1,
+                                   self->dealer ? zl_link_poll_events (self->dealer) : 0, 0}};
+        int n = poll (items, 3, s_next_timeout (self, now));
         if (n < 0 && errno != EINTR) {
-            zl_error (S_COMPONENT, "poll: %s", zmq_strerror (errno));
+            zl_error (S_COMPONENT, "poll: %s", strerror (errno));
             rc = -1;
             break;
         }
         now = zl_clock_mono_ms ();
-        if (n > 0 && (items[1].revents & ZMQ_POLLIN)) {
+        if (n > 0 && (items[1].revents & POLLIN)) {
             uint64_t count;
             ssize_t got = read (self->wake_fd, &count, sizeof count);
             (void)got; // the stop counter below is the truth
         }
         if (atomic_load (&self->stop_requests) > 0 && !self->draining)
             s_begin_drain (self, now);
-        if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+        if (n > 0 && (items[0].revents & POLLIN))
             s_take_results (self);
         if (atomic_exchange (&self->ckpt_flag, 0)) // handlers saved progress
             for (zl_held_job_t *h = self->held_head; h; h = h->next)
                 s_collect_checkpoint (self, h);
-        if (n > 0 && self->dealer && (items[2].revents & ZMQ_POLLIN)) {
+        if (self->dealer) {
+            zl_link_pump (self->dealer, now); // dials, handshakes, writes that waited
             s_recv_all (self, now);
             s_start_jobs (self, now); // a job just received starts before anything else
         }
@@ -1624,9 +1618,9 @@ zl_worker_run (zl_worker_t *self)
     self->backlog_head = self->backlog_tail = NULL;
     while (self->held_head)
         s_held_forget (self, self->held_head);
-    zsock_destroy (&self->dealer);
-    zsock_destroy (&self->signal_tx);
-    zsock_destroy (&self->signal_rx);
+    zl_link_destroy (&self->dealer);
+    close (self->done_fd);
+    self->done_fd = -1;
     zl_codec_destroy (&self->codec);
     zl_info (S_COMPONENT, "%s stopped", self->name);
     return rc;

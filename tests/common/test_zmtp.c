@@ -246,7 +246,7 @@ test_curve_refused (void **state)
     memset (&ss, 0, sizeof ss);
     s_shuttle (c, s, 4096, &sc, &ss);
     assert_int_equal (ss.failed, ZL_ZMTP_ERROR);
-    assert_int_equal (zl_zmtp_failure (s), ZL_ZMTP_FAIL_PROTOCOL);
+    assert_int_equal (zl_zmtp_failure (s), ZL_ZMTP_FAIL_MECHANISM);
     assert_non_null (strstr (zl_zmtp_error (s), "CURVE must be on at both ends"));
     zl_zmtp_destroy (&c);
     zl_zmtp_destroy (&s);
@@ -295,7 +295,7 @@ test_bad_input (void **state)
     s_expect_failure (g1, 10, false, ZL_ZMTP_FAIL_PROTOCOL, "ZMTP 1.0");
     g[10] = 3;
     memcpy (g + 12, "PLAIN", 5);
-    s_expect_failure (g, 64, false, ZL_ZMTP_FAIL_PROTOCOL, "speaks PLAIN");
+    s_expect_failure (g, 64, false, ZL_ZMTP_FAIL_MECHANISM, "speaks PLAIN");
     s_expect_failure ("\x08\x01x", 3, true, ZL_ZMTP_FAIL_PROTOCOL, "reserved flags");
     uint8_t long_frame[9] = {0x02, 0, 0, 0, 0, 0, 0, 0x03, 0xe9}; // 1001 bytes
     s_expect_failure (long_frame, 9, true, ZL_ZMTP_FAIL_TOO_LARGE, "1001 bytes");
