@@ -76,7 +76,7 @@ struct _zl_zmtp_t {
 static void
 s_buf_reserve (s_buf_t *b, size_t room)
 {
-    if (b->cap - b->tail >= room)
+    if (b->data && b->cap - b->tail >= room) // a buffer even for 0 (NULL + 0 is undefined)
         return;
     if (b->head > 0) { // slide what is left to the front
         memmove (b->data, b->data + b->head, b->tail - b->head);
@@ -616,7 +616,8 @@ zl_zmtp_next (zl_zmtp_t *self, zl_zmtp_frame_t *frame)
     for (;;) {
         if (self->state == ST_FAILED)
             return ZL_ZMTP_ERROR;
-        const uint8_t *p = self->in.data + self->in.head;
+        // no buffer before the first zl_zmtp_in_space (NULL + 0 is undefined)
+        const uint8_t *p = self->in.data ? self->in.data + self->in.head : NULL;
         size_t avail = self->in.tail - self->in.head;
         self->in_need = 0;
         if (self->state == ST_GREETING) {
@@ -786,7 +787,8 @@ zl_zmtp_ping (zl_zmtp_t *self, uint32_t ttl_ms)
 size_t
 zl_zmtp_out (const zl_zmtp_t *self, const uint8_t **data)
 {
-    *data = self->out.data + self->out.head;
+    // no buffer once a burst's was let go (NULL + 0 is undefined)
+    *data = self->out.data ? self->out.data + self->out.head : NULL;
     return self->out.tail - self->out.head;
 }
 

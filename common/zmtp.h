@@ -97,7 +97,8 @@ int zl_zmtp_send (zl_zmtp_t *self, const void *data, size_t size, bool more);
     or before the handshake ended. */
 void zl_zmtp_ping (zl_zmtp_t *self, uint32_t ttl_ms);
 /*  The bytes waiting to be written (borrowed; valid until the next call
-    that queues or zl_zmtp_sent). Returns their count. */
+    that queues or zl_zmtp_sent; NULL when there are none). Returns their
+    count. */
 size_t zl_zmtp_out (const zl_zmtp_t *self, const uint8_t **data);
 /*  `n` of the bytes zl_zmtp_out gave were written. */
 void zl_zmtp_sent (zl_zmtp_t *self, size_t n);

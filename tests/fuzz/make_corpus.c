@@ -5,9 +5,14 @@
     DIR/fuzz_envelope/   one encoded Envelope of every message kind
     DIR/fuzz_broker_<socket>/ record sequences in fuzz_broker.c's input format:
                          flags:u8 [idlen:u8 id] len:u16le frame
+    DIR/fuzz_zmtp/       a mode byte and a ZMTP peer's bytes (fuzz_zmtp.c):
+                         handshakes of both roles, NULL and CURVE, made by a
+                         peer engine against one that draws the harness's
+                         random bytes, then frames; and malformed ones
     Output is deterministic: rerun it after a change to the protocol and
     commit the result. */
 #include "codec.h"
+#include "fuzz_zmtp.h"
 #include "msg.h"
 
 #include <ctype.h>
@@ -721,6 +726,376 @@ s_admin_seqs (void)
     free (b);
 }
 
+// ---------------------------------------------------------------- ZMTP
+#define ZPEER_RNG 42 // the peer engine's stream at each seed's start
+
+static fz_keys_t s_keys;
+static fz_rng_t s_engine_rng, s_peer_rng;
+
+//  An engine set up as fuzz_zmtp's for `mode` (its random bytes drawn from
+//  the stream the harness resets at every input) and the peer that talks
+//  to it. What the peer sends the engine is the input, after `mode`.
+typedef struct {
+    zl_zmtp_t *engine, *peer;
+    buf_t *b;
+} zpair_t;
+
+static void
+s_zput (zpair_t *p, const void *data, size_t len)
+{
+    if (p->b->len + len > sizeof p->b->data) {
+        fprintf (stderr, "make_corpus: ZMTP seed too long\n");
+        exit (1);
+    }
+    memcpy (p->b->data + p->b->len, data, len);
+    p->b->len += len;
+}
+
+static zpair_t
+s_zpair (uint8_t mode, const zl_zmtp_opts_t *peer_opts)
+{
+    zpair_t p = {.b = calloc (1, sizeof (buf_t))};
+    s_engine_rng.state = FZ_SEED_RNG;
+    s_peer_rng.state = ZPEER_RNG;
+    zl_zmtp_opts_t o = fz_opts (mode, &s_keys, fz_auth);
+    fz_rng_current = &s_engine_rng;
+    p.engine = zl_zmtp_new (&o);
+    fz_rng_current = &s_peer_rng;
+    p.peer = zl_zmtp_new (peer_opts);
+    if (!p.engine || !p.peer)
+        exit (1);
+    s_zput (&p, &mode, 1);
+    return p;
+}
+
+//  Parse all that `z` holds, with its own random bytes.
+static void
+s_zparse (zl_zmtp_t *z, fz_rng_t *rng)
+{
+    fz_rng_current = rng;
+    zl_zmtp_frame_t f;
+    zl_zmtp_rc_t rc;
+    while ((rc = zl_zmtp_next (z, &f)) != ZL_ZMTP_AGAIN && rc != ZL_ZMTP_ERROR)
+        ;
+}
+
+//  Move what `from` queued into `to`; `record`: it goes into the input too.
+static size_t
+s_zmove (zpair_t *p, zl_zmtp_t *from, zl_zmtp_t *to, fz_rng_t *rng, bool record)
+{
+    const uint8_t *data;
+    size_t n = zl_zmtp_out (from, &data), room;
+    if (!n)
+        return 0;
+    if (record)
+        s_zput (p, data, n);
+    memcpy (zl_zmtp_in_space (to, n, &room), data, n);
+    zl_zmtp_in_commit (to, n);
+    zl_zmtp_sent (from, n);
+    s_zparse (to, rng);
+    return n;
+}
+
+//  Both ways until neither sends: the handshake, the peer's frames.
+static void
+s_zshuttle (zpair_t *p)
+{
+    while (s_zmove (p, p->peer, p->engine, &s_engine_rng, true) +
+               s_zmove (p, p->engine, p->peer, &s_peer_rng, false) >
+           0)
+        ;
+}
+
+static void
+s_zwrite (zpair_t *p, const char *name)
+{
+    s_write ("fuzz_zmtp", name, p->b->data, p->b->len);
+}
+
+static void
+s_zfree (zpair_t *p)
+{
+    zl_zmtp_destroy (&p->engine);
+    zl_zmtp_destroy (&p->peer);
+    free (p->b);
+}
+
+//  The peer's frames after the handshake: a two-part message, an empty
+//  frame, a long one (a LONG header), a PING; `n_small` short ones more.
+static void
+s_zframes (zpair_t *p, int n_small)
+{
+    static uint8_t big[300];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)i;
+    zl_zmtp_send (p->peer, "hello", 5, true);
+    zl_zmtp_send (p->peer, "world", 5, false);
+    zl_zmtp_send (p->peer, "", 0, false);
+    zl_zmtp_send (p->peer, big, sizeof big, false);
+    zl_zmtp_ping (p->peer, 3000);
+    for (int i = 0; i < n_small; i++)
+        zl_zmtp_send (p->peer, "job", 3, i % 2 == 0);
+    s_zshuttle (p);
+}
+
+static zl_zmtp_opts_t
+s_zpeer (bool server, bool curve, bool stranger)
+{
+    zl_zmtp_opts_t o = {.server = server, .socket_type = server ? "ROUTER" : "DEALER"};
+    if (!curve)
+        return o;
+    o.curve = true;
+    if (server) {
+        memcpy (o.public_key, s_keys.server_public, ZL_ZMTP_KEY);
+        memcpy (o.secret_key, s_keys.server_secret, ZL_ZMTP_KEY);
+    } else {
+        memcpy (o.public_key, stranger ? s_keys.stranger_public : s_keys.client_public,
+                ZL_ZMTP_KEY);
+        memcpy (o.secret_key, stranger ? s_keys.stranger_secret : s_keys.client_secret,
+                ZL_ZMTP_KEY);
+        memcpy (o.server_key, s_keys.server_public, ZL_ZMTP_KEY);
+    }
+    return o;
+}
+
+//  A whole session with the engine in `mode`: handshake, then frames.
+static void
+s_zsession (uint8_t mode, int n_small, const char *name)
+{
+    zl_zmtp_opts_t o = s_zpeer (mode & FZ_CLIENT ? true : false, mode & FZ_CURVE, false);
+    zpair_t p = s_zpair (mode, &o);
+    s_zshuttle (&p);
+    if (!zl_zmtp_ready (p.engine) || !zl_zmtp_ready (p.peer)) {
+        fprintf (stderr, "make_corpus: the ZMTP handshake of %s did not end\n", name);
+        exit (1);
+    }
+    s_zframes (&p, n_small);
+    s_zwrite (&p, name);
+    s_zfree (&p);
+}
+
+//  A peer's greeting: ZMTP 3.`minor`, `mechanism`.
+static void
+s_zgreeting (zpair_t *p, uint8_t minor, const char *mechanism, bool as_server)
+{
+    uint8_t g[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, minor};
+    memcpy (g + 12, mechanism, strlen (mechanism));
+    g[32] = as_server;
+    s_zput (p, g, sizeof g);
+}
+
+//  A command frame (a short one): name, then `data`.
+static void
+s_zcommand (zpair_t *p, const char *name, const void *data, size_t len)
+{
+    uint8_t h[2] = {0x04, (uint8_t)(1 + strlen (name) + len)}, n = (uint8_t)strlen (name);
+    s_zput (p, h, 2);
+    s_zput (p, &n, 1);
+    s_zput (p, name, n);
+    s_zput (p, data, len);
+}
+
+//  A metadata property.
+static size_t
+s_zprop (uint8_t *at, const char *name, const char *value)
+{
+    size_t n = strlen (name), v = strlen (value);
+    at[0] = (uint8_t)n;
+    memcpy (at + 1, name, n);
+    at[1 + n] = at[2 + n] = at[3 + n] = 0;
+    at[4 + n] = (uint8_t)v;
+    memcpy (at + 5 + n, value, v);
+    return 5 + n + v;
+}
+
+//  The precomputed key of a CURVE session (the engine's and the peer's),
+//  from the transient pairs each side drew first from its stream: a client
+//  at its HELLO, a server at its WELCOME.
+static void
+s_zprecom (bool engine_server, uint8_t precom[crypto_box_BEFORENMBYTES])
+{
+    uint8_t cn_public[32], cn_secret[32], sn_public[32], sn_secret[32];
+    fz_rng_t replay = {engine_server ? ZPEER_RNG : FZ_SEED_RNG};
+    fz_rng_current = &replay;
+    crypto_box_keypair (cn_public, cn_secret);
+    replay.state = engine_server ? FZ_SEED_RNG : ZPEER_RNG;
+    crypto_box_keypair (sn_public, sn_secret);
+    if (crypto_box_beforenm (precom, cn_public, sn_secret) != 0)
+        exit (1);
+}
+
+//  A frame (`flags`) that carries a box made here, as the peer would:
+//  `name` (READY, MESSAGE), the short nonce `n`, then `plain` boxed with
+//  the long nonce's `prefix`. What the peer engine would never send.
+static void
+s_zboxed (zpair_t *p, uint8_t flags, const char *name, const char *prefix, uint64_t n,
+          const void *plain, size_t len)
+{
+    uint8_t precom[crypto_box_BEFORENMBYTES], nonce[crypto_box_NONCEBYTES], frame[2 + 255];
+    s_zprecom (!(p->b->data[0] & FZ_CLIENT), precom);
+    size_t name_len = strlen (name), body = 1 + name_len + 8 + crypto_box_MACBYTES + len;
+    if (body > 255)
+        exit (1);
+    frame[0] = flags;
+    frame[1] = (uint8_t)body;
+    frame[2] = (uint8_t)name_len;
+    memcpy (frame + 3, name, name_len);
+    uint8_t *short_nonce = frame + 3 + name_len;
+    for (int i = 7; i >= 0; i--, n >>= 8)
+        short_nonce[i] = (uint8_t)n;
+    memcpy (nonce, prefix, 16);
+    memcpy (nonce + 16, short_nonce, 8);
+    if (crypto_box_easy_afternm (short_nonce + 8, plain, len, nonce, precom) != 0)
+        exit (1);
+    s_zput (p, frame, 2 + body);
+}
+
+static void
+s_zmtp_seeds (void)
+{
+    fz_setup (&s_peer_rng, &s_keys);
+    zl_zmtp_opts_t o;
+    zpair_t p;
+
+    // whole sessions: NULL and CURVE, both roles, some with the harness
+    // sending and pinging (at least 8 reads after the handshake)
+    s_zsession (0, 2, "null-server");
+    s_zsession (FZ_CLIENT, 2, "null-client");
+    s_zsession (FZ_CURVE, 2, "curve-server");
+    s_zsession (FZ_CURVE | FZ_CLIENT, 2, "curve-client");
+    s_zsession (1 << 2 | FZ_SEND | FZ_PING, 6, "null-server-bytewise-send");
+    s_zsession (FZ_CLIENT | 6 << 2 | FZ_SEND | FZ_SLOW, 6, "null-client-mixed-send-slow");
+    s_zsession (FZ_CURVE | 3 << 2 | FZ_SEND | FZ_PING, 6, "curve-server-send");
+    s_zsession (FZ_CURVE | FZ_CLIENT | 7 << 2 | FZ_SEND | FZ_PING | FZ_SLOW, 6,
+                "curve-client-send");
+
+    // CURVE server: the HELLO alone; a client key it does not let in
+    o = s_zpeer (false, true, false);
+    p = s_zpair (FZ_CURVE | 5 << 2, &o);
+    s_zmove (&p, p.peer, p.engine, &s_engine_rng, true); // the greeting
+    s_zmove (&p, p.engine, p.peer, &s_peer_rng, false);  // ours, and the HELLO back
+    s_zmove (&p, p.peer, p.engine, &s_engine_rng, true);
+    s_zwrite (&p, "curve-server-hello");
+    s_zfree (&p);
+    o = s_zpeer (false, true, true);
+    p = s_zpair (FZ_CURVE, &o);
+    s_zshuttle (&p);
+    s_zwrite (&p, "curve-server-stranger");
+    s_zfree (&p);
+
+    // CURVE client: a server's READY with no metadata, with a socket type
+    // that does not fit
+    o = s_zpeer (true, true, false);
+    p = s_zpair (FZ_CURVE | FZ_CLIENT, &o);
+    s_zmove (&p, p.peer, p.engine, &s_engine_rng, true); // the greeting; HELLO back
+    s_zmove (&p, p.engine, p.peer, &s_peer_rng, false);  // WELCOME back
+    s_zmove (&p, p.peer, p.engine, &s_engine_rng, true); // INITIATE back
+    size_t at = p.b->len;
+    s_zboxed (&p, 0x04, "READY", "CurveZMQREADY---", 1, "", 0);
+    s_zwrite (&p, "curve-client-ready-no-metadata");
+    p.b->len = at;
+    uint8_t meta[128];
+    size_t n = s_zprop (meta, "Socket-Type", "PUB");
+    s_zboxed (&p, 0x04, "READY", "CurveZMQREADY---", 1, meta, n);
+    s_zwrite (&p, "curve-client-pub");
+    s_zfree (&p);
+
+    // CURVE server, after the handshake: a box with reserved flags, a PING
+    // with no TTL
+    o = s_zpeer (false, true, false);
+    p = s_zpair (FZ_CURVE, &o);
+    s_zshuttle (&p);
+    s_zboxed (&p, 0, "MESSAGE", "CurveZMQMESSAGEC", 100, "\x04x", 2);
+    s_zwrite (&p, "curve-server-reserved-flags");
+    s_zfree (&p);
+    p = s_zpair (FZ_CURVE, &o);
+    s_zshuttle (&p);
+    s_zboxed (&p, 0, "MESSAGE", "CurveZMQMESSAGEC", 100, "\x02\x04PING", 6);
+    s_zwrite (&p, "curve-server-short-ping");
+    s_zfree (&p);
+
+    // CURVE server: a socket type that does not fit, in the INITIATE
+    o = s_zpeer (false, true, false);
+    o.socket_type = "PUB";
+    p = s_zpair (FZ_CURVE, &o);
+    s_zshuttle (&p);
+    s_zwrite (&p, "curve-server-pub");
+    s_zfree (&p);
+
+    // NULL server, by hand: an Identity and a property nobody knows
+    o = s_zpeer (false, false, false);
+    p = s_zpair (0, &o);
+    n = s_zprop (meta, "Socket-Type", "DEALER");
+    n += s_zprop (meta + n, "Identity", "worker-7");
+    n += s_zprop (meta + n, "X-Whatever", "");
+    s_zgreeting (&p, 1, "NULL", false);
+    s_zcommand (&p, "READY", meta, n);
+    s_zput (&p, "\x01\x02id\x00\x03job", 9);
+    s_zcommand (&p, "PING",
+                "\x00\x1e"
+                "ctx",
+                5);
+    s_zcommand (&p, "PONG", "ctx", 3);
+    s_zcommand (&p, "SUBSCRIBE", "", 0);
+    s_zcommand (&p, "ERROR",
+                "\x03"
+                "bye",
+                4);
+    s_zwrite (&p, "null-server-identity");
+    s_zfree (&p);
+
+    // a ZMTP 3.0 peer: no PING (the harness's is not sent)
+    p = s_zpair (FZ_SEND | FZ_PING | 2 << 2, &o);
+    s_zgreeting (&p, 0, "NULL", false);
+    n = s_zprop (meta, "Socket-Type", "REQ");
+    s_zcommand (&p, "READY", meta, n);
+    for (int i = 0; i < 8; i++)
+        s_zput (&p, "\x00\x03job", 5);
+    s_zwrite (&p, "null-server-zmtp30");
+    s_zfree (&p);
+
+    // frames over max_frame: one 4097 bytes long, one claiming 2^63
+    p = s_zpair (0, &o);
+    s_zgreeting (&p, 1, "NULL", false);
+    n = s_zprop (meta, "Socket-Type", "DEALER");
+    s_zcommand (&p, "READY", meta, n);
+    s_zput (&p, "\x02\x00\x00\x00\x00\x00\x00\x10\x01", 9);
+    s_zwrite (&p, "null-server-too-large");
+    s_zfree (&p);
+    p = s_zpair (FZ_CLIENT, &o);
+    s_zgreeting (&p, 1, "NULL", true);
+    n = s_zprop (meta, "Socket-Type", "ROUTER");
+    s_zcommand (&p, "READY", meta, n);
+    s_zput (&p, "\x06\x80\x00\x00\x00\x00\x00\x00\x00", 9);
+    s_zwrite (&p, "null-client-huge-command");
+    s_zfree (&p);
+
+    // refusals: a socket type that does not fit, an ERROR for a handshake,
+    // CURVE against NULL, an old peer
+    p = s_zpair (0, &o);
+    s_zgreeting (&p, 1, "NULL", false);
+    n = s_zprop (meta, "Socket-Type", "PUB");
+    s_zcommand (&p, "READY", meta, n);
+    s_zwrite (&p, "null-server-pub");
+    s_zfree (&p);
+    p = s_zpair (FZ_CURVE | FZ_CLIENT, &o);
+    s_zgreeting (&p, 1, "CURVE", true);
+    s_zcommand (&p, "ERROR",
+                "\x03"
+                "400",
+                4);
+    s_zwrite (&p, "curve-client-refused");
+    s_zfree (&p);
+    p = s_zpair (0, &o);
+    s_zgreeting (&p, 1, "CURVE", false);
+    s_zwrite (&p, "null-server-curve-peer");
+    s_zfree (&p);
+    p = s_zpair (4 << 2, &o);
+    s_zput (&p, "\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x02\x00", 12);
+    s_zwrite (&p, "null-server-zmtp2");
+    s_zfree (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -735,6 +1110,7 @@ main (int argc, char **argv)
     s_frontend ();
     s_backend ();
     s_admin_seqs ();
+    s_zmtp_seeds ();
     zl_codec_destroy (&s_codec);
     printf ("make_corpus: wrote the seed corpus to %s\n", s_root);
     return 0;

@@ -11,7 +11,7 @@
 #   -W          compiler warnings are errors (ZLANE_WERROR; fuzz_smoke
 #               passes it when its build has ZLANE_WERROR on)
 #   TARGET      fuzz_envelope fuzz_broker_frontend fuzz_broker_backend
-#               fuzz_broker_admin fuzz_http          [all]
+#               fuzz_broker_admin fuzz_http fuzz_zmtp [all]
 #
 # Environment: FUZZ_SECONDS or ZLANE_FUZZ_SECONDS (seconds per target),
 # FUZZ_ARGS (more libFuzzer flags), CC (a clang to use).
@@ -36,7 +36,8 @@ shift $((OPTIND - 1))
 seconds=${FUZZ_SECONDS:-${ZLANE_FUZZ_SECONDS:-$default_seconds}}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-  targets=(fuzz_envelope fuzz_broker_frontend fuzz_broker_backend fuzz_broker_admin fuzz_http)
+  targets=(fuzz_envelope fuzz_broker_frontend fuzz_broker_backend fuzz_broker_admin fuzz_http
+           fuzz_zmtp)
 
 # ---------------------------------------------------------------- clang
 clang=
