@@ -539,8 +539,8 @@ s_latency (int port, const opts_t *o)
     int64_t *lat = sm->lat_us;
     zl_benchproc_sort_i64 (lat, jobs);
     printf ("beanstalkd latency durability=%s rate=%.0f/s jobs=%" PRIu64 " consumers=%d "
-            "reserve-depth=%d payload=%zu: put->reserve p50 %.2f ms p90 %.2f ms p99 %.2f ms "
-            "p99.9 %.2f ms max %.2f ms (%" PRIu64 " samples, sent in %.2f s, %" PRIu64
+            "reserve-depth=%d payload=%zu: put->reserve p50 %.3f ms p90 %.3f ms p99 %.3f ms "
+            "p99.9 %.3f ms max %.3f ms (%" PRIu64 " samples, sent in %.2f s, %" PRIu64
             " sends >1 ms late)\n",
             o->durability, o->rate, jobs, o->consumers, o->depth, o->payload,
             zl_benchproc_pct_ms (lat, jobs, 50), zl_benchproc_pct_ms (lat, jobs, 90),

@@ -832,8 +832,8 @@ s_latency (const run_t *run)
     size_t n = jobs;
     zl_benchproc_sort_i64 (lat, n);
     printf ("rabbitmq latency durability=%s rate=%.0f/s jobs=%" PRIu64 " consumers=%d "
-            "payload=%zu: publish->receive p50 %.2f ms p90 %.2f ms p99 %.2f ms p99.9 %.2f ms "
-            "max %.2f ms (%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
+            "payload=%zu: publish->receive p50 %.3f ms p90 %.3f ms p99 %.3f ms p99.9 %.3f ms "
+            "max %.3f ms (%zu samples, sent in %.2f s, %" PRIu64 " sends >1 ms late)\n",
             s_durability (run), run->rate, jobs, run->consumers, run->payload,
             zl_benchproc_pct_ms (lat, n, 50), zl_benchproc_pct_ms (lat, n, 90),
             zl_benchproc_pct_ms (lat, n, 99), zl_benchproc_pct_ms (lat, n, 99.9),
