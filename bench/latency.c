@@ -228,6 +228,10 @@ main (int argc, char **argv)
     zl_producer_destroy (&prod);
     free (buf);
     zl_benchbroker_wait (broker, "jobs_acked", (int64_t)jobs, 60000);
+    // the store's share, for the breakdown in bench/RESULTS.md
+    fprintf (stderr, "broker: store commits %lld us on average, %lld us at most\n",
+             (long long)zl_benchbroker_counter (broker, "store_commit_avg_us"),
+             (long long)zl_benchbroker_counter (broker, "store_commit_max_us"));
 
     // stop the workers: each writes its samples
     size_t n = 0, cap = jobs + 16;

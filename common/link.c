@@ -26,6 +26,7 @@
 #define HANDSHAKE_MS 30000      // libzmq's ZMQ_HANDSHAKE_IVL default, from the dial
 #define MAX_WRITTEN (64u << 20) // bytes the broker has not taken before sends fail
 #define EVENTS 16
+#define MAX_ADDRS 8 // addresses of one name tried at a dial
 
 typedef enum { L_WAIT, L_CONNECTING, L_HANDSHAKE, L_READY, L_STOPPED } state_t;
 
@@ -42,6 +43,9 @@ struct _zl_link_t {
     zl_zmtp_t *zmtp;
     bool blocked; // output waits for the kernel
     int64_t dial_at_ms, dialled_ms;
+    struct sockaddr_storage addrs[MAX_ADDRS]; // this dial's addresses, IPv4 first
+    socklen_t addr_lens[MAX_ADDRS];
+    size_t n_addrs, addr_at;
     uint32_t ivl_ms;
     int64_t heard_ms, ping_at_ms;
     // a frame parsed by zl_link_pump, not yet taken by zl_link_recv (held),
@@ -127,44 +131,67 @@ s_start_handshake (zl_link_t *self, int64_t now_ms)
     self->heard_ms = now_ms;
 }
 
+//  Connect to the dial's address `addr_at`, or to the next that takes a
+//  connect; the last failure is reported as a failed dial.
+static void
+s_connect_next (zl_link_t *self, int64_t now_ms, const char *why)
+{
+    for (; self->addr_at < self->n_addrs; self->addr_at++) {
+        if (self->fd >= 0)
+            close (self->fd);
+        const struct sockaddr_storage *sa = &self->addrs[self->addr_at];
+        self->fd = socket (sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (self->fd < 0) {
+            why = strerror (errno);
+            continue;
+        }
+        if (!self->ipc) {
+            int one = 1;
+            setsockopt (self->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        if (connect (self->fd, (const struct sockaddr *)sa, self->addr_lens[self->addr_at]) == 0) {
+            s_start_handshake (self, now_ms);
+            return;
+        }
+        if (errno == EINPROGRESS)
+            return; // s_check_connect
+        why = strerror (errno);
+    }
+    s_lost (self, now_ms, why ? why : "no address to dial");
+}
+
 static void
 s_dial (zl_link_t *self, int64_t now_ms)
 {
     self->dialled_ms = now_ms;
-    struct sockaddr_storage sa;
-    socklen_t sa_len;
+    self->state = L_CONNECTING; // a failure below is reported as a failed dial
+    self->n_addrs = self->addr_at = 0;
     if (self->ipc) {
-        struct sockaddr_un *un = (struct sockaddr_un *)&sa;
+        struct sockaddr_un *un = (struct sockaddr_un *)&self->addrs[0];
         memset (un, 0, sizeof *un);
         un->sun_family = AF_UNIX;
         memcpy (un->sun_path, self->path, strlen (self->path) + 1);
-        sa_len = sizeof *un;
+        self->addr_lens[0] = sizeof *un;
+        self->n_addrs = 1;
     } else {
+        // every address of the name, IPv4 first as a libzmq client does
+        // (a broker bound to * or a name listens on IPv4): "localhost" is
+        // ::1 first on many hosts
         struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res;
         int rc = getaddrinfo (self->host, self->port, &hints, &res);
         if (rc != 0) {
-            self->state = L_CONNECTING; // reported as a failed dial
             s_lost (self, now_ms, gai_strerror (rc));
             return;
         }
-        memcpy (&sa, res->ai_addr, res->ai_addrlen);
-        sa_len = res->ai_addrlen;
+        for (int v4 = 1; v4 >= 0; v4--)
+            for (struct addrinfo *a = res; a && self->n_addrs < MAX_ADDRS; a = a->ai_next)
+                if ((a->ai_family == AF_INET) == v4 && a->ai_addrlen <= sizeof self->addrs[0]) {
+                    memcpy (&self->addrs[self->n_addrs], a->ai_addr, a->ai_addrlen);
+                    self->addr_lens[self->n_addrs++] = a->ai_addrlen;
+                }
         freeaddrinfo (res);
     }
-    self->fd = socket (sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    self->state = L_CONNECTING;
-    if (self->fd < 0) {
-        s_lost (self, now_ms, strerror (errno));
-        return;
-    }
-    if (!self->ipc) {
-        int one = 1;
-        setsockopt (self->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    if (connect (self->fd, (struct sockaddr *)&sa, sa_len) == 0)
-        s_start_handshake (self, now_ms);
-    else if (errno != EINPROGRESS)
-        s_lost (self, now_ms, strerror (errno));
+    s_connect_next (self, now_ms, NULL);
 }
 
 //  A dial under way: done? (a zero-timeout poll, then SO_ERROR)
@@ -177,10 +204,12 @@ s_check_connect (zl_link_t *self, int64_t now_ms)
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt (self->fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err)
-        s_lost (self, now_ms, strerror (err));
-    else
+    if (!err) {
         s_start_handshake (self, now_ms);
+        return;
+    }
+    self->addr_at++; // the name's next address, if it has one
+    s_connect_next (self, now_ms, strerror (err));
 }
 
 static void
@@ -457,10 +486,10 @@ zl_link_pump (zl_link_t *self, int64_t now_ms)
             ;
     }
     if ((self->state == L_CONNECTING || self->state == L_HANDSHAKE) &&
-        now_ms - self->dialled_ms > HANDSHAKE_MS)
+        now_ms - self->dialled_ms >= HANDSHAKE_MS)
         s_lost (self, now_ms, "no handshake within 30 s");
     if (self->state == L_READY && self->opts.heartbeat_ivl_ms) {
-        if (now_ms - self->heard_ms > self->opts.heartbeat_timeout_ms && !s_input_waits (self)) {
+        if (now_ms - self->heard_ms >= self->opts.heartbeat_timeout_ms && !s_input_waits (self)) {
             s_lost (self, now_ms, "the broker is silent (no answer to heartbeats)");
             return;
         }

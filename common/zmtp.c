@@ -57,6 +57,7 @@ struct _zl_zmtp_t {
     s_buf_t scratch; // CURVE: a frame's plaintext before it is boxed
     size_t in_need;  // bytes the frame under way needs in `in`, 0 if none
     uint8_t peer_minor;
+    bool greeted; // the rest of our greeting went out (after the peer's first 11 octets)
     uint8_t identity[ZL_ZMTP_IDENTITY_MAX];
     size_t identity_len;
     uint32_t peer_ttl_ms;
@@ -531,6 +532,19 @@ s_on_handshake (zl_zmtp_t *self, uint8_t flags, const uint8_t *c, size_t size)
     return s_fail (self, ZL_ZMTP_FAIL_PROTOCOL, "bad handshake state");
 }
 
+//  The rest of our greeting: the minor version, the mechanism, as-server
+//  and the filler.
+static void
+s_greet_rest (zl_zmtp_t *self)
+{
+    uint8_t *g = s_buf_append (&self->out, GREETING - 11);
+    memset (g, 0, GREETING - 11);
+    g[0] = 1;
+    memcpy (g + 1, self->opts.curve ? "CURVE" : "NULL", self->opts.curve ? 5 : 4);
+    g[21] = self->opts.curve && self->opts.server ? 1 : 0;
+    self->greeted = true;
+}
+
 static zl_zmtp_rc_t
 s_on_greeting (zl_zmtp_t *self, const uint8_t *g)
 {
@@ -629,6 +643,8 @@ zl_zmtp_next (zl_zmtp_t *self, zl_zmtp_frame_t *frame)
             if (avail >= 11 && p[10] < 3)
                 return s_fail (self, ZL_ZMTP_FAIL_PROTOCOL,
                                "the peer speaks ZMTP %u.x: only 3.0 and later", p[10]);
+            if (avail >= 11 && !self->greeted)
+                s_greet_rest (self);
             if (avail < GREETING) {
                 self->in_need = GREETING;
                 return ZL_ZMTP_AGAIN;
@@ -699,15 +715,16 @@ zl_zmtp_new (const zl_zmtp_opts_t *opts)
     if (!self->opts.max_frame || self->opts.max_frame > (1ull << 62))
         self->opts.max_frame = ZL_ZMTP_MAX_FRAME_DEFAULT;
     self->cn_nonce = 1;
-    uint8_t *g = s_buf_append (&self->out, GREETING);
-    memset (g, 0, GREETING);
+    // the signature and the major version; the rest once the peer's came
+    // (s_greet_rest), as libzmq does: a libzmq peer that learns our
+    // mechanism before it sent its own closes without sending it, and this
+    // side would not know why
+    uint8_t *g = s_buf_append (&self->out, 11);
+    memset (g, 0, 11);
     g[0] = 0xff;
     g[8] = 1; // the signature's padding, as libzmq writes it
     g[9] = 0x7f;
     g[10] = 3;
-    g[11] = 1;
-    memcpy (g + 12, opts->curve ? "CURVE" : "NULL", opts->curve ? 5 : 4);
-    g[32] = opts->curve && opts->server ? 1 : 0;
     return self;
 }
 

@@ -71,7 +71,8 @@ typedef struct {
 } zl_zmtp_frame_t;
 
 /*  Return a connection's protocol for `opts` (copied; socket_type must be a
-    static string), its greeting already in the output. */
+    static string), the first part of its greeting already in the output
+    (the rest follows the peer's first 11 octets). */
 zl_zmtp_t *zl_zmtp_new (const zl_zmtp_opts_t *opts);
 /*  Destroy; nulls the caller's pointer (keys are wiped). NULL-safe. */
 void zl_zmtp_destroy (zl_zmtp_t **self_p);

@@ -1,14 +1,20 @@
-/*  zlane_worker: the worker's I/O loop and its handler thread pool.
+/*  zlane_worker: the worker's loop and its thread pool.
 
-    Threads. The thread that calls zl_worker_run owns the broker connection
-    and every piece of worker state (the held jobs, the pending settlements,
-    the timers). Handler threads only see the jobs handed to them: once per
-    turn the I/O thread moves its whole backlog onto the shared work queue
-    (mutex + condvar), and each handler thread takes one job at a time, runs
-    it and puts it on the done queue, back to back, without waiting for the
-    I/O thread. The I/O thread is signalled only when the done queue stops
-    being empty, and takes every result at once. zl_worker_stop only bumps a
-    counter and writes an eventfd, so it is safe from signal handlers.
+    Threads. One thread at a time holds the loop (s_loop): it owns the
+    broker connection and every piece of worker state (the held jobs, the
+    pending settlements, the timers), and has signals unblocked. The pool
+    is the `concurrency` handler threads and the thread that called
+    zl_worker_run, which starts with the loop. Other threads only see the
+    jobs handed to them: once per turn the loop moves its backlog onto the
+    shared work queue (mutex + condvar), and each idle thread takes one job
+    at a time, runs it and puts it on the done queue, back to back, without
+    waiting for the loop. The loop is signalled (an eventfd) only when the
+    done queue stops being empty, and takes every result at once. A job
+    just received, when idle threads outnumber the jobs waiting for one,
+    runs on the loop's own thread at once, and the loop passes to an idle
+    thread (s_start_here, s_pass_loop): the job's start waits for no other
+    thread's wake-up. zl_worker_stop only bumps a counter and writes an
+    eventfd, so it is safe from signal handlers.
 
     Job life. Dispatch -> held (BACKLOG) -> the work queue (HANDED) -> a
     handler thread runs it -> result -> a pending settlement (Ack or Nack)
@@ -130,14 +136,19 @@ struct _zl_worker_t {
     pthread_mutex_t lock;
     pthread_cond_t work_ready;
     zl_held_job_t *work_head, *work_tail; // jobs no handler thread has taken yet
+    uint32_t work_len;                    // how many
     zl_held_job_t *done_head, *done_tail; // jobs whose handler returned (or skipped)
-    uint32_t n_waiting;                   // handler threads blocked on work_ready
-    bool quit;                            // handler threads exit once the work queue is empty
-    int done_fd;                          // eventfd: "the done queue is no longer empty"
+    uint32_t n_waiting;                   // threads blocked on work_ready
+    bool loop_free;                       // the loop waits for an idle thread to take it (s_pool)
+    bool loop_done;                       // the loop ended, with loop_rc: zl_worker_run returns
+    int loop_rc;
+    bool quit;   // handler threads exit once the work queue is empty
+    int done_fd; // eventfd: "the done queue is no longer empty"
 
     // Shared with anyone: stop requests and counters.
     atomic_uint stop_requests;
-    int wake_fd; // eventfd written by zl_worker_stop
+    int wake_fd;           // eventfd written by zl_worker_stop
+    sigset_t loop_sigmask; // the signal mask of zl_worker_run's caller: the loop's
     s_counters_t counters;
 
     // Owned by the I/O thread.
@@ -152,10 +163,11 @@ struct _zl_worker_t {
     uint64_t held_seq;                          // receipt counter
     s_index_t held_ids;                         // job id -> held jobs (one per lease)
     zl_held_job_t *backlog_head, *backlog_tail; // BACKLOG jobs in receipt order (qnext)
-    zl_held_timers_t *timers;                   // live held jobs with a deadline
-    s_link_t unsent;                            // settlements to send on this connection
-    s_link_t sent;                              // settlements sent, awaiting Settled
-    s_index_t pending_ids;                      // job id -> settlements (one per lease)
+    size_t n_backlog;
+    zl_held_timers_t *timers; // live held jobs with a deadline
+    s_link_t unsent;          // settlements to send on this connection
+    s_link_t sent;            // settlements sent, awaiting Settled
+    s_index_t pending_ids;    // job id -> settlements (one per lease)
     size_t n_pending;
     zl_rng_t rng;
     uint64_t instance;       // random, nonzero, in every Ready: the same across reconnects
@@ -512,6 +524,7 @@ s_backlog_push (zl_worker_t *self, zl_held_job_t *h)
     else
         self->backlog_head = h;
     self->backlog_tail = h;
+    self->n_backlog++;
 }
 
 static zl_held_job_t *
@@ -523,6 +536,7 @@ s_backlog_pop (zl_worker_t *self)
         if (!self->backlog_head)
             self->backlog_tail = NULL;
         h->qnext = NULL;
+        self->n_backlog--;
     }
     return h;
 }
@@ -1052,16 +1066,23 @@ s_run (zl_worker_t *self, zl_held_job_t *h)
     h->result.error[ZL_WORKER_ERROR_MAX - 1] = '\0';
 }
 
-/*  Take jobs from the work queue, oldest first, until told to quit and the
-    queue is empty. Each result goes on the done queue in the same lock hold
-    that takes the next job. A job cancelled before it is taken (its lease
-    was lost while it waited) does not run: it goes back marked skipped and
-    the I/O thread hands it back. Acked-early jobs always run. */
-static void *
-s_handler_thread (void *arg)
+typedef enum { S_LOOP_DONE, S_LOOP_PASSED } s_loop_end_t;
+static s_loop_end_t s_loop (zl_worker_t *self, zl_held_job_t **job);
+
+/*  A thread of the pool: it runs the jobs of the work queue, oldest first,
+    and the loop when the loop is passed on (the loop first: heartbeats and
+    leases wait on it), until told to quit and the queue is empty. Each
+    result goes on the done queue in the same lock hold that takes the next
+    job. A job cancelled before it is taken (its lease was lost while it
+    waited) does not run: it goes back marked skipped and the loop hands it
+    back. Acked-early jobs always run. The thread that called zl_worker_run
+    (`caller`) starts with the loop, and returns once the loop is done,
+    with its result. */
+static int
+s_pool (zl_worker_t *self, bool caller)
 {
-    zl_worker_t *self = arg;
     zl_held_job_t *h = NULL; // the job this thread finished last
+    bool loop = caller;
     pthread_mutex_lock (&self->lock);
     for (;;) {
         if (h) {
@@ -1072,28 +1093,54 @@ s_handler_thread (void *arg)
             else
                 self->done_head = h;
             self->done_tail = h;
+            h = NULL;
             // One signal per empty -> non-empty transition, sent before this
-            // thread may wait below; the I/O thread drains the signals
-            // before it takes the queue, so none is missed.
+            // thread may wait below; the loop drains the signals before it
+            // takes the queue, so none is missed.
             if (was_empty) {
                 uint64_t one = 1;
                 ssize_t rc = write (self->done_fd, &one, sizeof one);
                 (void)rc; // a full counter still wakes the loop
             }
         }
-        while (!self->work_head && !self->quit) {
-            self->n_waiting++;
-            pthread_cond_wait (&self->work_ready, &self->lock);
-            self->n_waiting--;
+        if (!loop) {
+            while (!self->work_head && !self->loop_free && !self->quit &&
+                   !(caller && self->loop_done)) {
+                self->n_waiting++;
+                pthread_cond_wait (&self->work_ready, &self->lock);
+                self->n_waiting--;
+            }
+            if (caller && self->loop_done)
+                break;
+            if (self->loop_free) {
+                self->loop_free = false;
+                loop = true;
+                // the wake-up this thread took may have been a job's: pass it on
+                if (self->work_head && self->n_waiting)
+                    pthread_cond_signal (&self->work_ready);
+            } else if (self->work_head) {
+                h = self->work_head;
+                self->work_head = h->qnext;
+                if (!self->work_head)
+                    self->work_tail = NULL;
+                self->work_len--;
+            } else {
+                break; // quit and nothing left
+            }
         }
-        h = self->work_head;
-        if (!h)
-            break; // quit and nothing left
-        self->work_head = h->qnext;
-        if (!self->work_head)
-            self->work_tail = NULL;
         pthread_mutex_unlock (&self->lock);
-
+        if (loop) {
+            loop = false;
+            if (s_loop (self, &h) == S_LOOP_DONE) {
+                pthread_mutex_lock (&self->lock);
+                self->loop_done = true;
+                pthread_cond_broadcast (&self->work_ready);
+                if (caller)
+                    break;
+                continue;
+            }
+            // the loop passed on: `h` is a job just received, run here at once
+        }
         if (!h->acked_early && zl_worker_job_cancelled (&h->pub))
             h->skipped = true;
         else
@@ -1101,6 +1148,13 @@ s_handler_thread (void *arg)
         pthread_mutex_lock (&self->lock);
     }
     pthread_mutex_unlock (&self->lock);
+    return self->loop_rc;
+}
+
+static void *
+s_handler_thread (void *arg)
+{
+    s_pool (arg, false);
     return NULL;
 }
 
@@ -1148,6 +1202,7 @@ s_work_take_all (zl_worker_t *self)
     pthread_mutex_lock (&self->lock);
     zl_held_job_t *first = self->work_head;
     self->work_head = self->work_tail = NULL;
+    self->work_len = 0;
     pthread_mutex_unlock (&self->lock);
     for (zl_held_job_t *h = first; h; h = h->qnext) {
         h->state = ZL_HELD_BACKLOG;
@@ -1380,6 +1435,7 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
     else
         self->work_head = first;
     self->work_tail = last;
+    self->work_len += n;
     // One wake-up per job, and none when no thread sleeps: a thread that is
     // not waiting looks at the queue before it does. The wake-ups go after
     // the unlock, so that a woken thread does not wake only to wait for the
@@ -1389,6 +1445,39 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
     pthread_mutex_unlock (&self->lock);
     for (uint32_t i = 0; i < wake; i++)
         pthread_cond_signal (&self->work_ready);
+}
+
+/*  A job just received starts on the loop's own thread, before anything
+    else, when idle threads outnumber the jobs waiting for one, so that one
+    of them can take the loop over: the job's start waits for no other
+    thread's wake-up. Returns the job (HANDED), taken from the backlog, or
+    NULL (the loop then hands every job to the pool, s_start_jobs). */
+static zl_held_job_t *
+s_start_here (zl_worker_t *self)
+{
+    zl_held_job_t *h = self->backlog_head;
+    if (self->draining || self->opts.ack_early || !h || zl_worker_job_cancelled (&h->pub))
+        return NULL;
+    pthread_mutex_lock (&self->lock);
+    // idle threads for what waits, for the rest of the backlog, and one for the loop
+    bool here = self->n_waiting > self->work_len + (self->n_backlog - 1);
+    pthread_mutex_unlock (&self->lock);
+    if (!here)
+        return NULL;
+    s_backlog_pop (self);
+    h->state = ZL_HELD_HANDED;
+    self->n_handed++;
+    return h;
+}
+
+/*  Pass the loop to an idle thread (s_start_here found one). */
+static void
+s_pass_loop (zl_worker_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    self->loop_free = true;
+    pthread_mutex_unlock (&self->lock);
+    pthread_cond_signal (&self->work_ready);
 }
 
 /*  Send Ready with our lanes and capacity: 0 once draining (the broker
@@ -1542,35 +1631,22 @@ s_finished (zl_worker_t *self, int64_t now_ms)
 
 // ------------------------------------------------------------------ run
 
-int
-zl_worker_run (zl_worker_t *self)
+/*  The loop, on whichever thread of the pool holds it (signals unblocked
+    there only: they land in the loop, whose poll they interrupt, never in
+    a handler). One turn: fire due timers, start jobs on free handlers, send
+    what the last events produced (one frame per kind), then wait for the
+    earliest timer or an event and take it: stop requests, finished jobs,
+    broker messages. It runs until the worker is done (S_LOOP_DONE, with
+    loop_rc; on an error the jobs still held are cancelled and the queued
+    ones taken back), or until this thread takes a job just received to run
+    itself and passes the loop on (S_LOOP_PASSED, the job in `*job`). */
+static s_loop_end_t
+s_loop (zl_worker_t *self, zl_held_job_t **job)
 {
-    if (self->started) {
-        zl_error (S_COMPONENT, "zl_worker_run called twice");
-        return -1;
-    }
-    self->started = true;
-    self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (self->done_fd < 0) {
-        zl_error (S_COMPONENT, "cannot create the handlers' eventfd: %s", strerror (errno));
-        return -1;
-    }
-    self->codec = zl_codec_new ();
+    pthread_sigmask (SIG_SETMASK, &self->loop_sigmask, NULL);
     int64_t now = zl_clock_mono_ms ();
-    int rc = s_connect (self, now);
-    if (rc == 0)
-        rc = s_start_threads (self);
-    if (rc == 0)
-        zl_info (S_COMPONENT,
-                 "%s (instance %016" PRIx64 ") serving %zu lanes with %u handlers, capacity %u",
-                 self->name, self->instance, self->opts.n_lanes, self->opts.concurrency,
-                 self->opts.concurrency + self->opts.prefetch);
-
-    // One turn: fire due timers, start jobs on free handlers, send what the
-    // last events produced (one frame per kind), then wait for the earliest
-    // timer or an event and take it: stop requests, finished jobs, broker
-    // messages.
-    while (rc == 0) {
+    int rc = 0;
+    for (;;) {
         s_tick (self, now);
         s_start_jobs (self, now);
         s_flush (self, now);
@@ -1605,17 +1681,68 @@ zl_worker_run (zl_worker_t *self)
         if (self->dealer) {
             zl_link_pump (self->dealer, now); // dials, handshakes, writes that waited
             s_recv_all (self, now);
-            s_start_jobs (self, now); // a job just received starts before anything else
+            // a job just received starts before anything else: here, or
+            // on a handler thread
+            zl_held_job_t *mine = s_start_here (self);
+            s_start_jobs (self, now);
+            if (mine) {
+                sigset_t all;
+                sigfillset (&all);
+                pthread_sigmask (SIG_SETMASK, &all, NULL);
+                s_pass_loop (self);
+                *job = mine;
+                return S_LOOP_PASSED;
+            }
         }
     }
 
     // On error, release whatever is still held: queued jobs are taken back
-    // and running ones cancelled, so that the join below returns.
+    // and running ones cancelled, so that the threads can be joined.
     s_cancel_all (self, ZL_WORKER_SHUTDOWN);
-    (void)s_work_take_all (self); // its jobs are still held: forgotten below
+    (void)s_work_take_all (self); // its jobs are still held: forgotten after the join
+    sigset_t all;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, NULL);
+    self->loop_rc = rc;
+    return S_LOOP_DONE;
+}
+
+int
+zl_worker_run (zl_worker_t *self)
+{
+    if (self->started) {
+        zl_error (S_COMPONENT, "zl_worker_run called twice");
+        return -1;
+    }
+    self->started = true;
+    sigset_t caller_mask;
+    pthread_sigmask (SIG_SETMASK, NULL, &caller_mask);
+    self->loop_sigmask = caller_mask; // the loop's, on whichever thread runs it
+    self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (self->done_fd < 0) {
+        zl_error (S_COMPONENT, "cannot create the handlers' eventfd: %s", strerror (errno));
+        return -1;
+    }
+    self->codec = zl_codec_new ();
+    int rc = s_connect (self, zl_clock_mono_ms ());
+    if (rc == 0)
+        rc = s_start_threads (self);
+    if (rc == 0) {
+        zl_info (S_COMPONENT,
+                 "%s (instance %016" PRIx64 ") serving %zu lanes with %u handlers, capacity %u",
+                 self->name, self->instance, self->opts.n_lanes, self->opts.concurrency,
+                 self->opts.concurrency + self->opts.prefetch);
+        // this thread starts with the loop and takes part in the pool
+        rc = s_pool (self, true);
+    } else {
+        s_cancel_all (self, ZL_WORKER_SHUTDOWN);
+        (void)s_work_take_all (self);
+    }
+    pthread_sigmask (SIG_SETMASK, &caller_mask, NULL);
     s_stop_threads (self);
     s_take_results (self);
     self->backlog_head = self->backlog_tail = NULL;
+    self->n_backlog = 0;
     while (self->held_head)
         s_held_forget (self, self->held_head);
     zl_link_destroy (&self->dealer);

@@ -1,7 +1,11 @@
 /*  zlane_worker: the worker side of zlane as a C library.
-    A worker holds one DEALER connection to the broker's backend, announces
-    itself with Ready, receives leased jobs and runs each in one of
-    `concurrency` handler threads. Results are batched into Ack / Nack
+    A worker holds one connection to the broker's backend (ZMTP spoken by
+    the library itself, in its own threads: link.h), announces itself with
+    Ready, receives leased jobs and runs `concurrency` of them at once: on
+    its handler threads, and on the thread that called zl_worker_run, which
+    runs a job it just received itself when a handler thread is idle to
+    take its other work over (so the job starts without waiting for another
+    thread to wake). Results are batched into Ack / Nack
     frames; leases are extended at half-life; heartbeats flow both ways and a
     silent broker is reconnected to with jittered backoff (Paranoid Pirate).
     Given several brokers (one leads, the others stand by), it connects to
@@ -145,8 +149,9 @@ void zl_worker_result_set (zl_worker_result_t *result, zl_worker_outcome_t outco
 /*  Return "ack", "transient", "throttled" or "permanent". */
 const char *zl_worker_outcome_name (zl_worker_outcome_t outcome);
 
-/*  Runs one job in a handler thread and fills `result`. Several calls run at
-    once when concurrency > 1, so `arg` must be safe to share. */
+/*  Runs one job and fills `result`, on a handler thread or on the thread
+    that called zl_worker_run (with every signal blocked while it runs). Several
+    calls run at once when concurrency > 1, so `arg` must be safe to share. */
 typedef void (zl_worker_handler_fn) (const zl_worker_job_t *job, zl_worker_result_t *result,
                                      void *arg);
 
@@ -157,7 +162,7 @@ typedef struct {
     const char *name;         // NULL = "<hostname>-<pid>"
     const char *const *lanes; // lanes served (at least one)
     size_t n_lanes;
-    uint32_t concurrency;      // handler threads; default 1
+    uint32_t concurrency;      // jobs run at once (handler threads); default 1
     uint32_t prefetch;         // jobs held beyond concurrency; default 0
     uint32_t heartbeat_ms;     // default 1000
     uint32_t liveness;         // heartbeats of broker silence before reconnecting; default 3

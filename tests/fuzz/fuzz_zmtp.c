@@ -240,16 +240,20 @@ s_name_is (const uint8_t *body, size_t size, const char *name)
     return size >= 1 + n && body[0] == n && memcmp (body + 1, name, n) == 0;
 }
 
-//  The engine's whole output is ZMTP from this side: a greeting, then
-//  whole frames with the flags, lengths and commands it may send.
+//  The engine's whole output is ZMTP from this side: a greeting (its first
+//  11 octets at once, the rest only after the peer's first 11), then whole
+//  frames with the flags, lengths and commands it may send.
 static void
 s_check_output (const run_t *r)
 {
     const uint8_t *p = r->out.data;
     size_t n = r->out.len;
     bool curve = r->mode & FZ_CURVE, server = !(r->mode & FZ_CLIENT);
-    CHECK (n >= 64);
-    CHECK (p[0] == 0xff && p[9] == 0x7f && p[10] == 3 && p[11] == 1);
+    CHECK (n >= 11);
+    CHECK (p[0] == 0xff && p[9] == 0x7f && p[10] == 3);
+    if (n == 11)
+        return; // the peer's first 11 octets never came
+    CHECK (n >= 64 && p[11] == 1);
     const char *mech = curve ? "CURVE" : "NULL";
     CHECK (memcmp (p + 12, mech, strlen (mech)) == 0);
     CHECK (p[32] == (curve && server ? 1 : 0));
@@ -324,7 +328,7 @@ s_check_mirror (const run_t *r)
             CHECK (f.data[j] == s_send_byte (frames, j));
         frames++;
     }
-    CHECK (!zl_zmtp_buffered (m)); // nothing cut short
+    CHECK (!zl_zmtp_buffered (m) || r->out.len == 11); // nothing cut short but the greeting
     CHECK (!r->ready || ready);
     CHECK (frames == r->sends);
     zl_zmtp_destroy (&m);

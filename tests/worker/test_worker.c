@@ -216,7 +216,8 @@ typedef struct {
     bool saw_cancel;
     zl_worker_cancel_t reason;
     uint64_t acked_at_start;
-    uint64_t order[16]; // job ids in the order their handlers started (the first 16)
+    uint64_t order[16];    // job ids in the order their handlers started (the first 16)
+    pthread_t threads[16]; // the threads they ran on
 } s_ctx_t;
 
 static void
@@ -247,8 +248,10 @@ s_handler (const zl_worker_job_t *job, zl_worker_result_t *result, void *arg)
     zl_worker_stats_t stats;
     zl_worker_stats (ctx->worker, &stats);
     ctx->acked_at_start = stats.acked;
-    if (ctx->started < 16)
+    if (ctx->started < 16) {
         ctx->order[ctx->started] = job->job_id;
+        ctx->threads[ctx->started] = pthread_self ();
+    }
     ctx->started++;
     pthread_cond_broadcast (&ctx->cond);
     pthread_mutex_unlock (&ctx->lock);
@@ -620,6 +623,52 @@ test_extend_then_lease_lost (void **state)
     assert_true (stats.extends_sent >= 1);
     assert_int_equal (stats.lease_lost, 1);
     assert_int_equal (stats.refused, 1);
+}
+
+/*  (d'') A job received while a handler thread is idle starts on the thread
+    that holds the loop (here the one that called zl_worker_run), and the
+    loop goes on elsewhere while it runs: a second job starts and is acked
+    on another thread, and the first job's short lease is extended, before
+    the first job ends. */
+static void
+test_job_starts_on_the_loop_thread (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t first = s_job (21, "wait-go");
+    first.lease_ms = 400;
+    s_broker_dispatch (&f->broker, &first, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    assert_true (pthread_equal (f->ctx.threads[0], f->thread));
+
+    zl_job_msg_t second = s_job (22, "ack");
+    s_broker_dispatch (&f->broker, &second, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.finished, 1, S_WAIT_MS));
+    assert_false (pthread_equal (f->ctx.threads[1], f->thread));
+    bool acked = false, extended = false;
+    int64_t deadline = zl_clock_mono_ms () + S_WAIT_MS;
+    while (!(acked && extended) && zl_clock_mono_ms () < deadline) {
+        zl_msg_kind_t k = s_broker_recv (&f->broker, (int)(deadline - zl_clock_mono_ms ()));
+        if (k == ZL_MSG_ACK) {
+            assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 22);
+            s_broker_settle_batch (&f->broker);
+            acked = true;
+        } else if (k == ZL_MSG_EXTEND) {
+            assert_int_equal (f->broker.msg.u.extend.items[0].job_id, 21);
+            extended = true;
+        }
+    }
+    assert_true (acked && extended);
+    pthread_mutex_lock (&f->ctx.lock);
+    assert_int_equal (f->ctx.finished, 1); // the first still runs
+    pthread_mutex_unlock (&f->ctx.lock);
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 21);
+    s_broker_settle_batch (&f->broker);
+    assert_int_equal (s_finish (f, false), 0);
 }
 
 /*  (d') With extend off, no Extend is sent while the lease runs out. */
@@ -1345,6 +1394,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_nack_classes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_extend_then_lease_lost, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_no_extend, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_job_starts_on_the_loop_thread, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_max_run, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_heartbeat_reconnect, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_resend_after_reconnect, s_setup, s_teardown),
