@@ -420,14 +420,6 @@ s_producer (int port, uint64_t jobs, size_t payload)
     s_conn_destroy (&c);
 }
 
-static void
-s_sleep_until (int64_t due_us)
-{
-    struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
-    while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 // The latency run's producer: job i is put at t0 + i/rate with that due
 // time (µs) in its body's first 8 bytes, whatever the earlier puts' answers
 // (read as they come). Returns how many puts were more than 1 ms late.
@@ -442,7 +434,7 @@ s_paced_producer (int port, double rate, uint64_t jobs, size_t payload)
     uint64_t late = 0, answered = 0;
     for (uint64_t i = 0; i < jobs; i++) {
         int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
-        s_sleep_until (due);
+        zl_benchproc_sleep_until (due);
         if (s_now_us () - due > 1000)
             late++;
         memcpy (stamp, &due, sizeof due);

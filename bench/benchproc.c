@@ -4,12 +4,15 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_PROCS 64
@@ -229,6 +232,19 @@ zl_benchproc_pct_ms (const int64_t *v, size_t n, double p)
     size_t r = (size_t)(p / 100.0 * (double)n + 0.999999);
     r = r < 1 ? 1 : r > n ? n : r;
     return (double)v[r - 1] / 1000.0;
+}
+
+void
+zl_benchproc_sleep_until (int64_t due_us)
+{
+    static __thread bool slack_set;
+    if (!slack_set) {
+        prctl (PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+        slack_set = true;
+    }
+    struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
+    while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
 }
 
 void

@@ -42,6 +42,12 @@ double zl_benchproc_pct_ms (const int64_t *v, size_t n, double p);
 /*  Read bytes from `fd` (a pipe the bench's consumers write one byte per
     event to) until `count` of them are `ev`; die on a timeout or when every
     writer is gone. */
+/*  Sleep until `due_us` on CLOCK_MONOTONIC (the open-loop producers of the
+    latency runs: zlane's, beanstalkd's, RabbitMQ's). The calling thread's
+    timer slack is set to 1 ns first: the kernel's default 50 us would
+    make every producer send up to 50 us late, and each latency is charged
+    from the due time. */
+void zl_benchproc_sleep_until (int64_t due_us);
 void zl_benchproc_wait_events (int fd, char ev, int count, int timeout_ms);
 
 #endif

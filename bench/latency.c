@@ -38,15 +38,6 @@
 #define MAX_PROCS 32
 #define WORKER_SLOTS 4
 
-// ---------------------------------------------------------------- pacing
-static void
-s_sleep_until (int64_t due_us)
-{
-    struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
-    while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 // ---------------------------------------------------------------- worker
 typedef struct {
     pthread_mutex_t lock;
@@ -214,7 +205,7 @@ main (int argc, char **argv)
         int64_t wait_ms = (due - zl_clock_mono_us ()) / 1000 - 1;
         if (wait_ms > 0)
             zl_producer_poll (prod, (int)wait_ms);
-        s_sleep_until (due);
+        zl_benchproc_sleep_until (due);
         if (zl_clock_mono_us () - due > 1000)
             late++;
         memcpy (buf, &due, sizeof due);

@@ -89,14 +89,6 @@ s_now_us (void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void
-s_sleep_until (int64_t due_us)
-{
-    struct timespec ts = {(time_t)(due_us / 1000000), (long)(due_us % 1000000) * 1000};
-    while (clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 static void s_die (const char *fmt, ...) __attribute__ ((noreturn, format (printf, 1, 2)));
 static void
 s_die (const char *fmt, ...)
@@ -804,7 +796,7 @@ s_publish_paced (publisher_t *p, double rate, uint64_t jobs)
     uint64_t late = 0;
     for (uint64_t i = 0; i < jobs; i++) {
         int64_t due = t0 + (int64_t)((double)i * 1e6 / rate);
-        s_sleep_until (due);
+        zl_benchproc_sleep_until (due);
         if (s_now_us () - due > 1000)
             late++;
         s_publish (p, due);
