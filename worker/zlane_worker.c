@@ -6,15 +6,19 @@
     is the `concurrency` handler threads and the thread that called
     zl_worker_run, which starts with the loop. Other threads only see the
     jobs handed to them: once per turn the loop moves its backlog onto the
-    shared work queue (mutex + condvar), and each idle thread takes one job
-    at a time, runs it and puts it on the done queue, back to back, without
-    waiting for the loop. The loop is signalled (an eventfd) only when the
-    done queue stops being empty, and takes every result at once. A job
-    just received, when idle threads outnumber the jobs waiting for one,
-    runs on the loop's own thread at once, and the loop passes to an idle
-    thread (s_start_here, s_pass_loop): the job's start waits for no other
-    thread's wake-up. zl_worker_stop only bumps a counter and writes an
-    eventfd, so it is safe from signal handlers.
+    shared work queue (mutex, and an eventfd semaphore that wakes idle
+    threads), and each idle thread takes one job at a time, runs it and
+    puts it on the done queue, back to back, without waiting for the loop.
+    The loop is signalled (an eventfd) only when the done queue stops being
+    empty, and takes every result at once. A job just received, when idle
+    threads outnumber the jobs waiting for one, runs on the loop's own
+    thread at once, the loop left free (s_start_here, s_free_loop): the
+    thread takes it back when the job ends, unless the loop had something
+    to do before then (the broker's connection, a result, a stop, a timer),
+    in which case an idle thread woken by that took it over (s_watch, in
+    s_pool). So the job's start waits for no other thread's wake-up, and a
+    short job costs none at all. zl_worker_stop only bumps a counter and
+    writes an eventfd, so it is safe from signal handlers.
 
     Job life. Dispatch -> held (BACKLOG) -> the work queue (HANDED) -> a
     handler thread runs it -> result -> a pending settlement (Ack or Nack)
@@ -69,7 +73,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -134,16 +140,22 @@ struct _zl_worker_t {
 
     // Shared with handler threads, guarded by `lock`.
     pthread_mutex_t lock;
-    pthread_cond_t work_ready;
     zl_held_job_t *work_head, *work_tail; // jobs no handler thread has taken yet
     uint32_t work_len;                    // how many
     zl_held_job_t *done_head, *done_tail; // jobs whose handler returned (or skipped)
-    uint32_t n_waiting;                   // threads blocked on work_ready
-    bool loop_free;                       // the loop waits for an idle thread to take it (s_pool)
-    bool loop_done;                       // the loop ended, with loop_rc: zl_worker_run returns
+    uint32_t n_waiting;                   // idle threads (waiting in pool_ep)
+    bool loop_free; // no thread holds the loop: the one that freed it runs a job (s_pool)
+    bool loop_done; // the loop ended, with loop_rc: zl_worker_run returns
     int loop_rc;
     bool quit;   // handler threads exit once the work queue is empty
     int done_fd; // eventfd: "the done queue is no longer empty"
+    int work_fd; // eventfd (a semaphore): a job queued for an idle thread
+    int end_fd;  // eventfd, readable for good once the loop is done (or the threads quit)
+    pthread_cond_t end_cond; // handler threads wait on it for `quit` once the loop is done
+    int pool_ep;       // epoll: what idle threads wait on (work_fd; loop_ep while the loop is free)
+    int loop_ep;       // epoll: the loop's events (done_fd, wake_fd, the link, timer_fd)
+    int timer_fd;      // timerfd: the loop's next deadline, while it is free
+    int watch_link_fd; // the link's socket in loop_ep, or -1
 
     // Shared with anyone: stop requests and counters.
     atomic_uint stop_requests;
@@ -281,7 +293,7 @@ zl_worker_new (const zl_worker_opts_t *opts)
     self->opts.lanes = (const char *const *)self->lanes;
 
     pthread_mutex_init (&self->lock, NULL);
-    pthread_cond_init (&self->work_ready, NULL);
+    pthread_cond_init (&self->end_cond, NULL);
     atomic_init (&self->stop_requests, 0);
     atomic_init (&self->ckpt_flag, 0);
     self->wake_fd = wake_fd;
@@ -340,7 +352,7 @@ zl_worker_destroy (zl_worker_t **self_p)
     zl_u64map_destroy (&self->pending_ids.map);
     zl_held_timers_destroy (&self->timers);
     pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->work_ready);
+    pthread_cond_destroy (&self->end_cond);
     close (self->wake_fd);
     for (size_t i = 0; i < self->opts.n_lanes; i++)
         free (self->lanes[i]);
@@ -1069,86 +1081,173 @@ s_run (zl_worker_t *self, zl_held_job_t *h)
 typedef enum { S_LOOP_DONE, S_LOOP_PASSED } s_loop_end_t;
 static s_loop_end_t s_loop (zl_worker_t *self, zl_held_job_t **job);
 
+/*  Put a finished job on the done queue; the loop is signalled when the
+    queue stops being empty, unless this thread holds it (`mine`). Called
+    with the lock held. */
+static void
+s_done_push (zl_worker_t *self, zl_held_job_t *h, bool mine)
+{
+    bool was_empty = !self->done_head;
+    h->qnext = NULL;
+    if (self->done_tail)
+        self->done_tail->qnext = h;
+    else
+        self->done_head = h;
+    self->done_tail = h;
+    // One signal per empty -> non-empty transition, sent before this thread
+    // may wait; the loop drains the signals before it takes the queue, so
+    // none is missed.
+    if (was_empty && !mine) {
+        uint64_t one = 1;
+        ssize_t rc = write (self->done_fd, &one, sizeof one);
+        (void)rc; // a full counter still wakes the loop
+    }
+}
+
+/*  The loop is done, or the threads must quit: every idle thread looks
+    (end_fd stays readable). Called with the lock held. */
+static void
+s_end (zl_worker_t *self)
+{
+    uint64_t one = 1;
+    ssize_t rc = write (self->end_fd, &one, sizeof one);
+    (void)rc;
+    pthread_cond_broadcast (&self->end_cond);
+}
+
+/*  Wake `n` idle threads (each takes one count of work_fd). */
+static void
+s_wake_idle (zl_worker_t *self, uint64_t n)
+{
+    if (!n)
+        return;
+    ssize_t rc = write (self->work_fd, &n, sizeof n);
+    (void)rc; // a full counter still wakes them
+}
+
+static int s_next_timeout (zl_worker_t *self, int64_t now_ms);
+
+/*  While the loop is free, an idle thread is woken by what the loop waits
+    for: the broker's connection, a finished job, a stop request, or its
+    next timer (loop_ep, one-shot in pool_ep). */
+static void
+s_watch (zl_worker_t *self, int64_t now_ms)
+{
+    int fd = self->dealer ? zl_link_fd (self->dealer) : -1;
+    short want = self->dealer ? zl_link_poll_events (self->dealer) : 0;
+    if (self->watch_link_fd >= 0 && self->watch_link_fd != fd)
+        epoll_ctl (self->loop_ep, EPOLL_CTL_DEL, self->watch_link_fd, NULL);
+    self->watch_link_fd = -1;
+    if (fd >= 0 && want) {
+        struct epoll_event ev = {.events = (want & POLLIN ? EPOLLIN : 0) |
+                                           (want & POLLOUT ? EPOLLOUT : 0),
+                                 .data.fd = fd};
+        // MOD first: a socket closed and made again under the same number
+        // left the set when it closed
+        if (epoll_ctl (self->loop_ep, EPOLL_CTL_MOD, fd, &ev) == 0 ||
+            epoll_ctl (self->loop_ep, EPOLL_CTL_ADD, fd, &ev) == 0)
+            self->watch_link_fd = fd;
+    }
+    int ms = s_next_timeout (self, now_ms);
+    struct itimerspec due = {.it_value = {ms / 1000, (long)(ms % 1000) * 1000000L + 1}};
+    timerfd_settime (self->timer_fd, 0, &due, NULL); // (and its count back to 0)
+    struct epoll_event w = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = self->loop_ep};
+    epoll_ctl (self->pool_ep, EPOLL_CTL_MOD, self->loop_ep, &w);
+}
+
+static void
+s_unwatch (zl_worker_t *self)
+{
+    struct epoll_event w = {.events = 0, .data.fd = self->loop_ep};
+    epoll_ctl (self->pool_ep, EPOLL_CTL_MOD, self->loop_ep, &w);
+}
+
 /*  A thread of the pool: it runs the jobs of the work queue, oldest first,
-    and the loop when the loop is passed on (the loop first: heartbeats and
-    leases wait on it), until told to quit and the queue is empty. Each
-    result goes on the done queue in the same lock hold that takes the next
-    job. A job cancelled before it is taken (its lease was lost while it
-    waited) does not run: it goes back marked skipped and the loop hands it
-    back. Acked-early jobs always run. The thread that called zl_worker_run
+    and the loop. Each result goes on the done queue. A job cancelled before
+    it is taken (its lease was lost while it waited) does not run: it goes
+    back marked skipped and the loop hands it back. Acked-early jobs always
+    run. A job just received may run on the loop's own thread, the loop
+    left free meanwhile (s_start_here): when the job ends, the thread takes
+    the loop back if no other did; an idle thread takes it over only if the
+    loop has something to do before then (s_watch). So a short job costs no
+    other thread's wake-up at all. The thread that called zl_worker_run
     (`caller`) starts with the loop, and returns once the loop is done,
     with its result. */
 static int
 s_pool (zl_worker_t *self, bool caller)
 {
-    zl_held_job_t *h = NULL; // the job this thread finished last
+    zl_held_job_t *h = NULL; // the job to run
     bool loop = caller;
-    pthread_mutex_lock (&self->lock);
     for (;;) {
-        if (h) {
-            bool was_empty = !self->done_head;
-            h->qnext = NULL;
-            if (self->done_tail)
-                self->done_tail->qnext = h;
-            else
-                self->done_head = h;
-            self->done_tail = h;
-            h = NULL;
-            // One signal per empty -> non-empty transition, sent before this
-            // thread may wait below; the loop drains the signals before it
-            // takes the queue, so none is missed.
-            if (was_empty) {
-                uint64_t one = 1;
-                ssize_t rc = write (self->done_fd, &one, sizeof one);
-                (void)rc; // a full counter still wakes the loop
-            }
-        }
-        if (!loop) {
-            while (!self->work_head && !self->loop_free && !self->quit &&
-                   !(caller && self->loop_done)) {
-                self->n_waiting++;
-                pthread_cond_wait (&self->work_ready, &self->lock);
-                self->n_waiting--;
-            }
-            if (caller && self->loop_done)
-                break;
-            if (self->loop_free) {
-                self->loop_free = false;
-                loop = true;
-                // the wake-up this thread took may have been a job's: pass it on
-                if (self->work_head && self->n_waiting)
-                    pthread_cond_signal (&self->work_ready);
-            } else if (self->work_head) {
-                h = self->work_head;
-                self->work_head = h->qnext;
-                if (!self->work_head)
-                    self->work_tail = NULL;
-                self->work_len--;
-            } else {
-                break; // quit and nothing left
-            }
-        }
-        pthread_mutex_unlock (&self->lock);
         if (loop) {
             loop = false;
             if (s_loop (self, &h) == S_LOOP_DONE) {
                 pthread_mutex_lock (&self->lock);
                 self->loop_done = true;
-                pthread_cond_broadcast (&self->work_ready);
+                s_end (self); // the caller, wherever it waits
+                pthread_mutex_unlock (&self->lock);
                 if (caller)
-                    break;
+                    return self->loop_rc;
                 continue;
             }
-            // the loop passed on: `h` is a job just received, run here at once
+            // the loop is free while this thread runs `h`
         }
-        if (!h->acked_early && zl_worker_job_cancelled (&h->pub))
-            h->skipped = true;
-        else
-            s_run (self, h);
+        if (h) {
+            if (!h->acked_early && zl_worker_job_cancelled (&h->pub))
+                h->skipped = true;
+            else
+                s_run (self, h);
+            pthread_mutex_lock (&self->lock);
+            if (self->loop_free) { // nobody needed it meanwhile: back here
+                self->loop_free = false;
+                loop = true;
+            }
+            s_done_push (self, h, loop); // the loop takes results as it starts
+            pthread_mutex_unlock (&self->lock);
+            if (loop)
+                s_unwatch (self);
+            h = NULL;
+            continue;
+        }
+        // idle: a job of the queue, the loop when it needs a thread, or the end
         pthread_mutex_lock (&self->lock);
+        if (self->loop_done || self->quit) {
+            // the caller returns to join the others, which wait to be told
+            while (!caller && !self->quit)
+                pthread_cond_wait (&self->end_cond, &self->lock);
+            pthread_mutex_unlock (&self->lock);
+            return self->loop_rc;
+        }
+        if (self->work_head) {
+            h = self->work_head;
+            self->work_head = h->qnext;
+            if (!self->work_head)
+                self->work_tail = NULL;
+            self->work_len--;
+            pthread_mutex_unlock (&self->lock);
+            continue;
+        }
+        self->n_waiting++;
+        pthread_mutex_unlock (&self->lock);
+        struct epoll_event ev[2];
+        int n = epoll_wait (self->pool_ep, ev, 2, -1);
+        bool loop_event = false;
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == self->work_fd) {
+                uint64_t one;
+                ssize_t rc = read (self->work_fd, &one, sizeof one);
+                (void)rc; // another thread took the count: look anyway
+            } else if (ev[i].data.fd == self->loop_ep)
+                loop_event = true; // the watch fired (and is off: one-shot)
+        }
+        pthread_mutex_lock (&self->lock);
+        self->n_waiting--;
+        if (loop_event && self->loop_free) {
+            self->loop_free = false;
+            loop = true;
+        }
+        pthread_mutex_unlock (&self->lock);
     }
-    pthread_mutex_unlock (&self->lock);
-    return self->loop_rc;
 }
 
 static void *
@@ -1186,7 +1285,7 @@ s_stop_threads (zl_worker_t *self)
 {
     pthread_mutex_lock (&self->lock);
     self->quit = true;
-    pthread_cond_broadcast (&self->work_ready);
+    s_end (self);
     pthread_mutex_unlock (&self->lock);
     for (uint32_t i = 0; i < self->n_threads; i++)
         pthread_join (self->threads[i], NULL);
@@ -1443,8 +1542,7 @@ s_start_jobs (zl_worker_t *self, int64_t now_ms)
     // finds the queue as it would after them).
     uint32_t wake = n < self->n_waiting ? n : self->n_waiting;
     pthread_mutex_unlock (&self->lock);
-    for (uint32_t i = 0; i < wake; i++)
-        pthread_cond_signal (&self->work_ready);
+    s_wake_idle (self, wake);
 }
 
 /*  A job just received starts on the loop's own thread, before anything
@@ -1470,14 +1568,15 @@ s_start_here (zl_worker_t *self)
     return h;
 }
 
-/*  Pass the loop to an idle thread (s_start_here found one). */
+/*  Leave the loop free while this thread runs a job (s_start_here found an
+    idle thread to take it over if it needs one before the job ends). */
 static void
-s_pass_loop (zl_worker_t *self)
+s_free_loop (zl_worker_t *self, int64_t now_ms)
 {
     pthread_mutex_lock (&self->lock);
-    self->loop_free = true;
+    self->loop_free = true; // before the watch, which may fire at once
     pthread_mutex_unlock (&self->lock);
-    pthread_cond_signal (&self->work_ready);
+    s_watch (self, now_ms);
 }
 
 /*  Send Ready with our lanes and capacity: 0 once draining (the broker
@@ -1644,6 +1743,7 @@ static s_loop_end_t
 s_loop (zl_worker_t *self, zl_held_job_t **job)
 {
     pthread_sigmask (SIG_SETMASK, &self->loop_sigmask, NULL);
+    s_take_results (self); // this thread's own job among them, when it comes back
     int64_t now = zl_clock_mono_ms ();
     int rc = 0;
     for (;;) {
@@ -1689,7 +1789,7 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
                 sigset_t all;
                 sigfillset (&all);
                 pthread_sigmask (SIG_SETMASK, &all, NULL);
-                s_pass_loop (self);
+                s_free_loop (self, now);
                 *job = mine;
                 return S_LOOP_PASSED;
             }
@@ -1707,6 +1807,51 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
     return S_LOOP_DONE;
 }
 
+/*  The pool's file descriptors: done_fd and work_fd (eventfds), the epoll
+    sets idle threads wait on (pool_ep: work_fd, and loop_ep, off until the
+    loop is free) and the loop's watch (loop_ep: done_fd, wake_fd, timer_fd
+    and the link's socket, s_watch). Returns 0 or -1 (errno). */
+static int
+s_open_fds (zl_worker_t *self)
+{
+    self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    self->work_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+    self->end_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+    self->pool_ep = epoll_create1 (EPOLL_CLOEXEC);
+    self->loop_ep = epoll_create1 (EPOLL_CLOEXEC);
+    self->timer_fd = timerfd_create (CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    self->watch_link_fd = -1;
+    if (self->done_fd < 0 || self->work_fd < 0 || self->end_fd < 0 || self->pool_ep < 0 ||
+        self->loop_ep < 0 || self->timer_fd < 0)
+        return -1;
+    int loop_fds[] = {self->done_fd, self->wake_fd, self->timer_fd};
+    for (size_t i = 0; i < sizeof loop_fds / sizeof loop_fds[0]; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = loop_fds[i]};
+        if (epoll_ctl (self->loop_ep, EPOLL_CTL_ADD, loop_fds[i], &ev) != 0)
+            return -1;
+    }
+    struct epoll_event work = {.events = EPOLLIN, .data.fd = self->work_fd};
+    struct epoll_event end = {.events = EPOLLIN, .data.fd = self->end_fd};
+    struct epoll_event watch = {.events = 0, .data.fd = self->loop_ep}; // off
+    if (epoll_ctl (self->pool_ep, EPOLL_CTL_ADD, self->work_fd, &work) != 0 ||
+        epoll_ctl (self->pool_ep, EPOLL_CTL_ADD, self->end_fd, &end) != 0 ||
+        epoll_ctl (self->pool_ep, EPOLL_CTL_ADD, self->loop_ep, &watch) != 0)
+        return -1;
+    return 0;
+}
+
+static void
+s_close_fds (zl_worker_t *self)
+{
+    int *fds[] = {&self->done_fd, &self->work_fd, &self->end_fd,
+                  &self->pool_ep, &self->loop_ep, &self->timer_fd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) {
+        if (*fds[i] >= 0)
+            close (*fds[i]);
+        *fds[i] = -1;
+    }
+}
+
 int
 zl_worker_run (zl_worker_t *self)
 {
@@ -1718,9 +1863,10 @@ zl_worker_run (zl_worker_t *self)
     sigset_t caller_mask;
     pthread_sigmask (SIG_SETMASK, NULL, &caller_mask);
     self->loop_sigmask = caller_mask; // the loop's, on whichever thread runs it
-    self->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (self->done_fd < 0) {
-        zl_error (S_COMPONENT, "cannot create the handlers' eventfd: %s", strerror (errno));
+    if (s_open_fds (self) != 0) {
+        zl_error (S_COMPONENT, "cannot create the pool's eventfds and epoll sets: %s",
+                  strerror (errno));
+        s_close_fds (self);
         return -1;
     }
     self->codec = zl_codec_new ();
@@ -1746,8 +1892,7 @@ zl_worker_run (zl_worker_t *self)
     while (self->held_head)
         s_held_forget (self, self->held_head);
     zl_link_destroy (&self->dealer);
-    close (self->done_fd);
-    self->done_fd = -1;
+    s_close_fds (self);
     zl_codec_destroy (&self->codec);
     zl_info (S_COMPONENT, "%s stopped", self->name);
     return rc;
