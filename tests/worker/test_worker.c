@@ -671,6 +671,29 @@ test_job_starts_on_the_loop_thread (void **state)
     assert_int_equal (s_finish (f, false), 0);
 }
 
+/*  (d) Short jobs one after another all run on the loop's thread: each
+    time the loop is left free while the job runs, nothing needs it, and the
+    thread takes it back (no other thread is woken for them). */
+static void
+test_short_jobs_stay_on_the_loop_thread (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    for (int i = 0; i < 5; i++) {
+        zl_job_msg_t job = s_job (30 + (uint64_t)i, "ack");
+        s_broker_dispatch (&f->broker, &job, 1);
+        assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+        assert_int_equal (f->broker.msg.u.ack.items[0].job_id, 30 + (uint64_t)i);
+        s_broker_settle_batch (&f->broker);
+    }
+    assert_int_equal (f->ctx.started, 5);
+    for (int i = 0; i < 5; i++)
+        assert_true (pthread_equal (f->ctx.threads[i], f->thread));
+    assert_int_equal (s_finish (f, false), 0);
+}
+
 /*  (d') With extend off, no Extend is sent while the lease runs out. */
 static void
 test_no_extend (void **state)
@@ -1395,6 +1418,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_extend_then_lease_lost, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_no_extend, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_job_starts_on_the_loop_thread, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_short_jobs_stay_on_the_loop_thread, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_max_run, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_heartbeat_reconnect, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_resend_after_reconnect, s_setup, s_teardown),
