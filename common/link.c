@@ -467,7 +467,7 @@ zl_link_timeout (const zl_link_t *self, int64_t now_ms)
         break;
     case L_STOPPED: break;
     }
-    if (self->held)
+    if (zl_link_pending (self))
         return 0;
     return due < 0 ? -1 : due > now_ms ? due - now_ms : 0;
 }
@@ -568,6 +568,12 @@ zl_link_event (zl_link_t *self, zl_link_event_t *ev)
     self->ev_head = (self->ev_head + 1) % EVENTS;
     self->n_events--;
     return 1;
+}
+
+bool
+zl_link_pending (const zl_link_t *self)
+{
+    return self->held || (self->zmtp && zl_zmtp_whole_frame (self->zmtp));
 }
 
 bool

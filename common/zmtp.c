@@ -782,6 +782,24 @@ zl_zmtp_buffered (const zl_zmtp_t *self)
     return self->in.tail > self->in.head;
 }
 
+bool
+zl_zmtp_whole_frame (const zl_zmtp_t *self)
+{
+    size_t avail = self->in.tail - self->in.head;
+    if (self->state == ST_FAILED || avail == 0)
+        return false;
+    const uint8_t *p = self->in.data + self->in.head;
+    if (self->state == ST_GREETING)
+        return avail >= GREETING || (avail >= 11 && !self->greeted);
+    if (avail < 2)
+        return false;
+    size_t header = p[0] & F_LONG ? 9 : 2;
+    if (avail < header)
+        return false;
+    uint64_t size = p[0] & F_LONG ? s_be64 (p + 1) : p[1];
+    return avail - header >= size;
+}
+
 int
 zl_zmtp_send (zl_zmtp_t *self, const void *data, size_t size, bool more)
 {

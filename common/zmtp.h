@@ -89,6 +89,9 @@ zl_zmtp_rc_t zl_zmtp_next (zl_zmtp_t *self, zl_zmtp_frame_t *frame);
 /*  True if bytes read are waiting to be parsed (zl_zmtp_next may find a
     frame without reading more). */
 bool zl_zmtp_buffered (const zl_zmtp_t *self);
+/*  True if a whole frame (or the greeting) read waits to be parsed:
+    zl_zmtp_next has something to do without reading more. */
+bool zl_zmtp_whole_frame (const zl_zmtp_t *self);
 
 /*  Queue a data frame (`more`: part of a message that goes on). Returns 0,
     or -1 before the handshake ended or after an error. */

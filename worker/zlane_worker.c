@@ -1556,6 +1556,8 @@ s_start_here (zl_worker_t *self)
     zl_held_job_t *h = self->backlog_head;
     if (self->draining || self->opts.ack_early || !h || zl_worker_job_cancelled (&h->pub))
         return NULL;
+    if (self->dealer && zl_link_pending (self->dealer))
+        return NULL; // more from the broker to take first: the loop stays here
     pthread_mutex_lock (&self->lock);
     // idle threads for what waits, for the rest of the backlog, and one for the loop
     bool here = self->n_waiting > self->work_len + (self->n_backlog - 1);

@@ -334,6 +334,68 @@ s_router_expect (lt_t *t, void *r, const char *text, uint8_t *id, size_t *id_len
     assert_memory_equal (body, text, strlen (text));
 }
 
+// ---------------------------------------------------------------- frames read, not yet taken
+//  Frames that came in one read wait in the link: while a whole one is
+//  there, zl_link_pending is true and zl_link_timeout 0, so an owner that
+//  took only some of them (a batch limit) does not sleep on a socket with
+//  nothing more to say (it did: the rest waited for the next timer).
+static void
+test_pending (void **state)
+{
+    (void)state;
+    raw_t raw;
+    s_raw_listen (&raw);
+    char ep[64];
+    snprintf (ep, sizeof ep, "tcp://127.0.0.1:%d", raw.port);
+    zl_link_opts_t opts = {.reconnect_ivl_ms = 50};
+    lt_t *t = s_lt_new (ep, &opts);
+    assert_non_null (s_wait_event (t, &raw, ZL_LINK_CONNECTED, WAIT_MS, NULL));
+    int64_t deadline = zl_clock_mono_ms () + WAIT_MS;
+    while (!raw.ready && zl_clock_mono_ms () < deadline)
+        s_step (t, &raw, NULL, 50);
+    assert_true (raw.ready);
+    assert_false (zl_link_pending (t->link));
+    assert_int_not_equal (zl_link_timeout (t->link, zl_clock_mono_ms ()), 0);
+    // 20 frames in one write: one read takes them all
+    for (int i = 0; i < 20; i++) {
+        uint8_t body[3] = {'f', (uint8_t)i, 0};
+        assert_int_equal (zl_zmtp_send (raw.zmtp, body, sizeof body, false), 0);
+    }
+    s_raw_write (&raw);
+    struct pollfd p = {zl_link_fd (t->link), POLLIN, 0};
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    const void *data;
+    size_t size;
+    bool more;
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
+        assert_int_equal (size, 3);
+        assert_int_equal (((const uint8_t *)data)[1], i);
+        // the owner stops here: what is left is whole, and the socket is empty
+        bool left = i < 19;
+        assert_int_equal (zl_link_pending (t->link), left);
+        assert_int_equal (zl_link_timeout (t->link, zl_clock_mono_ms ()) == 0, left);
+        struct pollfd q = {zl_link_fd (t->link), POLLIN, 0};
+        assert_int_equal (poll (&q, 1, 0), 0);
+    }
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    // half a frame is not pending: the rest must come first
+    assert_int_equal (zl_zmtp_send (raw.zmtp, "abcdef", 6, false), 0);
+    const uint8_t *out;
+    size_t n = zl_zmtp_out (raw.zmtp, &out);
+    assert_int_equal (send (raw.fd, out, n - 3, 0), (ssize_t)(n - 3));
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    assert_false (zl_link_pending (t->link));
+    assert_int_equal (send (raw.fd, out + n - 3, 3, 0), 3);
+    zl_zmtp_sent (raw.zmtp, n);
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
+    assert_memory_equal (data, "abcdef", 6);
+    s_lt_destroy (&t);
+    s_raw_close (&raw);
+}
+
 // ---------------------------------------------------------------- endpoints
 static void
 test_endpoints (void **state)
@@ -989,6 +1051,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_endpoints),
+        cmocka_unit_test (test_pending),
         cmocka_unit_test (test_null_router),
         cmocka_unit_test (test_immediate_and_hwm),
         cmocka_unit_test (test_redial),
