@@ -10,7 +10,6 @@
 #include <string.h>
 
 #define QUEUE_FULL_RETRY_MS 200
-#define STORE_FULL_RETRY_MS 1000
 
 struct _zl_admission_t {
     zl_admission_env_t env;
@@ -226,7 +225,7 @@ zl_admission_decide (zl_admission_t *self, zl_producer_conn_t *p, const zl_job_s
             zl_arena_printf (turn, "this key may not submit for tenant '%.128s'", spec->tenant), 0);
     if (!batch->room || batch->failed)
         return s_refuse (ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL, "the broker's store is full",
-                         STORE_FULL_RETRY_MS);
+                         zl_store_room_retry_ms (self->env.store));
     zl_tenant_t *tenant = zl_lanes_tenant_find (self->env.lanes, spec->tenant);
     if (!tenant && zl_lanes_tenant_count (self->env.lanes) >= cfg->max_tenants)
         return s_refuse (ZL_CTR_QUEUE_FULL, ZL_REJECT_QUEUE_FULL,
@@ -593,8 +592,9 @@ zl_admission_submit (zl_admission_t *self, const zl_peer_t *peer, const zl_submi
                                   .depth = zl_lanes_total_depth (self->env.lanes)};
     staged_t *staged = zl_arena_alloc (self->env.turn, (sub->n ? sub->n : 1) * sizeof (staged_t));
     size_t n_staged = 0;
-    const zl_verdict_t store_full = s_refuse (ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL,
-                                              "the broker's store is full", STORE_FULL_RETRY_MS);
+    const zl_verdict_t store_full =
+        s_refuse (ZL_CTR_STORE_FULL, ZL_REJECT_STORE_FULL, "the broker's store is full",
+                  zl_store_room_retry_ms (store));
     // a workflow: parents before children (s_plan), their ids kept for them
     bool deps = false;
     for (size_t i = 0; i < sub->n && !deps; i++)

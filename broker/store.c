@@ -509,6 +509,12 @@ zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *p
     return n;
 }
 
+uint32_t
+zl_store_room_retry_ms (zl_store_t *self)
+{
+    return self->be->room_retry_ms ? self->be->room_retry_ms (self->impl) : ZL_STORE_ROOM_RETRY_MS;
+}
+
 bool
 zl_store_has_room (zl_store_t *self, size_t bytes)
 {

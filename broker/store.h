@@ -196,6 +196,16 @@ size_t zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_poli
     next commit grow the file. */
 bool zl_store_has_room (zl_store_t *self, size_t bytes);
 
+#define ZL_STORE_ROOM_RETRY_MS 1000 // a full store: the retry-after of a refused Submit
+#define ZL_STORE_ROOM_SOON_MS 20    // room expected at the next commit
+/*  After zl_store_has_room said no: how long a refused Submit should wait
+    before it comes back (its Rejected's retry_after_ms): ZL_STORE_ROOM_SOON_MS
+    when the next commit brings room back (this turn's Submits took what the
+    last commit left, the file grows at the next commit, or the pages the
+    last commit freed become room), ZL_STORE_ROOM_RETRY_MS when the disk or
+    the map is full. */
+uint32_t zl_store_room_retry_ms (zl_store_t *self);
+
 /*  Read every job in id order into `fn`; sets *next_id. Returns 0 or -1 with
     a reason (a record that does not decode is corruption). */
 int zl_store_recover (zl_store_t *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id,

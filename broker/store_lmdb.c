@@ -115,7 +115,8 @@ typedef struct {
     bool tick;           // make the next commit write, so that they become room
     uint8_t last_key[IDEM_KEY_LEN]; // the last idempotency key this batch put
     bool has_last_key;
-    bool room; // the last answer of zl_store_has_room
+    bool room;      // the last answer of zl_store_has_room
+    bool room_soon; // after a refusal: the next commit brings room back
     int64_t refused_since_ms;
     uint64_t refused;                     // Submits refused since then
     int64_t refusal_logged_ms[WHY_KINDS]; // the last refusal the log said, by kind of reason
@@ -1123,8 +1124,20 @@ s_lmdb_has_room (void *be, size_t bytes)
         self->tick = true; // what the last commit freed is room after one more commit
     else if (self->prealloc && self->map_now < self->map_size && need > self->grow_wanted)
         self->grow_wanted = need; // the next commit grows the file if the disk can
+    if (!ok) {
+        char why[512];
+        int kind = s_why (self, bytes, why, sizeof why);
+        self->room_soon = self->tick || kind == WHY_TURN || kind == WHY_GROW;
+    }
     s_note_room (self, ok, bytes);
     return ok;
+}
+
+static uint32_t
+s_lmdb_room_retry_ms (void *be)
+{
+    s_lmdb_t *self = be;
+    return self->room_soon ? ZL_STORE_ROOM_SOON_MS : ZL_STORE_ROOM_RETRY_MS;
 }
 
 // ---------------------------------------------------------------- open/close
@@ -1912,5 +1925,6 @@ const zl_store_backend_t zl_store_lmdb = {.name = "lmdb",
                                           .get_idem = s_lmdb_get_idem,
                                           .prune_idem = s_lmdb_prune_idem,
                                           .has_room = s_lmdb_has_room,
+                                          .room_retry_ms = s_lmdb_room_retry_ms,
                                           .recover = s_lmdb_recover,
                                           .stats = s_lmdb_stats};

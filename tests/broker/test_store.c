@@ -2202,6 +2202,50 @@ test_damaged_record_stops_recovery (void **state)
     zl_store_close (&store);
 }
 
+// ---------------------------------------------------------------- a refusal's retry-after
+/*  A refusal that the next commit cures (this turn's Submits took the room
+    the last commit left) asks for a short retry; a full map for the long
+    one. The broker puts it in the Rejected's retry_after_ms: a producer
+    refused mid-turn came back a second later, a whole second of nothing
+    at 200,000 jobs/s. */
+static void
+test_room_retry (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[20000];
+    memset (payload, 'r', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    // one turn takes what the last commit left: refused, back at the next commit
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    int taken = 0;
+    while (zl_store_has_room (store, sizeof payload + 256))
+        taken++;
+    assert_true (taken >= 10);
+    assert_int_equal (zl_store_room_retry_ms (store), ZL_STORE_ROOM_SOON_MS);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_has_room (store, sizeof payload + 256));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // the map filled for real, a job a turn: the long retry
+    uint64_t id = 0;
+    for (;;) {
+        assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+        bool room = zl_store_has_room (store, sizeof payload + 256);
+        if (room)
+            assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+        assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        if (!room)
+            break;
+    }
+    assert_true (id >= 10);
+    assert_int_equal (zl_store_room_retry_ms (store), ZL_STORE_ROOM_RETRY_MS);
+    zl_store_close (&store);
+}
+
 // ---------------------------------------------------------------- a full map
 static void
 test_map_full_is_reported_not_fatal (void **state)
@@ -2749,6 +2793,7 @@ main (void)
         T (test_formats_3_and_4_split_by_priority),
         T (test_upgrade_is_all_or_nothing),
         T (test_damaged_record_stops_recovery),
+        T (test_room_retry),
         T (test_map_full_is_reported_not_fatal),
         T (test_ids_append_and_smaller_ids),
     };
