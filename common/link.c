@@ -573,7 +573,7 @@ zl_link_event (zl_link_t *self, zl_link_event_t *ev)
 bool
 zl_link_pending (const zl_link_t *self)
 {
-    return self->held || (self->zmtp && zl_zmtp_whole_frame (self->zmtp));
+    return self->held || self->n_events || (self->zmtp && zl_zmtp_whole_frame (self->zmtp));
 }
 
 bool

@@ -92,9 +92,11 @@ int zl_link_recv (zl_link_t *self, const void **data, size_t *size, bool *more);
 /*  The next connection event: 1, or 0 when none. */
 int zl_link_event (zl_link_t *self, zl_link_event_t *ev);
 
-/*  True if a frame from the broker can be taken (zl_link_recv) or a
-    handshake step made without waiting for the socket: the owner's poll
-    must not wait then (zl_link_timeout says 0). */
+/*  True if a frame from the broker can be taken (zl_link_recv), a
+    handshake step made without waiting for the socket, or an event taken
+    (zl_link_event; a handshake may end in zl_link_recv): the owner's poll
+    must not wait then (zl_link_timeout says 0). An owner must take the
+    events. */
 bool zl_link_pending (const zl_link_t *self);
 /*  True while a connection is up (its handshake ended). */
 bool zl_link_connected (const zl_link_t *self);

@@ -1026,6 +1026,23 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     }
 }
 
+/*  Take the connection's events: logged (the broker's silence, not the
+    connection's, decides when to leave it: s_tick). */
+static void
+s_link_events (zl_worker_t *self)
+{
+    zl_link_event_t ev;
+    while (self->dealer && zl_link_event (self->dealer, &ev) == 1) {
+        const char *ep = zl_link_endpoint (self->dealer);
+        if (ev.kind == ZL_LINK_REFUSED)
+            zl_warn (S_COMPONENT, "the broker at %s refused the handshake: %s", ep, ev.detail);
+        else if (ev.kind == ZL_LINK_CONNECTED)
+            zl_debug (S_COMPONENT, "connected to %s", ep);
+        else
+            zl_debug (S_COMPONENT, "%s: %s", ep, ev.detail);
+    }
+}
+
 /*  Read up to S_RECV_BATCH messages without blocking. */
 static void
 s_recv_all (zl_worker_t *self, int64_t now_ms)
@@ -1783,6 +1800,7 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
         if (self->dealer) {
             zl_link_pump (self->dealer, now); // dials, handshakes, writes that waited
             s_recv_all (self, now);
+            s_link_events (self);
             // a job just received starts before anything else: here, or
             // on a handler thread
             zl_held_job_t *mine = s_start_here (self);
