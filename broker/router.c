@@ -9,6 +9,7 @@
 #include "router.h"
 
 #include "clock.h"
+#include "dlist.h"
 #include "log.h"
 #include "u64map.h"
 #include "zl_alloc.h"
@@ -35,10 +36,6 @@
 #define SWEEP_EVERY_MS 100
 #define BACKLOG 100 // libzmq's ZMQ_BACKLOG default
 
-typedef struct _link_t {
-    struct _link_t *prev, *next;
-} link_t;
-
 typedef enum { KIND_LISTENER, KIND_CONN } kind_t;
 
 typedef struct {
@@ -60,7 +57,7 @@ typedef struct {
     int64_t opened_ms, heard_ms;
     char address[INET6_ADDRSTRLEN];
     char user_id[41];
-    link_t all, ready, dirty; // in every connection; in the ready and dirty queues
+    zl_dlink_t all, ready, dirty; // in every connection; in the ready and dirty queues
 } conn_t;
 
 #define CONN_OF(l, field) ((conn_t *)((char *)(l)-offsetof (conn_t, field)))
@@ -71,7 +68,7 @@ struct _zl_router_t {
     int epfd;
     listener_t listeners[MAX_LISTENERS];
     size_t n_listeners;
-    link_t all, ready, dirty; // sentinels
+    zl_dlink_t all, ready, dirty; // sentinels
     size_t n_conns;
     zl_u64map_t *by_id; // routing id number -> conn (handshakes done)
     uint32_t next_id;
@@ -84,42 +81,12 @@ struct _zl_router_t {
     char zmq_user_id[41];
 };
 
-// ---------------------------------------------------------------- lists
-static void
-s_link_init (link_t *l)
-{
-    l->prev = l->next = l;
-}
-
-static bool
-s_linked (const link_t *l)
-{
-    return l->next != l;
-}
-
-static void
-s_link_push (link_t *head, link_t *l)
-{
-    l->prev = head->prev;
-    l->next = head;
-    head->prev->next = l;
-    head->prev = l;
-}
-
-static void
-s_unlink (link_t *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    s_link_init (l);
-}
-
 // ---------------------------------------------------------------- connections
 static void
 s_mark_dirty (zl_router_t *self, conn_t *c)
 {
-    if (!s_linked (&c->dirty))
-        s_link_push (&self->dirty, &c->dirty);
+    if (!zl_dlink_linked (&c->dirty))
+        zl_dlink_push (&self->dirty, &c->dirty);
 }
 
 static void
@@ -141,9 +108,9 @@ s_close (zl_router_t *self, conn_t *c, const char *why)
     close (c->fd);
     if (c->id)
         zl_u64map_remove (self->by_id, c->id);
-    s_unlink (&c->all);
-    s_unlink (&c->ready);
-    s_unlink (&c->dirty);
+    zl_dlink_unlink (&c->all);
+    zl_dlink_unlink (&c->ready);
+    zl_dlink_unlink (&c->dirty);
     zl_zmtp_destroy (&c->zmtp);
     free (c);
     self->n_conns--;
@@ -232,8 +199,8 @@ s_accept (zl_router_t *self, listener_t *l, int64_t now_ms)
         c->kind = KIND_CONN;
         c->fd = fd;
         c->opened_ms = c->heard_ms = now_ms;
-        s_link_init (&c->ready);
-        s_link_init (&c->dirty);
+        zl_dlink_init (&c->ready);
+        zl_dlink_init (&c->dirty);
         if (!l->ipc) {
             int one = 1;
             setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -258,7 +225,7 @@ s_accept (zl_router_t *self, listener_t *l, int64_t now_ms)
             free (c);
             continue;
         }
-        s_link_push (&self->all, &c->all);
+        zl_dlink_push (&self->all, &c->all);
         self->n_conns++;
         s_mark_dirty (self, c); // the greeting
     }
@@ -282,8 +249,8 @@ s_look (zl_router_t *self)
             continue;
         if (ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
             c->readable = true;
-            if (!s_linked (&c->ready))
-                s_link_push (&self->ready, &c->ready);
+            if (!zl_dlink_linked (&c->ready))
+                zl_dlink_push (&self->ready, &c->ready);
         }
     }
 }
@@ -516,9 +483,9 @@ zl_router_new (const zl_router_opts_t *opts)
         free (self);
         return NULL;
     }
-    s_link_init (&self->all);
-    s_link_init (&self->ready);
-    s_link_init (&self->dirty);
+    zl_dlink_init (&self->all);
+    zl_dlink_init (&self->ready);
+    zl_dlink_init (&self->dirty);
     self->by_id = zl_u64map_new ();
     // libzmq starts its routing ids at a random number too
     uint32_t seed = (uint32_t)zl_clock_mono_us () ^ (uint32_t)getpid () * 2654435761u;
@@ -532,7 +499,7 @@ zl_router_destroy (zl_router_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_router_t *self = *self_p;
-    while (s_linked (&self->all))
+    while (zl_dlink_linked (&self->all))
         s_close (self, CONN_OF (self->all.next, all), "the broker stops");
     for (size_t i = 0; i < self->n_listeners; i++) {
         close (self->listeners[i].fd);
@@ -589,7 +556,7 @@ zl_router_poll_item (zl_router_t *self, void **socket, int *fd)
 bool
 zl_router_pending (const zl_router_t *self)
 {
-    return s_linked (&self->ready);
+    return zl_dlink_linked (&self->ready);
 }
 
 int
@@ -599,7 +566,7 @@ zl_router_recv (zl_router_t *self, zl_router_msg_t *msg)
         return s_zmq_recv (self, msg);
     bool looked = false;
     for (;;) {
-        if (!s_linked (&self->ready)) {
+        if (!zl_dlink_linked (&self->ready)) {
             if (looked)
                 return 0;
             s_look (self);
@@ -625,7 +592,7 @@ zl_router_recv (zl_router_t *self, zl_router_msg_t *msg)
                 c->readable = false;
                 s_read (self, c);
             } else {
-                s_unlink (&c->ready); // the next look finds it if more comes
+                zl_dlink_unlink (&c->ready); // the next look finds it if more comes
             }
             continue;
         }
@@ -701,9 +668,9 @@ zl_router_send_msg (zl_router_t *self, const zl_peer_t *peer, zl_codec_t *codec,
 void
 zl_router_flush (zl_router_t *self)
 {
-    while (s_linked (&self->dirty)) {
+    while (zl_dlink_linked (&self->dirty)) {
         conn_t *c = CONN_OF (self->dirty.next, dirty);
-        s_unlink (&c->dirty);
+        zl_dlink_unlink (&c->dirty);
         s_write (self, c);
     }
 }
@@ -720,7 +687,7 @@ zl_router_sweep (zl_router_t *self, int64_t now_ms)
         if (l->paused && epoll_ctl (self->epfd, EPOLL_CTL_ADD, l->fd, &ev) == 0)
             l->paused = false;
     }
-    for (link_t *l = self->all.next, *next; l != &self->all; l = next) {
+    for (zl_dlink_t *l = self->all.next, *next; l != &self->all; l = next) {
         next = l->next;
         conn_t *c = CONN_OF (l, all);
         uint32_t ttl = zl_zmtp_peer_ttl_ms (c->zmtp);

@@ -50,6 +50,7 @@
 #include "zlane_worker.h"
 
 #include "clock.h"
+#include "dlist.h"
 #include "eplist.h"
 #include "held_timers.h"
 #include "link.h"
@@ -89,16 +90,11 @@ s_min (int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/*  A link of a circular list with a sentinel: unlinking needs no head. */
-typedef struct _s_link_t {
-    struct _s_link_t *prev, *next;
-} s_link_t;
-
 #define S_ACK_FRAME_BYTES (4u << 20) // results per Ack frame, at most (one result may be more)
 
 /*  An Ack or Nack sent (or to be sent) and not yet confirmed by Settled. */
 typedef struct _s_settle_t {
-    s_link_t link; // first: in the worker's `unsent` or `sent` list
+    zl_dlink_t link; // first: in the worker's `unsent` or `sent` list
     uint64_t job_id;
     uint64_t lease;
     uint32_t attempt; // for logs
@@ -177,8 +173,8 @@ struct _zl_worker_t {
     zl_held_job_t *backlog_head, *backlog_tail; // BACKLOG jobs in receipt order (qnext)
     size_t n_backlog;
     zl_held_timers_t *timers; // live held jobs with a deadline
-    s_link_t unsent;          // settlements to send on this connection
-    s_link_t sent;            // settlements sent, awaiting Settled
+    zl_dlink_t unsent;        // settlements to send on this connection
+    zl_dlink_t sent;          // settlements sent, awaiting Settled
     s_index_t pending_ids;    // job id -> settlements (one per lease)
     size_t n_pending;
     zl_rng_t rng;
@@ -309,8 +305,8 @@ zl_worker_new (const zl_worker_opts_t *opts)
     self->held_ids.map = zl_u64map_new ();
     self->pending_ids.map = zl_u64map_new ();
     self->timers = zl_held_timers_new ();
-    self->unsent.prev = self->unsent.next = &self->unsent;
-    self->sent.prev = self->sent.next = &self->sent;
+    zl_dlink_init (&self->unsent);
+    zl_dlink_init (&self->sent);
     return self;
 }
 
@@ -323,7 +319,7 @@ s_settle_free (s_settle_t **p)
 }
 
 static void
-s_settle_free_all (s_link_t *list)
+s_settle_free_all (zl_dlink_t *list)
 {
     while (list->next != list) {
         s_settle_t *p = (s_settle_t *)list->next;
@@ -553,23 +549,6 @@ s_backlog_pop (zl_worker_t *self)
     return h;
 }
 
-static void
-s_list_push (s_link_t *list, s_link_t *link)
-{
-    link->prev = list->prev;
-    link->next = list;
-    list->prev->next = link;
-    list->prev = link;
-}
-
-static void
-s_list_unlink (s_link_t *link)
-{
-    link->prev->next = link->next;
-    link->next->prev = link->prev;
-    link->prev = link->next = link;
-}
-
 static s_settle_t *
 s_pending_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
 {
@@ -584,7 +563,7 @@ s_pending_find (zl_worker_t *self, uint64_t job_id, uint64_t lease)
 static void
 s_pending_remove (zl_worker_t *self, s_settle_t *p)
 {
-    s_list_unlink (&p->link);
+    zl_dlink_unlink (&p->link);
     s_settle_t *first = s_index_get (&self->pending_ids, p->job_id);
     if (first == p)
         s_index_set (&self->pending_ids, p->job_id, p->id_next);
@@ -607,10 +586,10 @@ s_pending_remove (zl_worker_t *self, s_settle_t *p)
 static void
 s_pending_mark_unsent (zl_worker_t *self)
 {
-    s_link_t *sent = &self->sent, *unsent = &self->unsent;
+    zl_dlink_t *sent = &self->sent, *unsent = &self->unsent;
     if (sent->next == sent)
         return;
-    s_link_t *first = sent->next, *last = sent->prev;
+    zl_dlink_t *first = sent->next, *last = sent->prev;
     last->next = unsent->next;
     unsent->next->prev = last;
     unsent->next = first;
@@ -641,7 +620,7 @@ s_settle (zl_worker_t *self, const zl_held_job_t *h, bool ack, zl_fail_class_t c
         zl_text_sanitize (text, strlen (text), clean, sizeof clean);
         p->error = zl_strdup (clean);
     }
-    s_list_push (&self->unsent, &p->link);
+    zl_dlink_push (&self->unsent, &p->link);
     s_settle_t *first = s_index_get (&self->pending_ids, p->job_id);
     if (!first)
         s_index_set (&self->pending_ids, p->job_id, p);
@@ -895,8 +874,8 @@ s_on_item_error (zl_worker_t *self, zl_error_code_t code, uint64_t job_id, uint6
         free (p->result);
         p->result = NULL;
         p->result_len = 0;
-        s_list_unlink (&p->link);
-        s_list_push (&self->unsent, &p->link);
+        zl_dlink_unlink (&p->link);
+        zl_dlink_push (&self->unsent, &p->link);
         return;
     }
     bool fenced = code == ZL_ERR_STALE_LEASE || code == ZL_ERR_UNKNOWN_JOB ||
@@ -1630,7 +1609,7 @@ s_send_settlements (zl_worker_t *self, int64_t now_ms)
     }
     size_t n_acks = 0, n_nacks = 0, result_bytes = 0;
     bool acks_out = true, nacks_out = false, any_ack = false;
-    for (s_link_t *l = self->unsent.next; l != &self->unsent; l = l->next) {
+    for (zl_dlink_t *l = self->unsent.next; l != &self->unsent; l = l->next) {
         s_settle_t *p = (s_settle_t *)l;
         if (p->ack) {
             // results make Ack frames big: one frame per S_ACK_FRAME_BYTES of them
@@ -1657,14 +1636,14 @@ s_send_settlements (zl_worker_t *self, int64_t now_ms)
         zl_msg_t m = {.kind = ZL_MSG_NACK, .u.nack = {n_nacks, self->nacks}};
         nacks_out = s_send (self, &m, now_ms) == 0;
     }
-    s_link_t *next;
-    for (s_link_t *l = self->unsent.next; l != &self->unsent; l = next) {
+    zl_dlink_t *next;
+    for (zl_dlink_t *l = self->unsent.next; l != &self->unsent; l = next) {
         next = l->next;
         s_settle_t *p = (s_settle_t *)l;
         if (!(p->ack ? acks_out : nacks_out))
             continue; // its frame could not go out: retried at the next flush
-        s_list_unlink (l);
-        s_list_push (&self->sent, l);
+        zl_dlink_unlink (l);
+        zl_dlink_push (&self->sent, l);
         if (!p->counted) {
             p->counted = true;
             if (p->ack)
