@@ -2,7 +2,8 @@
 
     Threads. One thread at a time holds the loop (s_loop): it owns the
     broker connection and every piece of worker state (the held jobs, the
-    pending settlements, the timers), and has signals unblocked. The pool
+    pending settlements, the timers), and has signals unblocked (as have
+    idle threads while they wait; a job runs with them blocked). The pool
     is the `concurrency` handler threads and the thread that called
     zl_worker_run, which starts with the loop. Other threads only see the
     jobs handed to them: once per turn the loop moves its backlog onto the
@@ -1225,8 +1226,10 @@ s_pool (zl_worker_t *self, bool caller)
         }
         self->n_waiting++;
         pthread_mutex_unlock (&self->lock);
+        // signals as the loop takes them while waiting (they may come when
+        // the loop is free and its thread runs a job with them blocked)
         struct epoll_event ev[2];
-        int n = epoll_wait (self->pool_ep, ev, 2, -1);
+        int n = epoll_pwait (self->pool_ep, ev, 2, -1, &self->loop_sigmask);
         bool loop_event = false;
         for (int i = 0; i < n; i++) {
             if (ev[i].data.fd == self->work_fd) {

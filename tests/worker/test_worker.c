@@ -914,6 +914,56 @@ test_stop_drains (void **state)
     assert_int_equal (stats.settled, 2);
 }
 
+static zl_worker_t *s_signalled; // the worker s_on_usr1 stops
+
+static void
+s_on_usr1 (int sig)
+{
+    (void)sig;
+    zl_worker_stop (s_signalled);
+}
+
+/*  A signal that comes while the loop is free (its thread runs a job, with
+    signals blocked) is taken by an idle thread, which takes the loop over
+    and stops the worker at once: the Ready with capacity 0 comes while the
+    job still runs, long before the next heartbeat (10 s), when the signal
+    would have waited for a thread to unblock it. This thread blocks it, so
+    only the worker's threads can take it. */
+static void
+test_signal_while_the_loop_is_free (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    f->opts.heartbeat_ms = 10000;
+    struct sigaction sa = {.sa_handler = s_on_usr1}, old;
+    sigemptyset (&sa.sa_mask);
+    assert_int_equal (sigaction (SIGUSR1, &sa, &old), 0);
+    sigset_t usr1, mask;
+    sigemptyset (&usr1);
+    sigaddset (&usr1, SIGUSR1);
+    pthread_sigmask (SIG_UNBLOCK, &usr1, &mask); // the worker's thread inherits it
+    s_start (f);
+    s_signalled = f->worker;
+    pthread_sigmask (SIG_BLOCK, &usr1, NULL);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    zl_job_msg_t job = s_job (41, "wait-go");
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1, S_WAIT_MS));
+    assert_true (pthread_equal (f->ctx.threads[0], f->thread)); // the loop is free
+    assert_int_equal (kill (getpid (), SIGUSR1), 0);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, 2000), ZL_MSG_READY);
+    assert_int_equal (f->broker.msg.u.ready.capacity, 0);
+    pthread_mutex_lock (&f->ctx.lock);
+    assert_int_equal (f->ctx.finished, 0); // before the job ended
+    pthread_mutex_unlock (&f->ctx.lock);
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    s_broker_settle (&f->broker, 41, job.lease);
+    assert_int_equal (s_finish (f, false), 0);
+    pthread_sigmask (SIG_SETMASK, &mask, NULL);
+    sigaction (SIGUSR1, &old, NULL);
+}
+
 /*  Wait up to `timeout_ms` for the next message that is not a Heartbeat
     (those are counted); returns its kind or ZL_MSG_NONE on timeout. */
 static zl_msg_kind_t
@@ -1420,6 +1470,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_job_starts_on_the_loop_thread, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_short_jobs_stay_on_the_loop_thread, s_setup,
                                          s_teardown),
+        cmocka_unit_test_setup_teardown (test_signal_while_the_loop_is_free, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_max_run, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_heartbeat_reconnect, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_resend_after_reconnect, s_setup, s_teardown),
