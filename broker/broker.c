@@ -22,6 +22,14 @@
          wrote and queued nothing leaves a commit under way alone; one that
          ended is noticed at the start of a turn (the loop polls the
          store's socket)
+         On a store only this broker writes (LMDB), the Dispatch of a job
+         that a crash before the commit can only give back (no ordering
+         key, parents or children, checkpoint; an id below the committed
+         counter) leaves before it (zl_replies_flush_early): a lone job
+         starts while its commit runs, which in fsync mode is most of its
+         wait. Such a crash runs it again (at least once), and a job
+         submitted in the turn was never Accepted: its producer sends it
+         again. --dispatch-after-commit holds every Dispatch for the commit.
       7. send what promises a state change (replies.h): Accepted/Rejected/
          Credit, admin changes, the DLQ events, Settled and Dispatch; made
          now and held until the commit ends when it is still under way
@@ -52,6 +60,7 @@
 #include "counters.h"
 #include "endpoints.h"
 #include "http.h"
+#include "id_counter.h"
 #include "jobs.h"
 #include "lane.h"
 #include "log.h"
@@ -117,7 +126,8 @@ struct _zl_broker_t {
     zl_admission_t *admission;
     zl_notices_t *notices; // who is told when a job ends (watchers, events, workers)
     bool loaded;           // the core holds the store's state (recovered): the broker may lead
-    uint64_t stored_next_id;
+    zl_id_counter_t *ids;  // the store's job-id counter (id_counter.h)
+    bool early_dispatch;   // jobs may leave before the commit (zl_replies_flush_early)
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
@@ -264,6 +274,13 @@ s_may_take_from (void *arg, const char *lane)
     return s_bound (arg, "lanes", lane);
 }
 
+static size_t
+s_unreached (void *arg, zl_worker_conn_t *old)
+{
+    ctx_t *ctx = arg;
+    return zl_jobs_return_unreached (ctx->self->jobs, old, ctx->now);
+}
+
 static void
 s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
 {
@@ -277,7 +294,9 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
                           .may_take = s_may_take_from,
                           .may_arg = ctx,
                           .curve_key = ctx->cert ? zcert_public_txt (ctx->cert) : NULL,
-                          .host = ctx->peer_address};
+                          .host = ctx->peer_address,
+                          .unreached = s_unreached,
+                          .unreached_arg = ctx};
     zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms);
 }
 
@@ -617,12 +636,13 @@ s_commit_as (zl_broker_t *self, bool start)
     zl_store_rc_t failed = zl_jobs_store_error (self->jobs);
     if ((failed != ZL_STORE_OK && !s_lost_lead (failed)) || !zl_store_in_batch (self->store))
         return failed;
-    uint64_t next_id = zl_jobs_next_id (self->jobs);
-    if (failed == ZL_STORE_OK && next_id != self->stored_next_id) {
-        zl_store_set_next_id (self->store, next_id);
-        self->stored_next_id = next_id;
-    }
+    uint64_t counter;
+    if (failed == ZL_STORE_OK &&
+        zl_id_counter_due (self->ids, zl_jobs_next_id (self->jobs), &counter))
+        zl_store_set_next_id (self->store, counter);
     zl_store_rc_t rc = start ? zl_lead_commit_start (self->lead) : zl_lead_commit (self->lead);
+    if (failed == ZL_STORE_OK && rc == ZL_STORE_OK)
+        zl_id_counter_committed (self->ids);
     return failed != ZL_STORE_OK ? failed : rc;
 }
 
@@ -701,7 +721,7 @@ s_core_new (zl_broker_t *self, zl_now_t now)
     zl_schedules_env_t senv = {self->jobs, self->sched, self->lanes, self->store};
     self->schedules = zl_schedules_new (&senv);
     self->loaded = false;
-    self->stored_next_id = 0;
+    zl_id_counter_reset (self->ids);
     self->worker_rr = 0;
     self->n_gone = 0;
     self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
@@ -991,6 +1011,14 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // 5. dispatch; then what the lanes' circuit breakers did this turn
     s_dispatch (self, now);
     zl_notices_breakers (self->notices, self->lanes, now);
+    // the jobs a crash before the commit can only give back go now: a lone
+    // job starts while its commit runs (see the note at the top)
+    if (self->early_dispatch) {
+        size_t n_early_gone;
+        zl_worker_conn_t **early_gone = zl_replies_flush_early (
+            self->replies, self->workers, zl_id_counter_durable (self->ids), &n_early_gone);
+        s_keep_gone_workers (self, early_gone, n_early_gone);
+    }
 
     // 6. commit. The last turn's, if still under way, ends first and its
     // replies go; then this turn's starts. A store that can (PostgreSQL)
@@ -1194,6 +1222,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         return NULL;
     }
     zl_store_location_safe (where, self->where, sizeof self->where);
+    self->early_dispatch = !cfg->dispatch_after_commit && zl_store_exclusive (self->store);
+    self->ids = zl_id_counter_new (self->early_dispatch);
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
     if (!ep) {
         snprintf (err, errlen, "cannot make the sockets: %s", strerror (errno));
@@ -1255,6 +1285,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_replies_destroy (&self->replies);
     zl_lead_destroy (&self->lead);
     zl_store_close (&self->store);
+    zl_id_counter_destroy (&self->ids);
     zl_http_destroy (&self->http);
     zl_security_destroy (&self->security);
     zl_codec_destroy (&self->codec);

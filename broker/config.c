@@ -295,6 +295,7 @@ static const s_key_t s_broker_key_list[] = {
     {"data", s_data, S_FIELD (zl_broker_config_t, data_dir, char *)},
     {"store", s_store, S_FIELD (zl_broker_config_t, store, char *)},
     {"durability", s_durability, S_FIELD (zl_broker_config_t, durability, zl_durability_t)},
+    {"dispatch_after_commit", S_BOOL (zl_broker_config_t, dispatch_after_commit)},
     {"scheduler", s_scheduler, S_FIELD (zl_broker_config_t, scheduler, zl_sched_policy_t)},
     {"wfq_quantum_us", S_NUM (zl_broker_config_t, wfq_quantum_us)},
     {"map_size", S_NUM (zl_broker_config_t, map_size), 1u << 20, UINT64_MAX,

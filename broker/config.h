@@ -63,7 +63,8 @@ typedef struct {
     char *data_dir;   // the LMDB store's directory (data)
     char *store;      // the store's location (store): a directory or a database; NULL = data_dir
     zl_durability_t durability;
-    uint64_t map_size; // the store's size limit
+    bool dispatch_after_commit; // hold every Dispatch until its lease is committed (see broker.c)
+    uint64_t map_size;          // the store's size limit
     zl_sched_policy_t scheduler;
     uint64_t wfq_quantum_us; // see zl_sched_set_quantum
     uint64_t max_payload;

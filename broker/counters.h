@@ -46,6 +46,7 @@
     X (ACCEPTED, "jobs_accepted")                                                                  \
     X (DUPLICATES, "jobs_duplicate")                                                               \
     X (DISPATCHED, "jobs_dispatched")                                                              \
+    X (DISPATCHED_EARLY, "jobs_dispatched_before_commit")                                          \
     X (ACKED, "jobs_acked")                                                                        \
     X (NACKED, "jobs_nacked")                                                                      \
     X (EXTENDED, "leases_extended")                                                                \
@@ -60,6 +61,7 @@
     X (DEAD_WORKERS, "workers_dead")                                                               \
     X (WORKERS_READY, "workers_ready")                                                             \
     X (WORKERS_RECONNECTED, "workers_reconnected")                                                 \
+    X (LEASES_UNREACHED, "leases_unreached")                                                       \
     X (ADMIN_REQUESTS, "admin_requests")                                                           \
     X (ADMIN_REFUSED, "err_admin_refused")                                                         \
     X (EVENTS_PUBLISHED, "events_published")                                                       \

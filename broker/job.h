@@ -63,7 +63,10 @@ typedef struct zl_job {
     uint16_t attempt;           // attempts started so far
     uint16_t max_attempts;      // resolved at accept
     uint8_t state;              // zl_job_state_t
-    uint8_t has_history;        // the store holds attempt history for it
+    uint8_t has_history : 1;    // the store holds attempt history for it
+    uint8_t after_commit : 1;   // never sent before a commit (replies.c's s_early): the
+                                //   broker made it and would make it again after a crash
+                                //   (a schedule's tick, schedules.c)
     uint8_t priority : 4;       // 0-9: its order within its flow (scheduler.h), and its
                                 //   record's tree in the store (store.h)
     uint8_t cancelled_from : 4; // CANCELLED (never ready again): the state it was cancelled in

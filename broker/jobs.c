@@ -1285,6 +1285,24 @@ zl_jobs_release_worker (zl_jobs_t *self, zl_worker_conn_t *worker, zl_outcome_t 
 }
 
 size_t
+zl_jobs_return_unreached (zl_jobs_t *self, zl_worker_conn_t *worker, zl_now_t now)
+{
+    size_t n = 0;
+    while (worker->jobs) {
+        zl_job_t *job = worker->jobs;
+        zl_info ("jobs", "job %llu attempt %u never reached worker %s: ready again",
+                 (unsigned long long)job->id, job->attempt, worker->name);
+        s_unlease (self, job);
+        job->attempt--;
+        s_make_ready (self, job, now);
+        zl_arena_reset (self->scratch);
+        s_put_state (self, job, NULL, NULL, 0, 0);
+        n++;
+    }
+    return n;
+}
+
+size_t
 zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now)
 {
     size_t n = 0;

@@ -150,6 +150,10 @@ zl_settle_rc_t zl_jobs_extend (zl_jobs_t *self, zl_worker_conn_t *worker,
     dead-lettered if that was its last attempt. */
 size_t zl_jobs_release_worker (zl_jobs_t *self, zl_worker_conn_t *worker, zl_outcome_t outcome,
                                const char *error, zl_now_t now);
+/*  Make every job `worker` holds ready again at once as if never leased:
+    its Dispatch never reached the worker (lost with a connection the worker
+    left), so no attempt is spent and no history is written. Returns how many. */
+size_t zl_jobs_return_unreached (zl_jobs_t *self, zl_worker_conn_t *worker, zl_now_t now);
 /*  Fire due timers: lapsed leases fail (ready again, or DLQ), delays end
     (READY). Returns how many fired. */
 size_t zl_jobs_fire_timers (zl_jobs_t *self, zl_now_t now);

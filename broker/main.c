@@ -71,6 +71,8 @@ static const s_flag_t s_flags[] = {
          "the store, instead of --data: a directory (LMDB)\n"
          "or postgresql://... (brokers sharing it: one leads) [--data]"),
     KEY ("durability", "MODE", "durability", "fsync | none             [fsync]"),
+    SWITCH ("dispatch-after-commit", "dispatch_after_commit", "true",
+            "no job starts before its lease is committed"),
     KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
     KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
     KEY ("wfq-quantum-us", "N", "wfq_quantum_us",

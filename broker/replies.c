@@ -674,6 +674,36 @@ s_worker_send (zl_replies_t *self, zl_router_t *router, zl_worker_conn_t *w, con
     return zl_router_send_msg (router, &w->peer, self->env.codec, m);
 }
 
+// The jobs of `jobs` still leased, in Dispatch frames of at most
+// DISPATCH_FRAME_JOBS jobs or DISPATCH_FRAME_BYTES of payload (the frame
+// arena is reset). Returns 0, or -1 once a send failed.
+static int
+s_send_jobs (zl_replies_t *self, zl_router_t *sock, zl_worker_conn_t *w, zl_job_t **jobs,
+             uint32_t n_jobs, zl_job_msg_t *msgs)
+{
+    size_t k = 0, bytes = 0;
+    zl_arena_reset (self->frame);
+    for (uint32_t i = 0; i < n_jobs; i++) {
+        zl_job_t *job = jobs[i];
+        if (job->state == ZL_JOB_LEASED && s_job_msg (self, job, &msgs[k]) == 0) {
+            bytes += msgs[k].payload.len;
+            for (size_t r = 0; r < msgs[k].n_parent_results; r++)
+                bytes += msgs[k].parent_results[r].result.len;
+            k++;
+        }
+        if (k && (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == n_jobs)) {
+            zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
+            m.u.dispatch = (zl_dispatch_t){k, msgs};
+            if (s_worker_send (self, sock, w, &m) != 0)
+                return -1;
+            k = 0;
+            bytes = 0;
+            zl_arena_reset (self->frame);
+        }
+    }
+    return 0;
+}
+
 // Settled, Cancel, then the leased jobs in Dispatch frames of at most
 // DISPATCH_FRAME_JOBS jobs or DISPATCH_FRAME_BYTES of payload. Returns 0,
 // or -1 once a send failed (ROUTER_MANDATORY: the connection is gone).
@@ -697,31 +727,80 @@ s_flush_worker (zl_replies_t *self, zl_worker_conn_t *w, zl_job_msg_t *msgs)
             self->env.counters[ZL_CTR_CANCELS_SENT] += o->n_cancels;
     }
     o->n_cancels = 0;
-    size_t k = 0, bytes = 0;
-    zl_arena_reset (self->frame);
-    for (uint32_t i = 0; i < o->n_jobs && ok; i++) {
-        zl_job_t *job = o->jobs[i];
-        if (job->state == ZL_JOB_LEASED && s_job_msg (self, job, &msgs[k]) == 0) {
-            bytes += msgs[k].payload.len;
-            for (size_t r = 0; r < msgs[k].n_parent_results; r++)
-                bytes += msgs[k].parent_results[r].result.len;
-            k++;
-        }
-        if (k &&
-            (k == DISPATCH_FRAME_JOBS || bytes >= DISPATCH_FRAME_BYTES || i + 1 == o->n_jobs)) {
-            zl_msg_t m = {.kind = ZL_MSG_DISPATCH};
-            m.u.dispatch = (zl_dispatch_t){k, msgs};
-            ok = s_worker_send (self, sock, w, &m) == 0;
-            k = 0;
-            bytes = 0;
-            zl_arena_reset (self->frame);
-        }
-    }
+    if (ok)
+        ok = s_send_jobs (self, sock, w, o->jobs, o->n_jobs, msgs) == 0;
     o->n_jobs = 0;
     if (ok)
         return 0;
     self->env.counters[ZL_CTR_UNREACHABLE]++;
     return -1;
+}
+
+// A job that may leave before the commit of its lease (zl_replies_flush_early):
+// one that a crash before that commit can at worst make run twice, never out
+// of its order or on inputs the store then forgets. It waits for no other
+// job and none waits for it (no parents or children, no ordering key, not a
+// batch's callback), it resumes no checkpoint, and its id is below
+// `below_id` (ids a committed counter reserved: never another job's after a
+// restart, so the idempotency key "job-<id>" stays this job's). Nor is a job
+// the broker itself would make again if a crash undid its commit (marked
+// after_commit: a schedule's tick), which would then run twice.
+static bool
+s_early (const zl_job_t *job, uint64_t below_id)
+{
+    return job->state == ZL_JOB_LEASED && job->id < below_id && !job->after_commit &&
+           !(job->flags & (ZL_JOBF_DEPS | ZL_JOBF_BATCH_REC | ZL_JOBF_ORDER | ZL_JOBF_CHECKPOINT));
+}
+
+zl_worker_conn_t **
+zl_replies_flush_early (zl_replies_t *self, zl_workers_t *workers, uint64_t below_id,
+                        size_t *n_gone)
+{
+    size_t n;
+    zl_worker_conn_t **all = zl_workers_all (workers, &n);
+    zl_worker_conn_t **gone = zl_arena_alloc (self->env.turn, (n ? n : 1) * sizeof *gone);
+    zl_router_t *sock = self->env.routers[ZL_SOCK_BACKEND];
+    zl_job_msg_t *msgs = NULL;
+    zl_job_t **early = NULL;
+    uint32_t cap_early = 0;
+    bool sent = false;
+    *n_gone = 0;
+    self->holding = false;
+    for (size_t i = 0; i < n; i++) {
+        zl_worker_outbox_t *o = &all[i]->out;
+        uint32_t n_early = 0, kept = 0;
+        for (uint32_t j = 0; j < o->n_jobs; j++) {
+            zl_job_t *job = o->jobs[j];
+            if (!s_early (job, below_id)) {
+                o->jobs[kept++] = job;
+                continue;
+            }
+            if (n_early == cap_early) {
+                uint32_t cap = o->n_jobs > 2 * cap_early ? o->n_jobs : 2 * cap_early;
+                zl_job_t **grown = zl_arena_alloc (self->env.turn, cap * sizeof *grown);
+                if (n_early)
+                    memcpy (grown, early, n_early * sizeof *grown);
+                early = grown;
+                cap_early = cap;
+            }
+            early[n_early++] = job;
+        }
+        if (!n_early)
+            continue;
+        o->n_jobs = kept;
+        if (!msgs)
+            msgs = zl_arena_alloc (self->env.turn, DISPATCH_FRAME_JOBS * sizeof *msgs);
+        sent = true;
+        self->env.counters[ZL_CTR_DISPATCHED_EARLY] += n_early;
+        if (s_send_jobs (self, sock, all[i], early, n_early, msgs) != 0) {
+            self->env.counters[ZL_CTR_UNREACHABLE]++;
+            o->n_jobs = 0; // the rest go back with the worker, next turn
+            gone[(*n_gone)++] = all[i];
+        }
+    }
+    if (sent)
+        zl_router_flush (sock);
+    return gone;
 }
 
 zl_worker_conn_t **

@@ -11,6 +11,9 @@
       Rejected and Credit to producers; admin replies that report a change
       ("redrove 3", "cancelled 2"); DeadLetter events; job outcomes (Watch
       answers, done events); Settled, Cancel and Dispatch to workers. The
+      exception: on a store only this broker writes, a Dispatch of a job a
+      crash can only make run again (zl_replies_flush_early) goes before
+      the commit: it promises nothing to the producer or the worker. The
       handlers only queue them: into the outbox of each producer and worker
       (embedded in its record, written only by this module) and into the
       lists kept here.
@@ -204,6 +207,19 @@ void zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *
 /*  Queue an admin reply that reports a change (its strings in the turn
     arena). */
 void zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply);
+
+/*  Before the turn's commit, on a store no other broker writes (LMDB):
+    send each worker, in Dispatch frames, the jobs leased to it this turn
+    that a crash before the commit can at worst make run twice (a job that
+    waits for no other and none for it, resumes no checkpoint, and whose id
+    is below `below_id`, the id counter as last committed); the others stay
+    queued for zl_replies_flush. The lease is not durable yet: the broker
+    holds only what no reply promised, and a crash gives the job back (a
+    job submitted in the same turn was never Accepted). Counted in
+    jobs_dispatched_before_commit. Returns the workers found unreachable
+    (turn arena; their queue emptied) and their count in `*n_gone`. */
+struct zl_worker_conn **zl_replies_flush_early (zl_replies_t *self, struct _zl_workers_t *workers,
+                                                uint64_t below_id, size_t *n_gone);
 
 /*  Step 7 of the turn, once its commit returned or started: send
     everything queued, the workers' frames first (a lone job starts

@@ -382,7 +382,9 @@ s_enqueue (zl_schedules_t *self, sched_t *s, int64_t tick, zl_now_t now)
                  tick);
         return -1;
     }
-    zl_jobs_accept (e->jobs, id, &spec, flow, now);
+    // a crash before the commit would enqueue this tick again: its job must not
+    // have run by then (one job per tick)
+    zl_jobs_accept (e->jobs, id, &spec, flow, now)->after_commit = 1;
     zl_debug ("schedules", "schedule %s: tick %" PRId64 " enqueued as job %" PRIu64, s->name, tick,
               id);
     return 0;

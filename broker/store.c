@@ -279,6 +279,12 @@ zl_store_elect_due (zl_store_t *self)
     return self->be->elect_due ? self->be->elect_due (self->impl) : INT64_MAX;
 }
 
+bool
+zl_store_exclusive (zl_store_t *self)
+{
+    return self->be->elect == NULL; // no election: one broker per store
+}
+
 zl_store_role_t
 zl_store_role (zl_store_t *self)
 {

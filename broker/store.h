@@ -258,6 +258,11 @@ zl_store_role_t zl_store_elect (zl_store_t *self, int64_t mono_ms, zl_store_lead
 /*  The monotonic time at which zl_store_elect wants to run next (INT64_MAX:
     never, as on LMDB). */
 int64_t zl_store_elect_due (zl_store_t *self);
+/*  True when no other broker can write this store while this one has it
+    open (LMDB: one broker per directory, by a lock on it); false where
+    brokers share the store and one leads at a time (PostgreSQL), so that a
+    deposed leader's writes are refused by fencing. */
+bool zl_store_exclusive (zl_store_t *self);
 /*  The role as of the last zl_store_elect or commit. */
 zl_store_role_t zl_store_role (zl_store_t *self);
 /*  What the attempts running at the last leader's end are recorded as, on

@@ -135,6 +135,35 @@ zl_worker_conn_adopt (zl_worker_conn_t *to, zl_worker_conn_t *from)
     }
 }
 
+static int
+s_ref_cmp (const void *a, const void *b)
+{
+    const zl_lease_ref_t *x = a, *y = b;
+    if (x->job_id != y->job_id)
+        return x->job_id < y->job_id ? -1 : 1;
+    return x->lease < y->lease ? -1 : x->lease > y->lease;
+}
+
+uint32_t
+zl_worker_conn_adopt_held (zl_worker_conn_t *to, zl_worker_conn_t *from, zl_lease_ref_t *held,
+                           size_t n)
+{
+    if (n > 1)
+        qsort (held, n, sizeof *held, s_ref_cmp);
+    uint32_t moved = 0;
+    zl_job_t *next;
+    for (zl_job_t *job = from->jobs; job; job = next) {
+        next = job->lease->next;
+        zl_lease_ref_t key = {job->id, job->lease->token};
+        if (n && bsearch (&key, held, n, sizeof *held, s_ref_cmp)) {
+            zl_worker_conn_release (from, job);
+            zl_worker_conn_hold (to, job);
+            moved++;
+        }
+    }
+    return moved;
+}
+
 void
 zl_worker_conn_hold (zl_worker_conn_t *worker, zl_job_t *job)
 {
@@ -251,12 +280,27 @@ zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_
     zl_worker_conn_t *old = zl_workers_find_instance (self, r->instance, env->curve_key, w);
     if (old) {
         uint32_t moved = old->in_flight;
-        zl_worker_conn_adopt (w, old);
+        size_t unreached = 0;
+        if (r->held_listed) {
+            // what it does not list, a Dispatch lost with the old connection
+            // never brought it: ready again now, not when the lease lapses
+            zl_lease_ref_t *held =
+                zl_arena_alloc (env->turn, (r->n_held ? r->n_held : 1) * sizeof *held);
+            if (r->n_held)
+                memcpy (held, r->held, r->n_held * sizeof *held);
+            moved = zl_worker_conn_adopt_held (w, old, held, r->n_held);
+            if (old->jobs)
+                unreached = env->unreached (env->unreached_arg, old);
+        } else
+            zl_worker_conn_adopt (w, old);
         zl_replies_move_settled (env->replies, w, old);
         zl_workers_remove (self, old);
         env->counters[ZL_CTR_WORKERS_RECONNECTED]++;
-        zl_info ("broker", "worker %s reconnected: its %u lease(s) move to the new connection",
-                 w->name, moved);
+        env->counters[ZL_CTR_LEASES_UNREACHED] += unreached;
+        zl_info ("broker",
+                 "worker %s reconnected: %u lease(s) move to the new connection, %zu it never "
+                 "got are ready again",
+                 w->name, moved, unreached);
     }
     return w;
 }

@@ -45,6 +45,10 @@ typedef struct {
     void *may_arg;
     const char *curve_key; // with CURVE: the sender's public key (Z85), else NULL
     const char *host;      // the sender's peer address (ZMQ Peer-Address), else NULL
+    // a reconnect whose Ready lists what it holds: `old` keeps the leases
+    // the worker never got; this makes them ready again (and returns how many)
+    size_t (*unreached) (void *arg, zl_worker_conn_t *old);
+    void *unreached_arg;
 } zl_ready_env_t;
 
 /*  Return an empty registry. */
@@ -64,7 +68,9 @@ zl_worker_conn_t *zl_workers_add (zl_workers_t *self, const zl_peer_t *peer, con
     answered by one Error, and with no lane left nothing is registered. The
     same worker process on a new connection (the same instance and key)
     takes over the old connection's leases and queued Settled entries, and
-    the old one is forgotten. Returns the worker, or NULL. */
+    the old one is forgotten; when the Ready lists the leases the worker
+    holds (held_listed), the old connection's others go to env->unreached.
+    Returns the worker, or NULL. */
 zl_worker_conn_t *zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env,
                                     const zl_ready_t *ready, int64_t now_ms);
 /*  Every connected worker as WorkerInfo (stats of an operator's request):
@@ -80,6 +86,10 @@ zl_worker_conn_t *zl_workers_find_instance (zl_workers_t *self, uint64_t instanc
 /*  Move every job `from` holds to `to` (the same worker process on a new
     connection); `from` is left holding nothing, to be removed. */
 void zl_worker_conn_adopt (zl_worker_conn_t *to, zl_worker_conn_t *from);
+/*  Move to `to` the jobs `from` holds under one of the `n` leases in `held`
+    (sorted in place); `from` keeps the rest. Returns how many moved. */
+uint32_t zl_worker_conn_adopt_held (zl_worker_conn_t *to, zl_worker_conn_t *from,
+                                    zl_lease_ref_t *held, size_t n);
 /*  Link `job` (which has its lease) into the worker's held list and count it
     in flight. */
 void zl_worker_conn_hold (zl_worker_conn_t *worker, zl_job_t *job);

@@ -144,6 +144,15 @@ zl_cancel_outcome_name (zl_cancel_outcome_t outcome)
 // ---------------------------------------------------------------- decode
 #define ARR(a, n, type) ((type *)zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type)))
 
+static zl_lease_ref_t *
+s_dec_lease_refs (zl_arena_t *a, Zlane__V1__LeaseRef *const *in, size_t n)
+{
+    zl_lease_ref_t *out = ARR (a, n, zl_lease_ref_t);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (zl_lease_ref_t){in[i]->job_id, in[i]->lease};
+    return out;
+}
+
 static zl_bytes_t
 s_bytes (ProtobufCBinaryData b)
 {
@@ -440,6 +449,9 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.ready.lanes = (const char **)e->ready->lanes;
         out->u.ready.capacity = e->ready->capacity;
         out->u.ready.instance = e->ready->instance;
+        out->u.ready.held_listed = e->ready->held_listed;
+        out->u.ready.n_held = e->ready->n_held;
+        out->u.ready.held = s_dec_lease_refs (a, e->ready->held, e->ready->n_held);
         break;
     case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT: out->kind = ZL_MSG_HEARTBEAT; break;
     case ZLANE__V1__ENVELOPE__BODY_EXTEND: {
@@ -515,18 +527,14 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->kind = ZL_MSG_SETTLED;
         const Zlane__V1__Settled *s = e->settled;
         out->u.settled.n = s->n_items;
-        out->u.settled.items = ARR (a, s->n_items, zl_lease_ref_t);
-        for (size_t i = 0; i < s->n_items; i++)
-            out->u.settled.items[i] = (zl_lease_ref_t){s->items[i]->job_id, s->items[i]->lease};
+        out->u.settled.items = s_dec_lease_refs (a, s->items, s->n_items);
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_CANCEL: {
         out->kind = ZL_MSG_CANCEL;
         const Zlane__V1__Cancel *s = e->cancel;
         out->u.cancel.n = s->n_items;
-        out->u.cancel.items = ARR (a, s->n_items, zl_lease_ref_t);
-        for (size_t i = 0; i < s->n_items; i++)
-            out->u.cancel.items[i] = (zl_lease_ref_t){s->items[i]->job_id, s->items[i]->lease};
+        out->u.cancel.items = s_dec_lease_refs (a, s->items, s->n_items);
         break;
     }
     case ZLANE__V1__ENVELOPE__BODY_ERROR: {
@@ -896,6 +904,20 @@ zl_codec_error (zl_codec_t *self)
     })
 #define PTRS(a, n, type) ((type **)zl_arena_calloc ((a), (n) ? (n) : 1, sizeof (type *)))
 
+static Zlane__V1__LeaseRef **
+s_lease_refs (zl_arena_t *a, const zl_lease_ref_t *in, size_t n)
+{
+    Zlane__V1__LeaseRef **out = PTRS (a, n, Zlane__V1__LeaseRef);
+    Zlane__V1__LeaseRef *items = zl_arena_alloc (a, (n ? n : 1) * sizeof *items);
+    for (size_t i = 0; i < n; i++) {
+        zlane__v1__lease_ref__init (&items[i]);
+        items[i].job_id = in[i].job_id;
+        items[i].lease = in[i].lease;
+        out[i] = &items[i];
+    }
+    return out;
+}
+
 static ProtobufCBinaryData
 s_bin (zl_bytes_t b)
 {
@@ -1236,6 +1258,9 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->ready->lanes = (char **)m->u.ready.lanes;
         e->ready->capacity = m->u.ready.capacity;
         e->ready->instance = m->u.ready.instance;
+        e->ready->held_listed = m->u.ready.held_listed;
+        e->ready->n_held = m->u.ready.n_held;
+        e->ready->held = s_lease_refs (a, m->u.ready.held, m->u.ready.n_held);
         break;
     case ZL_MSG_HEARTBEAT:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_HEARTBEAT;
@@ -1340,14 +1365,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->body_case = ZLANE__V1__ENVELOPE__BODY_SETTLED;
         e->settled = NEW (a, Zlane__V1__Settled, zlane__v1__settled__init);
         e->settled->n_items = in->n;
-        e->settled->items = PTRS (a, in->n, Zlane__V1__LeaseRef);
-        Zlane__V1__LeaseRef *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
-        for (size_t i = 0; i < in->n; i++) {
-            zlane__v1__lease_ref__init (&items[i]);
-            items[i].job_id = in->items[i].job_id;
-            items[i].lease = in->items[i].lease;
-            e->settled->items[i] = &items[i];
-        }
+        e->settled->items = s_lease_refs (a, in->items, in->n);
         break;
     }
     case ZL_MSG_CANCEL: {
@@ -1355,14 +1373,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->body_case = ZLANE__V1__ENVELOPE__BODY_CANCEL;
         e->cancel = NEW (a, Zlane__V1__Cancel, zlane__v1__cancel__init);
         e->cancel->n_items = in->n;
-        e->cancel->items = PTRS (a, in->n, Zlane__V1__LeaseRef);
-        Zlane__V1__LeaseRef *items = zl_arena_alloc (a, (in->n ? in->n : 1) * sizeof *items);
-        for (size_t i = 0; i < in->n; i++) {
-            zlane__v1__lease_ref__init (&items[i]);
-            items[i].job_id = in->items[i].job_id;
-            items[i].lease = in->items[i].lease;
-            e->cancel->items[i] = &items[i];
-        }
+        e->cancel->items = s_lease_refs (a, in->items, in->n);
         break;
     }
     case ZL_MSG_ERROR:

@@ -166,11 +166,19 @@ typedef struct {
 
 // ------------------------------------------------------------------ worker
 typedef struct {
+    uint64_t job_id;
+    uint64_t lease;
+} zl_lease_ref_t;
+
+typedef struct {
     const char *name;
     size_t n_lanes;
     const char **lanes;
     uint32_t capacity;
     uint64_t instance; // the worker process, across reconnects; 0 = none
+    bool held_listed;  // held lists every lease the worker knows of
+    size_t n_held;
+    const zl_lease_ref_t *held;
 } zl_ready_t;
 
 typedef struct {
@@ -269,11 +277,6 @@ typedef struct {
     size_t n;
     zl_job_msg_t *jobs;
 } zl_dispatch_t;
-
-typedef struct {
-    uint64_t job_id;
-    uint64_t lease;
-} zl_lease_ref_t;
 
 typedef struct {
     size_t n;

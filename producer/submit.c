@@ -392,6 +392,7 @@ s_submit (s_run_t *run, const zl_producer_job_t *job)
             run->unreachable = true;
             return -1;
         }
+        fflush (stdout); // (as in s_wait_input)
         zl_producer_poll (run->producer, S_IDLE_POLL_MS);
         s_progress (run, false);
     }
@@ -467,6 +468,9 @@ s_wait_input (s_run_t *run, int fd)
     while (true) {
         zl_producer_poll (run->producer, 0);
         s_progress (run, false);
+        // and what was printed goes out: a reader of a pipe or a file sees
+        // each accepted job while the input waits (stdio holds 4 KiB there)
+        fflush (stdout);
         int rc = poll (&pfd, 1, S_IDLE_POLL_MS);
         if (rc > 0 || (rc < 0 && errno != EINTR))
             return;

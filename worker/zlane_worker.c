@@ -46,8 +46,10 @@
     NOT_LEADER does not reset. A broker whose database does not answer
     (Error UNAVAILABLE) is left the same way, for the next (itself again
     when it is the only one), without resetting the backoff. A new
-    connection is a reconnect like any: Ready again, and every pending
-    settlement resent. */
+    connection is a reconnect like any: Ready again, listing every lease
+    the worker knows of (held jobs, pending settlements: the broker makes
+    the old connection's others, Dispatches lost with it, ready again at
+    once), and every pending settlement resent. */
 #include "zlane_worker.h"
 
 #include "clock.h"
@@ -83,7 +85,8 @@
 
 #define S_COMPONENT "worker"
 #define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:5571"
-#define S_RECV_BATCH 256 // broker messages handled per loop turn
+#define S_RECV_BATCH 256        // broker messages handled per loop turn
+#define S_READY_HELD_MAX 100000 // leases a Ready lists at most (22 bytes each)
 
 static inline int64_t
 s_min (int64_t a, int64_t b)
@@ -396,6 +399,9 @@ zl_worker_stats (zl_worker_t *self, zl_worker_stats_t *stats)
                                  .lease_lost = atomic_load (&c->lease_lost),
                                  .cancelled = atomic_load (&c->cancelled),
                                  .reconnects = atomic_load (&c->reconnects)};
+    pthread_mutex_lock (&self->lock);
+    stats->threads_idle = self->n_waiting;
+    pthread_mutex_unlock (&self->lock);
 }
 
 // ------------------------------------------------------------------ result
@@ -1581,18 +1587,36 @@ s_free_loop (zl_worker_t *self, int64_t now_ms)
 }
 
 /*  Send Ready with our lanes and capacity: 0 once draining (the broker
-    sends nothing new but keeps what we hold). Returns 0 or -1. */
+    sends nothing new but keeps what we hold), and every lease we know of
+    (held jobs, settlements not yet Settled): after a reconnect, the broker
+    makes the old connection's other leases ready again at once, Dispatches
+    that connection lost. Returns 0 or -1. */
 static int
 s_send_ready (zl_worker_t *self, int64_t now_ms)
 {
     uint32_t capacity = self->draining ? 0 : self->opts.concurrency + self->opts.prefetch;
+    size_t n = 0, cap = self->n_held + self->n_pending;
+    zl_lease_ref_t *held = zl_malloc ((cap + 1) * sizeof *held);
+    for (zl_held_job_t *h = self->held_head; h && n < cap; h = h->next)
+        held[n++] = (zl_lease_ref_t){h->pub.job_id, h->pub.lease};
+    zl_dlink_t *lists[] = {&self->unsent, &self->sent};
+    for (size_t i = 0; i < 2; i++)
+        for (zl_dlink_t *l = lists[i]->next; l != lists[i] && n < cap; l = l->next)
+            held[n++] = (zl_lease_ref_t){((s_settle_t *)l)->job_id, ((s_settle_t *)l)->lease};
+    // (a list too long for one frame is not sent: every lease then follows)
+    bool listed = n <= S_READY_HELD_MAX;
     zl_msg_t m = {.kind = ZL_MSG_READY,
                   .u.ready = {.name = self->name,
                               .n_lanes = self->opts.n_lanes,
                               .lanes = (const char **)self->lanes,
                               .capacity = capacity,
-                              .instance = self->instance}};
-    return s_send (self, &m, now_ms);
+                              .instance = self->instance,
+                              .held_listed = listed,
+                              .n_held = listed ? n : 0,
+                              .held = held}};
+    int rc = s_send (self, &m, now_ms);
+    free (held);
+    return rc;
 }
 
 /*  Send the settlements not yet sent on this connection, as one Ack and one

@@ -201,6 +201,7 @@ typedef struct {
     uint64_t lease_lost;   // jobs cancelled because the broker refused an Extend
     uint64_t cancelled;    // held jobs the broker cancelled (Cancel, or a CANCELLED refusal)
     uint64_t reconnects;   // connections replaced after broker silence
+    uint32_t threads_idle; // now: handler threads waiting for a job (or for the loop)
 } zl_worker_stats_t;
 
 /*  Return a new worker for `opts` (copied), or NULL if the options are

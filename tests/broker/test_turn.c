@@ -79,15 +79,16 @@ static struct {
     char *dir;
     zl_broker_config_t cfg;
     zl_broker_t *broker;
-    zlh_t *h;           // NULL while a broker starts: the hook then only counts
-    seen_log_t early;   // what had arrived when the turn asked for its commit
-    seen_log_t got;     // what arrived after (zl_broker_feed returned)
-    int commits;        // commits asked for in the last feed
-    int commit_fault;   // the error the commits fail with (0 = none)
-    int write_fault;    // the error one write fails with ...
-    int write_fault_at; //   the how-manieth write from now (0 = none)
-    int writes;         // writes since the test last set it to 0
-    char *wire_dump;    // the broker's wire_dump file, if the test set one
+    zlh_t *h;            // NULL while a broker starts: the hook then only counts
+    seen_log_t early;    // what had arrived when the turn asked for its commit
+    seen_log_t got;      // what arrived after (zl_broker_feed returned)
+    int commits;         // commits asked for in the last feed
+    int commit_fault;    // the error the commits fail with (0 = none)
+    int write_fault;     // the error one write fails with ...
+    int write_fault_at;  //   the how-manieth write from now (0 = none)
+    int writes;          // writes since the test last set it to 0
+    char *wire_dump;     // the broker's wire_dump file, if the test set one
+    bool dispatch_early; // the broker's default: plain jobs may leave before the commit
 } T;
 
 static void
@@ -195,10 +196,10 @@ static bool
 s_promises (const seen_t *s)
 {
     switch (s->kind) {
+    case ZL_MSG_DISPATCH: return !T.dispatch_early; // (a plain job's may go before)
     case ZL_MSG_ACCEPTED:
     case ZL_MSG_REJECTED:
     case ZL_MSG_CREDIT:
-    case ZL_MSG_DISPATCH:
     case ZL_MSG_SETTLED:
     case ZL_MSG_DEAD_LETTER:
     case ZL_MSG_ADMIN_REPLY: return true;
@@ -222,6 +223,8 @@ s_start (void)
     zl_broker_config_defaults (&T.cfg);
     zlh_config_inproc (&T.cfg, T.dir);
     zl_broker_config_lane (&T.cfg, "a");
+    // the order tested here is the strict one, but where a test asks
+    T.cfg.dispatch_after_commit = !T.dispatch_early;
     if (T.wire_dump)
         T.cfg.wire_dump = strdup (T.wire_dump);
     char err[512];
@@ -417,15 +420,16 @@ s_dlq_list (uint64_t *ids)
     return r->n;
 }
 
-// The jobs a fresh worker `peer` with room for all gets at once, sorted.
+// The jobs a fresh worker `peer` with room for all gets at once (before or
+// after the commit), sorted.
 static size_t
 s_take_all (int peer, uint64_t *ids, uint64_t *leases, uint32_t *attempts)
 {
     zl_msg_t m = s_ready_msg (peer, MAX_IDS);
     s_feed_ok (ZLH_BACKEND, peer, &m);
     size_t n = 0;
-    for (size_t i = 0; i < T.got.n; i++) {
-        const seen_t *s = &T.got.items[i];
+    for (size_t i = 0; i < T.early.n + T.got.n; i++) {
+        const seen_t *s = i < T.early.n ? &T.early.items[i] : &T.got.items[i - T.early.n];
         if (s->kind != ZL_MSG_DISPATCH)
             continue;
         assert_int_equal (s->peer, peer);
@@ -607,6 +611,122 @@ test_turn_dispatch_goes_before_accepted (void **state)
     assert_true (dispatch < n);
     assert_true (accepted < n);
     assert_true (dispatch < accepted);
+}
+
+// The Dispatch of job `id` in `log`, or NULL.
+static const seen_t *
+s_find_dispatch (const seen_log_t *log, uint64_t id)
+{
+    for (size_t i = 0; i < log->n; i++) {
+        const seen_t *s = &log->items[i];
+        for (size_t j = 0; s->kind == ZL_MSG_DISPATCH && j < s->n; j++)
+            if (s->ids[j] == id)
+                return s;
+    }
+    return NULL;
+}
+
+// A broker with the default on LMDB (plain jobs may leave before the
+// commit), producer 0 said Hello and worker 0 is ready for 4 jobs.
+static void
+s_restart_early (void)
+{
+    T.dispatch_early = true;
+    s_restart ();
+    s_hello (0);
+    zl_msg_t ready = s_ready_msg (0, 4);
+    s_feed_ok (ZLH_BACKEND, 0, &ready);
+}
+
+// The broker's default on LMDB: a plain job goes to its worker before the
+// turn's commit, the producer's Accepted after it; a job that waits on
+// another (an ordering key) still waits for the commit.
+static void
+test_dispatch_before_the_commit (void **state)
+{
+    (void)state;
+    s_restart_early ();
+
+    zl_msg_t submit = s_submit_msg (1, 1);
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &submit), 0);
+    assert_int_equal (T.commits, 1);
+    const seen_t *acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    assert_null (s_find (&T.early, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+    const seen_t *d = s_find_dispatch (&T.early, acc->ids[0]);
+    assert_non_null (d);
+    assert_int_equal (d->peer, 0);
+    assert_null (s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH));
+
+    zl_msg_t keyed = s_submit_msg (2, 1);
+    keyed.u.submit.jobs[0].ordering_key = "k";
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &keyed), 0);
+    acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    assert_null (s_find (&T.early, ZLH_BACKEND, ZL_MSG_DISPATCH));
+    assert_non_null (s_find_dispatch (&T.got, acc->ids[0]));
+}
+
+// A schedule's tick is no plain job: a crash before the commit of its
+// enqueue would enqueue the tick again after the restart, so its Dispatch
+// waits for that commit (the one job per tick runs once).
+static void
+test_tick_waits_for_its_commit (void **state)
+{
+    (void)state;
+    s_restart_early ();
+    zl_msg_t add = s_admin_msg (ZL_ADMIN_SCHEDULE_ADD, 0);
+    add.u.admin_request.schedule =
+        (zl_schedule_info_t){.name = "every", .cron = "@every 1s", .tenant = "t", .lane = "a"};
+    assert_int_equal (s_feed (ZLH_ADMIN, 0, &add), 0);
+    assert_null (s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH)); // no tick yet
+
+    zlh_clock_advance_us (1100 * 1000);
+    zl_msg_t submit = s_submit_msg (1, 1); // a turn: the tick fires in it
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &submit), 0);
+    const seen_t *acc = s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED);
+    assert_non_null (acc);
+    const seen_t *early = s_find (&T.early, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (early); // the submitted job, before the commit
+    assert_int_equal (early->n, 1);
+    assert_int_equal (early->ids[0], acc->ids[0]);
+    const seen_t *after = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (after); // the tick's job, after it
+    assert_int_equal (after->n, 1);
+    assert_int_not_equal (after->ids[0], acc->ids[0]);
+    assert_int_equal (T.commits, 1);
+}
+
+// A job sent before a commit that failed was never Accepted; the restarted
+// broker does not hold it, and gives its id to no other job (the idempotency
+// key "job-<id>" the worker saw stays that job's).
+static void
+test_dispatch_before_a_failed_commit (void **state)
+{
+    (void)state;
+    s_restart_early ();
+    uint64_t kept;
+    s_submit (0, 1, 1, &kept); // (sent before its commit, which succeeded)
+    assert_non_null (s_find_dispatch (&T.early, kept));
+
+    T.commit_fault = EIO;
+    zl_msg_t submit = s_submit_msg (2, 1);
+    assert_int_equal (s_feed (ZLH_FRONTEND, 0, &submit), -1);
+    assert_null (s_find (&T.early, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+    assert_null (s_find (&T.got, ZLH_FRONTEND, ZL_MSG_ACCEPTED));
+    const seen_t *d = s_find (&T.early, ZLH_BACKEND, ZL_MSG_DISPATCH);
+    assert_non_null (d);
+    uint64_t lost = d->ids[0];
+    assert_true (lost > kept);
+
+    s_restart ();
+    uint64_t ids[MAX_IDS];
+    assert_int_equal (s_take_all (0, ids, NULL, NULL), 1); // the committed one, again
+    assert_int_equal (ids[0], kept);
+    s_hello (0);
+    uint64_t next;
+    s_submit (0, 1, 1, &next);
+    assert_true (next > lost);
 }
 
 // ---------------------------------------------------------------- the promise
@@ -1061,6 +1181,9 @@ main (void)
     const struct CMUnitTest tests[] = {
         T_ (test_turn_order_replies_after_the_commit),
         T_ (test_turn_dispatch_goes_before_accepted),
+        T_ (test_dispatch_before_the_commit),
+        T_ (test_dispatch_before_a_failed_commit),
+        T_ (test_tick_waits_for_its_commit),
         T_ (test_failed_commit_submit),
         T_ (test_failed_commit_ack_and_dead_letter),
         T_ (test_failed_commit_redrive),

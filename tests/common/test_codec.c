@@ -641,12 +641,36 @@ test_ready (void **state)
     assert_int_equal (out.u.ready.n_lanes, N);
     for (size_t i = 0; i < N; i++)
         s_check_str (lanes[i], out.u.ready.lanes[i]);
+    assert_false (out.u.ready.held_listed);
+    assert_int_equal (out.u.ready.n_held, 0);
 
-    in.u.ready = (zl_ready_t){.name = "", .n_lanes = 0, .lanes = NULL, .capacity = 0};
+    // the leases a reconnecting worker holds
+    zl_lease_ref_t held[] = {{1, UINT64_MAX}, {UINT64_MAX, 7}, {42, 0}};
+    in.u.ready = (zl_ready_t){.name = "w",
+                              .n_lanes = 1,
+                              .lanes = lanes,
+                              .capacity = 3,
+                              .instance = 0xfeed,
+                              .held_listed = true,
+                              .n_held = 3,
+                              .held = held};
+    s_roundtrip (f, &in, &out);
+    assert_true (out.u.ready.held_listed);
+    assert_int_equal (out.u.ready.instance, 0xfeed);
+    assert_int_equal (out.u.ready.n_held, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal (out.u.ready.held[i].job_id, held[i].job_id);
+        assert_int_equal (out.u.ready.held[i].lease, held[i].lease);
+    }
+
+    in.u.ready =
+        (zl_ready_t){.name = "", .n_lanes = 0, .lanes = NULL, .capacity = 0, .held_listed = true};
     s_roundtrip (f, &in, &out);
     s_check_str ("", out.u.ready.name);
     assert_int_equal (out.u.ready.n_lanes, 0);
     assert_int_equal (out.u.ready.capacity, 0);
+    assert_true (out.u.ready.held_listed); // holding nothing: said, not left out
+    assert_int_equal (out.u.ready.n_held, 0);
 }
 
 static void

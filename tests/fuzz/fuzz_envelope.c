@@ -293,6 +293,12 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
         EQ (a->u.ready.n_lanes, b->u.ready.n_lanes);
         for (size_t i = 0; i < a->u.ready.n_lanes; i++)
             STR (a->u.ready.lanes[i], b->u.ready.lanes[i]);
+        EQ (a->u.ready.held_listed, b->u.ready.held_listed);
+        EQ (a->u.ready.n_held, b->u.ready.n_held);
+        for (size_t i = 0; i < a->u.ready.n_held; i++) {
+            EQ (a->u.ready.held[i].job_id, b->u.ready.held[i].job_id);
+            EQ (a->u.ready.held[i].lease, b->u.ready.held[i].lease);
+        }
         break;
     case ZL_MSG_HEARTBEAT: break;
     case ZL_MSG_EXTEND:

@@ -287,6 +287,12 @@ s_envelopes (void)
 
     m = s_ready (8, 2);
     s_envelope ("ready", &m);
+    static const zl_lease_ref_t held[3] = {{1, 2}, {UINT64_MAX, 1}, {3, UINT64_MAX}};
+    m.u.ready.instance = 0x1234;
+    m.u.ready.held_listed = true;
+    m.u.ready.n_held = 3;
+    m.u.ready.held = held;
+    s_envelope ("ready-held", &m);
     m = s_heartbeat ();
     s_envelope ("heartbeat", &m);
     m = s_extend (2);
@@ -651,6 +657,19 @@ s_backend (void)
     m = s_ack (4); // from the old connection: not the holder
     s_record (b, PEER (0) | PATCH, NULL, &m);
     s_write (dir, "bad-text", b->data, b->len);
+
+    b->len = 0; // a reconnect that lists what it holds: the rest is ready again
+    m = s_ready (4, 2);
+    m.u.ready.instance = 9;
+    s_record (b, PEER (0), NULL, &m);
+    static const zl_lease_ref_t held[2] = {{1, 0}, {2, 0}};
+    m.u.ready.held_listed = true;
+    m.u.ready.n_held = 2;
+    m.u.ready.held = held;
+    s_record (b, PEER (1), NULL, &m);
+    m = s_ack (2);
+    s_record (b, PEER (1) | PATCH, NULL, &m);
+    s_write (dir, "reconnect-held", b->data, b->len);
 
     b->len = 0; // retries until the DLQ
     m = s_ready (16, 2);

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,7 +252,15 @@ test_batch_callback_once_across_kills (void **state)
     free (show);
 
     // a restart runs it no more: the sentinel, after it in the same lane and
-    // on a one-slot worker, runs after any callback enqueued again
+    // on a one-slot worker, runs after any callback enqueued again. (The
+    // kill comes once the callback's Ack is on record: before, the callback
+    // would run again, as any job whose Ack was not committed.)
+    zl_group_stats_t g = {0};
+    int64_t until = zlt_now_ms () + WAIT_MS;
+    while ((zlt_group (fx.admin, "cb", "", &g) != 0 || g.acked < 1) && zlt_now_ms () < until)
+        poll (NULL, 0, 20);
+    assert_int_equal (g.acked, 1);
+    assert_int_equal (zlt_wait_turn_committed (fx.admin, WAIT_MS), 0);
     s_restart (&fx, "after the callback");
     const char *sentinel[] = {"--tenant", "t", "--lane", "cb", "sentinel-1", NULL};
     assert_int_equal (s_submit (&fx, sentinel, NULL, NULL, NULL), 0);

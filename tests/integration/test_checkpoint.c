@@ -34,20 +34,27 @@
 
 // The handler: steps from the checkpoint's + 1 to 10, each appended to
 // steps as "<attempt> <step>"; after step 5 of attempt 1 it does `crash`.
+// It saves its step as the checkpoint after each step, or, with
+// `only_5th_on_first`, on attempt 1 only after step 5: the broker's
+// checkpoints_saved then tells that step 5 is the one it stored (the worker
+// reads the file every 50 ms, so steps 1-5 may be saved any number of times).
 static char *
-s_handler (const char *dir, const char *crash)
+s_handler (const char *dir, const char *crash, bool only_5th_on_first)
 {
     char *path = zlt_path (dir, "handler.sh"), *script;
-    assert_true (asprintf (&script,
-                           "i=$(cat \"$ZLANE_CHECKPOINT\"); i=${i:-0}\n"
-                           "while [ \"$i\" -lt 10 ]; do\n"
-                           "  i=$((i + 1))\n"
-                           "  echo \"$ZLANE_ATTEMPT $i\" >> '%s/steps'\n"
-                           "  printf '%%s' \"$i\" > \"$ZLANE_CHECKPOINT.new\"\n"
-                           "  mv \"$ZLANE_CHECKPOINT.new\" \"$ZLANE_CHECKPOINT\"\n"
-                           "  if [ \"$ZLANE_ATTEMPT\" = 1 ] && [ \"$i\" = 5 ]; then %s; fi\n"
-                           "done\n",
-                           dir, crash) > 0);
+    assert_true (
+        asprintf (&script,
+                  "i=$(cat \"$ZLANE_CHECKPOINT\"); i=${i:-0}\n"
+                  "while [ \"$i\" -lt 10 ]; do\n"
+                  "  i=$((i + 1))\n"
+                  "  echo \"$ZLANE_ATTEMPT $i\" >> '%s/steps'\n"
+                  "  if [ %d = 0 ] || [ \"$ZLANE_ATTEMPT\" != 1 ] || [ \"$i\" = 5 ]; then\n"
+                  "    printf '%%s' \"$i\" > \"$ZLANE_CHECKPOINT.new\"\n"
+                  "    mv \"$ZLANE_CHECKPOINT.new\" \"$ZLANE_CHECKPOINT\"\n"
+                  "  fi\n"
+                  "  if [ \"$ZLANE_ATTEMPT\" = 1 ] && [ \"$i\" = 5 ]; then %s; fi\n"
+                  "done\n",
+                  dir, only_5th_on_first ? 1 : 0, crash) > 0);
     assert_int_equal (zlt_write_file (path, script, strlen (script)), 0);
     free (script);
     char *cmd;
@@ -104,7 +111,7 @@ test_handler_crash_resumes_from_checkpoint (void **state)
     zlt_broker_t *b = s_broker ();
     const char *dir = zlt_broker_dir (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
-    char *cmd = s_handler (dir, "kill -9 $$");
+    char *cmd = s_handler (dir, "kill -9 $$", false);
     zlt_proc_t *w = s_worker (b, cmd, "w1");
     assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
     s_submit_one (b);
@@ -134,12 +141,13 @@ test_worker_killed_resumes_from_checkpoint (void **state)
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));
     char *at5 = zlt_path (dir, "at5"), crash[PATH_MAX + 32];
     snprintf (crash, sizeof crash, "touch '%s'; sleep 60", at5);
-    char *cmd = s_handler (dir, crash);
+    char *cmd = s_handler (dir, crash, true);
     zlt_proc_t *w1 = s_worker (b, cmd, "w1");
     assert_int_equal (zlt_wait_counter (admin, "workers_ready", 1, WAIT_MS), 0);
     s_submit_one (b);
     assert_int_equal (zlt_wait_file_has (at5, "", WAIT_MS), 0);
-    // the broker stored step 5 (an Extend, within the handler's 50 ms period)
+    // the broker stored step 5, the only checkpoint attempt 1 writes (an
+    // Extend, within the worker's 50 ms period)
     assert_int_equal (zlt_wait_counter (admin, "checkpoints_saved", 1, WAIT_MS), 0);
     zlt_proc_destroy (&w1); // SIGKILL to its process group: the worker and the handler
     zlt_proc_t *w2 = s_worker (b, cmd, "w2");
@@ -163,7 +171,7 @@ static void
 test_oversize_checkpoint_is_refused (void **state)
 {
     (void)state;
-    const char *args[] = {"--lane", "a", "--max-checkpoint", "16", NULL};
+    const char *args[] = {"--lane", "a", "--max-checkpoint", "16", "--liveness", "60", NULL};
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     zlt_client_t *admin = zlt_client_new (ZMQ_DEALER, zlt_broker_endpoint (b, "admin"));

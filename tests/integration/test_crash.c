@@ -663,32 +663,21 @@ s_poison_across_restart (bool leased_at_kill)
 
     // two attempts failed, and the broker has recorded both nacks durably.
     // A stats reply may be sent before its turn's commit (even a second
-    // request can land in the same turn's drain), so wait for a reply from
-    // a later turn (loop_turns counts turns as they start): the turn that
-    // applied the nacks has committed by then.
+    // request can land in the same turn's drain): zlt_wait_turn_committed
+    // then waits for a reply from a later turn, by when the turn that
+    // applied the nacks has committed.
     if (s_wait_log_ends (log, 2, 20000) != 0) {
         zlt_dump_file ("zlane-worker stderr", worker_err, 2000);
         s_dump (broker, "handler log", log);
         fail_msg ("the poisoned job did not fail twice");
     }
-    uint64_t nack_turn = 0;
     int64_t deadline = zlt_now_ms () + 10000;
-    for (;;) {
-        zl_stats_t st;
-        const zl_group_stats_t *pg;
-        uint64_t turns;
-        if (zlt_stats (admin, &st, 5000) == 0 &&
-            zlt_stats_counter (&st, "loop_turns", &turns) == 0 &&
-            (pg = zlt_stats_group (&st, "p", "t1"))) {
-            if (!nack_turn && pg->nacked_transient >= 2)
-                nack_turn = turns;
-            else if (nack_turn && turns > nack_turn)
-                break;
-        }
-        if (zlt_now_ms () >= deadline)
-            fail_msg ("the broker did not record two transient nacks in a committed turn");
+    zl_group_stats_t nacked = {0};
+    while ((zlt_group (admin, "p", "t1", &nacked) != 0 || nacked.nacked_transient < 2) &&
+           zlt_now_ms () < deadline)
         poll (NULL, 0, 10);
-    }
+    if (nacked.nacked_transient < 2 || zlt_wait_turn_committed (admin, 10000) != 0)
+        fail_msg ("the broker did not record two transient nacks in a committed turn");
     zl_group_stats_t g;
     if (leased_at_kill) { // attempt 3 is leased and running
         deadline = zlt_now_ms () + 10000;
@@ -697,6 +686,9 @@ s_poison_across_restart (bool leased_at_kill)
                 fail_msg ("attempt 3 did not start");
             poll (NULL, 0, 10);
         }
+        // its Dispatch may have left before its lease's commit: the kill
+        // must find attempt 3 on record
+        assert_int_equal (zlt_wait_turn_committed (admin, 10000), 0);
     }
     size_t ends_before = s_log_ends (log);
     int64_t down = s_crash (broker);
@@ -913,10 +905,11 @@ test_recovery_order_and_content (void **state)
 
     group_t groups[32];
     for (int pass = 0; pass < 2; pass++) {
-        int64_t asked = zlt_now_ms ();
         size_t n = s_ctl_groups (broker, groups, 32);
         // before the delay is over the 5 must still be delayed; later (a
-        // slow machine) they may have become ready
+        // slow machine) they may have become ready. The time is read once
+        // the answer is in (`asked`: the stats were made before it)
+        int64_t asked = zlt_now_ms ();
         bool early = asked < delay_mono + REC_DELAY_MS;
         for (size_t i = 0; i < n_want; i++) {
             const group_t *gr = s_group_find (groups, n, want[i].lane, want[i].tenant);
@@ -1162,7 +1155,7 @@ test_foreign_and_corrupt_data_dir (void **state)
     fprintf (stderr, "foreign dir: exit %d after %" PRId64 " ms: %s", code, took, said);
     if (code <= 0 || code >= 128 || !strstr (said, "accounts.csv"))
         fail_msg ("a foreign data dir: exit %d; the message should name accounts.csv", code);
-    assert_true (took < 5000);
+    assert_true (took < 15000); // refused, not hung (an ASan start on a busy machine)
     char *kept = zlt_read_file (notes, NULL);
     assert_string_equal (kept, "id,balance\n1,100\n");
     free (kept);
@@ -1189,7 +1182,7 @@ test_foreign_and_corrupt_data_dir (void **state)
     if (!strstr (said, "zlane-broker:") || !strstr (said, damaged))
         fail_msg ("a damaged data.mdb: the message should name the data dir %s", damaged);
     assert_null (strstr (said, "AddressSanitizer"));
-    assert_true (took < 5000);
+    assert_true (took < 15000); // refused, not hung (an ASan start on a busy machine)
     size_t len;
     char *after = zlt_read_file (mdb, &len);
     assert_non_null (after);
@@ -1240,7 +1233,7 @@ test_second_broker_on_live_data_dir (void **state)
                   where, ids[0], ids[1]);
     }
     fprintf (stderr, "second broker on a live data dir: refused after %" PRId64 " ms\n", took);
-    assert_true (took < 5000);
+    assert_true (took < 15000); // refused, not hung (an ASan start on a busy machine)
     assert_int_equal (zlt_proc_exit_code (zlt_broker_proc (first)), -1); // unharmed
     free (data);
 }

@@ -436,19 +436,20 @@ test_worker_killed_mid_job (void **state)
 }
 
 // ---------------------------------------------------------------- 2. lease lapses
-/*  A handler sleeps 1.5 s on a 600 ms lease that its worker does not
+/*  A handler sleeps 5 s on a 600 ms lease that its worker does not
     extend: the lease lapses, attempt 2 runs (on the worker's second slot)
-    and is acked, and attempt 1's late Ack is refused. */
+    and is acked, and attempt 1's late Ack is refused. (Attempt 2 has the
+    4.4 s left to start and end before attempt 1 does, on a slow machine.) */
 static void
 test_lapsed_lease_is_redelivered (void **state)
 {
     s_start (NULL);
-    zlt_proc_t *w = s_worker ("worker", "2", "--sleep 1500 --sleep-attempt 1",
+    zlt_proc_t *w = s_worker ("worker", "2", "--sleep 5000 --sleep-attempt 1",
                               (const char *[]){"--no-extend", NULL}, 1);
     int64_t t0 = zlt_now_ms ();
     uint64_t id = s_submit ("acme", "lapsing job", (const char *[]){"--lease", "600ms", NULL});
     s_wait_counter ("jobs_acked", 1, SETTLE_MS);
-    // attempt 1 ends at ~1.5 s and its worker Acks it: wait for the refusal
+    // attempt 1 ends at ~5 s and its worker Acks it: wait for the refusal
     S_CHECK (s_wait_sum ("err_unknown_job", "err_stale_lease", 1, SETTLE_MS) == 0,
              "attempt 1's late Ack was not refused");
     int64_t took = zlt_now_ms () - t0;
@@ -462,10 +463,10 @@ test_lapsed_lease_is_redelivered (void **state)
     S_CHECK (start2.ms < end1.ms,
              "attempt 2 started at %" PRId64 ", after attempt 1 ended at %" PRId64, start2.ms,
              end1.ms);
-    S_CHECK (end1.ms - start1.ms >= 1500, "attempt 1 did not sleep");
+    S_CHECK (end1.ms - start1.ms >= 5000, "attempt 1 did not sleep");
     /*  UNKNOWN_JOB, not STALE_LEASE: attempt 2 does not sleep, so it is acked
         a few ms after its dispatch at ~600 ms, and an acked job is deleted.
-        When attempt 1's Ack comes at ~1.5 s the broker has no such job.
+        When attempt 1's Ack comes at ~5 s the broker has no such job.
         (STALE_LEASE is the answer while the job still exists under a newer
         lease, e.g. were attempt 2 still running.) The log shows the order. */
     S_CHECK (end2.ms < end1.ms,
@@ -493,22 +494,22 @@ test_lapsed_lease_is_redelivered (void **state)
 }
 
 // ---------------------------------------------------------------- 3. lease extended
-/*  A 2 s handler on a 500 ms lease that its worker extends at half-life:
-    never redelivered, acked once. */
+/*  A 3 s handler on a 1 s lease that its worker extends at half-life
+    (each Extend has 500 ms to arrive): never redelivered, acked once. */
 static void
 test_extended_lease_is_kept (void **state)
 {
     s_start (NULL);
-    s_worker ("worker", "1", "--sleep 2000", NULL, 1);
+    s_worker ("worker", "1", "--sleep 3000", NULL, 1);
     int64_t t0 = zlt_now_ms ();
-    uint64_t id = s_submit ("acme", "long job", (const char *[]){"--lease", "500ms", NULL});
+    uint64_t id = s_submit ("acme", "long job", (const char *[]){"--lease", "1s", NULL});
     s_wait_counter ("jobs_acked", 1, SETTLE_MS);
     int64_t took = zlt_now_ms () - t0;
 
     hlog_t log = s_read_log (id);
     S_CHECK (log.n == 2, "%zu handler log lines, expected one start and one end", log.n);
     entry_t start = s_entry (&log, false, 1), end = s_entry (&log, true, 1);
-    S_CHECK (end.rc == 0 && end.ms - start.ms >= 2000, "the handler did not run its 2 s");
+    S_CHECK (end.rc == 0 && end.ms - start.ms >= 3000, "the handler did not run its 3 s");
     uint64_t extended = zlt_counter (s_fx.admin, "leases_extended");
     S_CHECK (extended >= 2, "only %" PRIu64 " lease extensions", extended);
     assert_int_equal (zlt_counter (s_fx.admin, "jobs_dispatched"), 1);

@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -294,6 +296,46 @@ test_submit_unknown_lane (void **state)
     free (bin);
 }
 
+/*  zlane-submit --lines reading a FIFO that pauses: every job accepted so far
+    is printed while the input waits, not held in stdout's buffer until more
+    input or the end (a reader of its output follows the jobs as they go). */
+static void
+test_submit_prints_while_input_waits (void **state)
+{
+    (void)state;
+    zlt_broker_t *broker = zlt_broker_start (NULL);
+    assert_non_null (broker);
+    const char *dir = zlt_broker_dir (broker);
+    char *in = zlt_path (dir, "submit.fifo"), *out = zlt_path (dir, "submit.out"),
+         *err = zlt_path (dir, "submit.err");
+    assert_int_equal (mkfifo (in, 0600), 0);
+    int feed = open (in, O_RDWR | O_CLOEXEC | O_NONBLOCK); // EOF once closed
+    assert_true (feed >= 0);
+    char *bin = zlt_bin ("zlane-submit");
+    const char *argv[] = {bin,        "--broker", zlt_broker_endpoint (broker, "frontend"),
+                          "--tenant", "t",        "--lane",
+                          "a",        "--lines",  "--file",
+                          in,         "--json",   NULL};
+    zlt_proc_t *submit = zlt_spawn (argv, NULL, out, err);
+    assert_non_null (submit);
+    int64_t deadline = zlt_now_ms () + SUBMIT_MS;
+    int fed = 0;
+    for (int round = 1; round <= 3; round++) { // 10 jobs, a pause, 10 more, ...
+        zlt_fifo_feed (feed, &fed, 10, deadline);
+        zlt_wait_printed (out, (size_t)fed, submit, err, deadline);
+    }
+    close (feed);
+    assert_int_equal (zlt_proc_wait (submit, SUBMIT_MS), 0);
+    assert_int_equal (zlt_proc_exit_code (submit), 0);
+    assert_int_equal (zlt_count_lines (out), (size_t)fed);
+    fprintf (stderr, "submit with a paused input: %d jobs printed as they were accepted\n", fed);
+    zlt_proc_destroy (&submit);
+    free (bin);
+    free (in);
+    free (out);
+    free (err);
+}
+
 int
 main (void)
 {
@@ -301,6 +343,7 @@ main (void)
         cmocka_unit_test_teardown (test_e2e_every_job_runs_once, zlt_teardown),
         cmocka_unit_test_teardown (test_submit_dead_endpoint, zlt_teardown),
         cmocka_unit_test_teardown (test_submit_unknown_lane, zlt_teardown),
+        cmocka_unit_test_teardown (test_submit_prints_while_input_waits, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#define WAIT_MS 5000
+#define WAIT_MS 15000
 
 typedef struct {
     zlt_broker_t *broker;
@@ -566,6 +566,58 @@ test_leases_belong_to_their_holder (void **state)
     assert_int_equal (zlt_counter (fx.admin, "err_not_holder"), 2);
 }
 
+// A worker reconnects and its Ready lists the leases it holds: the old
+// connection's other leases (Dispatches lost with that connection) are
+// ready again at once, with their attempt unspent, long before their 30 s
+// leases lapse; the one it lists follows it to the new connection.
+static void
+test_reconnect_returns_what_never_arrived (void **state)
+{
+    (void)state;
+    fx_t fx;
+    s_start (&fx, NULL);
+    assert_true (zlt_client_hello (fx.producer, "lost", WAIT_MS) > 0);
+    zlt_client_t *a = s_worker_client (&fx);
+    s_ready (&fx, a, "worker-a", 0xA, 3);
+    zl_job_msg_t kept = s_one_job (&fx, a, 0), lost[2];
+    for (int i = 0; i < 2; i++)
+        lost[i] = s_one_job (&fx, a, 0);
+
+    zlt_client_t *a2 = s_worker_client (&fx);
+    const char *lanes[] = {"a"};
+    zl_lease_ref_t held[] = {{kept.job_id, kept.lease}, {424242, 1}}; // (and one it made up)
+    zl_msg_t m = {.kind = ZL_MSG_READY};
+    m.u.ready = (zl_ready_t){"worker-a", 1, lanes, 3, 0xA, true, 2, held};
+    assert_int_equal (zlt_client_send (a2, &m), 0);
+    assert_int_equal (zlt_wait_counter (fx.admin, "workers_reconnected", 1, WAIT_MS), 0);
+    assert_int_equal (zlt_counter (fx.admin, "leases_unreached"), 2);
+
+    uint64_t again[2] = {0, 0}; // the new lease of each
+    for (int got = 0; got < 2;) {
+        assert_int_equal (zlt_client_expect (a2, ZL_MSG_DISPATCH, &m, WAIT_MS), 0);
+        assert_int_equal (m.kind, ZL_MSG_DISPATCH);
+        for (size_t k = 0; k < m.u.dispatch.n; k++, got++) {
+            const zl_job_msg_t *j = &m.u.dispatch.jobs[k];
+            int i = j->job_id == lost[0].job_id ? 0 : j->job_id == lost[1].job_id ? 1 : -1;
+            assert_true (i >= 0 && !again[i]);
+            assert_int_equal (j->attempt, 1); // the lost Dispatch spent no attempt
+            assert_true (j->lease != lost[i].lease);
+            again[i] = j->lease;
+        }
+    }
+    // the lost Dispatch's token is fenced off
+    s_ack (a2, lost[0].job_id, lost[0].lease);
+    assert_int_equal (zlt_client_expect (a2, ZL_MSG_ERROR, &m, WAIT_MS), 0);
+    assert_int_equal (m.u.error.code, ZL_ERR_STALE_LEASE);
+    for (int i = 0; i < 2; i++) {
+        s_ack (a2, lost[i].job_id, again[i]);
+        s_expect_settled (a2, lost[i].job_id);
+    }
+    s_ack (a2, kept.job_id, kept.lease);
+    s_expect_settled (a2, kept.job_id);
+    assert_int_equal (zlt_counter (fx.admin, "jobs_acked"), 3);
+}
+
 // ---------------------------------------------------------------- amplification
 // The next message on `c` after a request that earns exactly one known
 // reply: an Ack for job 1 (unknown), answered UNKNOWN_JOB.
@@ -776,6 +828,7 @@ main (void)
         cmocka_unit_test_teardown (test_admin_replies_say_what_happened, zlt_teardown),
         cmocka_unit_test_teardown (test_promised_errors, zlt_teardown),
         cmocka_unit_test_teardown (test_leases_belong_to_their_holder, zlt_teardown),
+        cmocka_unit_test_teardown (test_reconnect_returns_what_never_arrived, zlt_teardown),
         cmocka_unit_test_teardown (test_one_reply_per_message, zlt_teardown),
         cmocka_unit_test_teardown (test_names_are_bounded, zlt_teardown),
         cmocka_unit_test_teardown (test_old_records_still_load, zlt_teardown),

@@ -141,17 +141,23 @@ s_keys_free (keys_t *k)
     free (k->latecomer);
 }
 
-// A broker with CURVE on, lanes a and b, and alert.dlq every 200 ms while
-// the DLQ is not empty.
+// A broker with CURVE on, lanes a and b, alert.dlq every 200 ms while the
+// DLQ is not empty, and a worker silent for `liveness` heartbeats dead.
 static zlt_broker_t *
-s_broker (const keys_t *k)
+s_broker_with (const keys_t *k, const char *liveness)
 {
-    const char *args[] = {"--lane",   "a",           "--lane",         "b",
-                          "--curve",  "--cert",      k->broker_secret, "--clients",
-                          k->clients, "--dlq-alert", "200ms",          NULL};
+    const char *args[] = {
+        "--lane",    "a",        "--lane",      "b",     "--curve",    "--cert", k->broker_secret,
+        "--clients", k->clients, "--dlq-alert", "200ms", "--liveness", liveness, NULL};
     zlt_broker_t *b = zlt_broker_start (args);
     assert_non_null (b);
     return b;
+}
+
+static zlt_broker_t *
+s_broker (const keys_t *k)
+{
+    return s_broker_with (k, "3");
 }
 
 // ---------------------------------------------------------------- admin over CURVE
@@ -714,7 +720,7 @@ test_leases_bound_to_key (void **state)
     s_keys (&k);
     char *other;
     s_keygen (&k, "worker-other", "worker", "--lanes", "a", true, &other);
-    zlt_broker_t *b = s_broker (&k);
+    zlt_broker_t *b = s_broker_with (&k, "60"); // (its raw workers send no heartbeats)
     admin_t *admin = s_admin_new (&k, b);
     const char *lanes[] = {"a"};
     zl_msg_t ready = {.kind = ZL_MSG_READY, .u.ready = {"w", 1, lanes, 1, 0x77}};
@@ -931,7 +937,7 @@ test_public_bind (void **state)
                           "--lane",
                           "a",
                           NULL};
-    int code = zlt_run (argv, NULL, NULL, err, 5000); // it must not get as far as binding
+    int code = zlt_run (argv, NULL, NULL, err, 15000); // it must not get as far as binding
     if (code <= 0) {
         zlt_dump_file ("zlane-broker stderr", err, 2000);
         fail_msg ("a plaintext broker on 0.0.0.0 started (exit %d)", code);

@@ -1249,6 +1249,33 @@ zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int
     return -1;
 }
 
+int
+zlt_wait_turn_committed (zlt_client_t *admin, int timeout_ms)
+{
+    int64_t deadline = zlt_now_ms () + timeout_ms;
+    uint64_t first = 0, turns = 0;
+    bool seen = false;
+    for (;;) {
+        int64_t left = deadline - zlt_now_ms ();
+        zl_stats_t st;
+        if (zlt_stats (admin, &st, left > 0 ? (int)left : 0) == 0 &&
+            zlt_stats_counter (&st, "loop_turns", &turns) == 0) {
+            if (!seen) {
+                seen = true;
+                first = turns;
+            } else if (turns > first)
+                return 0;
+        }
+        left = deadline - zlt_now_ms ();
+        if (left <= 0)
+            break;
+        poll (NULL, 0, left < 5 ? (int)left : 5);
+    }
+    fprintf (stderr, "zltest: no Stats from a turn after %" PRIu64 " within %d ms%s\n", first,
+             timeout_ms, seen ? "" : " (no answer)");
+    return -1;
+}
+
 // ---------------------------------------------------------------- job ids
 size_t
 zlt_ids_parse_json (const char *text, uint64_t *ids, size_t cap, const char *what,

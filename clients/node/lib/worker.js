@@ -9,8 +9,10 @@
 // silent for liveness x heartbeat is left (the next of the list, round robin,
 // or the same again) after a full-jitter backoff: every held job's signal is
 // aborted (its lease is presumed lost), Ready is sent again with the same
-// instance, and every unconfirmed settlement is resent with its lease token;
-// the broker's fencing decides whether it still counts.
+// instance and every lease the worker knows of (held_listed, held: the broker
+// makes the old connection's others, Dispatches lost with it, ready again),
+// and every unconfirmed settlement is resent with its lease token; the
+// broker's fencing decides whether it still counts.
 const { EventEmitter } = require("node:events");
 const os = require("node:os");
 const crypto = require("node:crypto");
@@ -18,6 +20,8 @@ const zmq = require("zeromq");
 const proto = require("./proto");
 const { EndpointList, curveOptions, jitter, sanitizeText } = require("./common");
 const errors = require("./errors");
+
+const READY_HELD_MAX = 100000; // leases a Ready lists at most
 
 const EC = proto.ErrorCode;
 const FC = proto.FailureClass;
@@ -188,6 +192,7 @@ class Worker extends EventEmitter {
     this._started = false;
     this._needReady = false;
     this._lastHeard = 0;
+    this._listeningSince = 0; // the end of the last busy spell (a late tick)
     this._lastSent = 0;
     this._reconnectAt = 0;
     this._backoffMs = this._reconnectMinMs;
@@ -248,7 +253,9 @@ class Worker extends EventEmitter {
       this._signalHandlers.push([sig, h]);
     }
     this._connect(Date.now());
-    this._timer = setInterval(() => this._tick(), Math.max(10, Math.min(100, this._heartbeatMs / 4)));
+    this._tickMs = Math.max(10, Math.min(100, this._heartbeatMs / 4));
+    this._lastTick = Date.now();
+    this._timer = setInterval(() => this._tick(), this._tickMs);
     return this;
   }
 
@@ -590,7 +597,17 @@ class Worker extends EventEmitter {
     if (this._needReady) {
       this._needReady = false;
       const capacity = this._draining ? 0 : this._concurrency + this._prefetch;
-      this._send("ready", { name: this.name, lanes: this.lanes, capacity, instance: this.instance }, now);
+      // every lease this worker knows of (held, or settled and not yet Settled): after a
+      // reconnect the broker makes the old connection's other leases (lost Dispatches) ready
+      const held = new Map();
+      for (const m of [this._held, this._unsent, this._sent]) {
+        for (const [k, x] of m) held.set(k, { job_id: x.jobId ?? x.job_id, lease: x.lease });
+      }
+      const listed = held.size <= READY_HELD_MAX; // else every lease follows (one frame)
+      this._send("ready", {
+        name: this.name, lanes: this.lanes, capacity, instance: this.instance,
+        held: listed ? [...held.values()] : [], held_listed: listed,
+      }, now);
       this._markUnsent(); // what came before Ready may be lost
     }
     if (this._extends.length) { // first: a checkpoint goes before its job's Ack or Nack
@@ -621,7 +638,15 @@ class Worker extends EventEmitter {
     if (this._stopped) return;
     const now = Date.now();
     const silence = this._liveness * this._heartbeatMs;
-    if (this._sock && (this._leave || now - this._lastHeard >= silence)) this._disconnect(now);
+    // a tick late by more than its interval follows a busy event loop (a handler's sync
+    // code): the worker could not listen meanwhile (what the broker sent waits behind this
+    // timer, or was never sent by a broker in this process), so the silence is counted
+    // again from now: a full liveness x heartbeat of listening before the broker is left
+    const late = now - this._lastTick > 2 * this._tickMs;
+    this._lastTick = now;
+    if (late) this._listeningSince = now;
+    const quiet = now - Math.max(this._lastHeard, this._listeningSince);
+    if (this._sock && (this._leave || quiet >= silence)) this._disconnect(now);
     if (!this._sock && now >= this._reconnectAt && !this._connect(now)) {
       this._leave = null;
       this._brokers.next();

@@ -11,7 +11,7 @@ test("circuit breaker: the open event and the stats", { timeout: 60000 }, async 
     "--lane", "pay", "--durability", "none", "--backoff-base", "50ms", "--backoff-cap", "100ms",
     "--set", "lanes/pay/breaker_failures=2", "--set", "lanes/pay/breaker_cooldown=30s",
   ]).start();
-  const sub = new zlane.Subscriber({ endpoints: broker.events, topics: ["breaker."] });
+  const sub = new zlane.Subscriber({ endpoints: broker.events, topics: ["breaker.", "batch."] });
   const events = [];
   const pumping = (async () => {
     for await (const ev of sub) events.push(ev);
@@ -35,6 +35,16 @@ test("circuit breaker: the open event and the stats", { timeout: 60000 }, async 
     await broker.stop();
   });
   await sub.connected();
+  // The open event is published once: the subscriptions must be in effect
+  // before the jobs fail (a moment after the handshake). An empty batch
+  // opened with close settles at once and publishes batch.<id>; "breaker."
+  // was asked for before "batch." on the same connection.
+  let ready = false;
+  for (let n = 1; !ready && n <= 15; n++) {
+    const probe = await producer.openBatch({ tenant: "acme", lane: "pay", batchId: `probe-${n}`, noCallback: true, close: true });
+    ready = await waitFor(() => events.some((e) => e.batchId === probe), 1000, "probe").then(() => true, () => false);
+  }
+  assert.ok(ready, "no batch.<id> event on the events socket");
   for (let i = 0; i < 3; i++) await producer.submit({ tenant: "acme", lane: "pay", payload: `charge-${i}` });
   await waitFor(() => events.some((e) => e.type === "breaker" && e.state === "BREAKER_OPEN"), 15000, "the breaker.pay open event");
   const ev = events.find((e) => e.type === "breaker" && e.state === "BREAKER_OPEN");

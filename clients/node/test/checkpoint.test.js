@@ -11,6 +11,7 @@ test("a failed attempt's checkpoint starts the next one where it was", { timeout
   const seen = [];
   const worker = new zlane.Worker({
     endpoints: broker.backend,
+    heartbeatMs: 200, // as the broker's: silent for 600 ms, a worker is dead to it
     handlers: {
       a: async (job) => {
         const from = job.checkpoint ? Number(job.checkpoint.toString()) : 0;

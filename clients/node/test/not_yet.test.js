@@ -14,7 +14,7 @@ async function setUp(t, args, handler) {
   const broker = await new Broker(["--lane", "a", ...FAST, ...args]).start();
   const producer = new zlane.Producer({ endpoints: broker.frontend });
   const admin = new zlane.Admin({ endpoints: broker.admin });
-  const worker = new zlane.Worker({ endpoints: broker.backend, concurrency: 1, handlers: { a: handler } }).start();
+  const worker = new zlane.Worker({ endpoints: broker.backend, heartbeatMs: 200, concurrency: 1, handlers: { a: handler } }).start();
   t.after(async () => {
     await worker.stop();
     await producer.close();

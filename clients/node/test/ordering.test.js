@@ -14,6 +14,7 @@ test("the same ordering key runs one at a time, in order, a retry in place", { t
   const running = new Map(), order = new Map(), failed = new Set(), overlaps = [];
   const worker = new zlane.Worker({
     endpoints: broker.backend,
+    heartbeatMs: 200, // as the broker's (FAST)
     concurrency: 8,
     handlers: {
       a: async (job) => {

@@ -13,17 +13,19 @@ from conftest import wait_for
 from test_worker import run_worker, stop_worker
 
 
-def subscribe_batches(b, p, timeout=15.0):
-    """A Subscriber to "batch." whose subscription has taken effect: empty batches
-    opened with close=True settle at once and publish batch.<id>; open them until
-    one's event arrives (a subscription starts a moment after the handshake)."""
-    sub = zlane.Subscriber(b.events, topics=["batch."])
+def subscribe_batches(b, p, timeout=15.0, topics=("batch.",), lane="a"):
+    """A Subscriber to "batch." (and the other `topics`, asked for first, so
+    in effect by then too) whose subscription has taken effect: empty batches
+    opened with close=True in `lane` settle at once and publish batch.<id>;
+    open them until one's event arrives (a subscription starts a moment after
+    the handshake)."""
+    sub = zlane.Subscriber(b.events, topics=list(topics))
     assert sub.wait_connected(10)
     end = time.monotonic() + timeout
     n = 0
     while time.monotonic() < end:
         n += 1
-        probe = p.open_batch("acme", "a", batch_id=f"probe-{n}", no_callback=True, close=True)
+        probe = p.open_batch("acme", lane, batch_id=f"probe-{n}", no_callback=True, close=True)
         got = sub.recv(timeout=1)
         while got is not None and got.batch_id != probe:
             got = sub.recv(timeout=1)

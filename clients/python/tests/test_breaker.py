@@ -6,6 +6,7 @@ import time
 
 import zlane
 from conftest import FAST, wait_for
+from test_batch import subscribe_batches
 from test_worker import run_worker, stop_worker
 
 
@@ -16,12 +17,13 @@ def test_breaker_open_event_and_stats(broker_factory):
 
     def handler(job):
         raise RuntimeError("the payment gateway is down")
-    sub = zlane.Subscriber(b.events, topics=["breaker."])
     w, t = run_worker(b.backend, {"pay": handler})
     admin = zlane.Admin(b.admin_ep, timeout=5)
+    sub = None
     try:
-        assert sub.wait_connected(10)
         with zlane.Producer(b.frontend) as p:
+            # the event is published once: subscribed before the jobs fail
+            sub = subscribe_batches(b, p, topics=("breaker.", "batch."), lane="pay")
             for i in range(3):
                 p.submit("acme", "pay", f"charge-{i}".encode())
         ev = None
@@ -38,5 +40,6 @@ def test_breaker_open_event_and_stats(broker_factory):
                              for x in admin.stats().breakers), 5, "the breaker in stats")
     finally:
         admin.close()
-        sub.close()
+        if sub is not None:
+            sub.close()
         stop_worker(w, t)

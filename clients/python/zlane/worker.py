@@ -5,10 +5,12 @@ every piece of worker state; handlers run in a thread pool (mode="thread") or
 as asyncio tasks on an event loop (mode="asyncio"). It follows the backend
 protocol as the C library does (worker/zlane_worker.c):
 
-- Ready{name, lanes, capacity, instance} first, and again after every
+- Ready{name, lanes, capacity, instance, held} first, and again after every
   reconnect or Error{NOT_READY}; `instance` is random, chosen once per Worker,
   so that the broker hands a reconnected worker the leases of its old
-  connection.
+  connection; `held` lists every lease the worker knows of (held jobs,
+  unconfirmed settlements), so that the old connection's others, Dispatches
+  lost with it, are ready again at once.
 - Each dispatched job is held until its handler returns; its lease is
   extended at half-life while it waits or runs (Extend), and the job is
   cancelled (Job.cancelled) when the broker refuses an extension or the
@@ -198,6 +200,9 @@ class _Settle:
         self.retry_after_ms = retry_after_ms
         self.run_us = run_us
         self.counted = False
+
+
+_READY_HELD_MAX = 100000  # leases a Ready lists at most
 
 
 def _env(**body) -> bytes:
@@ -802,6 +807,10 @@ class Worker:
 
     def _tick(self, t: float) -> None:
         silence = self._liveness * self._heartbeat
+        if self._dealer is not None and not self._leave and t - self._last_heard >= silence:
+            # what came while this thread waited for the CPU (or the GIL) after
+            # its poll was heard in time: read it before calling the broker silent
+            self._recv_all(t)
         if self._dealer is not None and (self._leave or t - self._last_heard >= silence):
             self._disconnect(t)
         if self._dealer is None and t >= self._reconnect_at and not self._connect(t):
@@ -847,9 +856,17 @@ class Worker:
             self._hand_back(job, _THROTTLED, SHUTDOWN)
 
     def _send_ready(self, t: float) -> bool:
+        # every lease this worker knows of (held, or settled but not yet
+        # Settled): after a reconnect the broker makes the old connection's
+        # other leases, Dispatches lost with it, ready again at once
         capacity = 0 if self._draining else self.concurrency + self.prefetch
+        held = [pb.LeaseRef(job_id=i, lease=lease) for i, lease in
+                dict.fromkeys(list(self._held) + list(self._pending))]
+        listed = len(held) <= _READY_HELD_MAX  # else every lease follows (one frame)
         return self._send(_env(ready=pb.Ready(name=self.name, lanes=list(self._handlers),
-                                              capacity=capacity, instance=self._instance)), t)
+                                              capacity=capacity, instance=self._instance,
+                                              held=held if listed else [],
+                                              held_listed=listed)), t)
 
     def _save_checkpoint(self, job: "Job", data: bytes) -> None:
         with self._ckpt_lock:
