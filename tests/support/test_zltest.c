@@ -445,6 +445,55 @@ test_handler_records (void **state)
     s_th_free (&th);
 }
 
+/*  --record-payload: the payload after the pid, its unprintable bytes as
+    '?'; zlt_payloads sorts the executions into a printed id's own line, an
+    input line under an unprinted id (a Submit never answered), another
+    line under a printed id (an id given twice), and the rest. */
+static void
+test_record_payload_and_zlt_payloads (void **state)
+{
+    th_t th;
+    s_th_init (&th, "tenant1 5\n\x01");
+    const char *opts[] = {"--record", th.record, "--record-payload", NULL};
+    assert_int_equal (s_th_run (&th, 1, opts), 0);
+    char *text = zlt_read_file (th.record, NULL);
+    assert_non_null (text);
+    unsigned long id;
+    unsigned a;
+    long pid;
+    int at = 0;
+    assert_int_equal (sscanf (text, "%lu %u %ld %n", &id, &a, &pid, &at), 3);
+    assert_string_equal (text + at, "tenant1 5??\n");
+    free (text);
+
+    const char record[] = "1 1 100 tenant1 0\n"     // unanswered
+                          "2 2 100 tenant2 9999\n"  // unanswered
+                          "3 1 100 tenant1 10000\n" // foreign: past the input
+                          "4 1 100 other 1\n"       // foreign: not an input's prefix
+                          "5 1 100\n"               // foreign: no payload
+                          "6 1 100 tenant1 x\n"     // foreign: not a line number
+                          "7 1 100 tenant1 7\n"     // printed for this line
+                          "7 2 100 tenant1 7\n"     // and again
+                          "8 1 100 tenant1 3\n"     // mismatched: 8 is tenant2's line 3
+                          "7 1 100 tenant2 7\n";    // mismatched
+    assert_int_equal (zlt_write_file (th.record, record, strlen (record)), 0);
+    enum { LINES = 10000 };
+    uint64_t *ids = calloc (2 * LINES, sizeof *ids);
+    assert_non_null (ids);
+    ids[7] = 7;
+    ids[LINES + 3] = 8;
+    const char *const prefixes[] = {"tenant1", "tenant2"};
+    zlt_payloads_t p;
+    zlt_payloads (th.record, ids, prefixes, 2, LINES, &p);
+    assert_int_equal (p.unanswered, 2);
+    assert_int_equal (p.foreign, 4);
+    assert_int_equal (p.first_foreign, 3);
+    assert_int_equal (p.mismatched, 2);
+    assert_int_equal (p.first_mismatched, 8);
+    free (ids);
+    s_th_free (&th);
+}
+
 /*  --log: a start line, then an end line with the exit code, both stamped
     with wall-clock ms in order; --sleep-attempt: the sleep applies to that
     attempt only; --ok-if-exists: the file's existence beats every rule. */
@@ -525,6 +574,7 @@ main (void)
         cmocka_unit_test_teardown (test_sub_client_events, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_outcomes, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_records, zlt_teardown),
+        cmocka_unit_test_teardown (test_record_payload_and_zlt_payloads, zlt_teardown),
         cmocka_unit_test_teardown (test_handler_log_and_conditions, zlt_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

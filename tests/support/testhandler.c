@@ -28,6 +28,8 @@ s_usage (FILE *out)
     fprintf (out,
              "Usage: zlane-testhandler [OPTIONS]  (run by zlane-worker --exec)\n"
              "  --record FILE            append \"<ZLANE_JOB_ID> <ZLANE_ATTEMPT> <pid>\" to FILE\n"
+             "  --record-payload         and \" <payload>\" on the same line (its first 200\n"
+             "                           bytes, a byte other than a printable one as '?')\n"
              "  --log FILE               append \"start JOB ATTEMPT PID WALL_MS\" on start and\n"
              "                           \"end JOB ATTEMPT PID WALL_MS EXIT\" before exiting\n"
              "  --sleep MS               sleep before deciding the outcome\n"
@@ -136,6 +138,7 @@ main (int argc, char **argv)
         O_OK_IF_EXISTS,
         O_FAIL_PERCENT,
         O_JOURNAL,
+        O_RECORD_PAYLOAD,
         O_HELP
     };
     static const struct option opts[] = {{"record", required_argument, 0, O_RECORD},
@@ -151,13 +154,14 @@ main (int argc, char **argv)
                                          {"ok-if-exists", required_argument, 0, O_OK_IF_EXISTS},
                                          {"fail-percent", required_argument, 0, O_FAIL_PERCENT},
                                          {"journal", required_argument, 0, O_JOURNAL},
+                                         {"record-payload", no_argument, 0, O_RECORD_PAYLOAD},
                                          {"help", no_argument, 0, O_HELP},
                                          {0, 0, 0, 0}};
     const char *record = NULL, *poison = NULL, *permanent = NULL, *log = NULL, *ok_file = NULL;
     const char *journal = NULL;
     long fail_percent = 0;
     long sleep_ms = 0, exit_code = 0, fail_until = 0, throttle_ms = -1, sleep_attempt = 0;
-    int echo_env = 0, c;
+    int echo_env = 0, record_payload = 0, c;
     while ((c = getopt_long (argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_RECORD: record = optarg; break;
@@ -173,6 +177,7 @@ main (int argc, char **argv)
         case O_OK_IF_EXISTS: ok_file = optarg; break;
         case O_FAIL_PERCENT: fail_percent = s_number ("--fail-percent", optarg); break;
         case O_JOURNAL: journal = optarg; break;
+        case O_RECORD_PAYLOAD: record_payload = 1; break;
         case 'h':
         case O_HELP: s_usage (stdout); return 0;
         default: s_usage (stderr); return 2;
@@ -183,9 +188,17 @@ main (int argc, char **argv)
     long attempt = atol (s_env ("ZLANE_ATTEMPT"));
 
     if (record) {
-        char line[256];
-        int n = snprintf (line, sizeof line, "%s %s %ld\n", s_env ("ZLANE_JOB_ID"),
-                          s_env ("ZLANE_ATTEMPT"), (long)getpid ());
+        char line[512];
+        int n = snprintf (line, 256, "%s %s %ld", s_env ("ZLANE_JOB_ID"), s_env ("ZLANE_ATTEMPT"),
+                          (long)getpid ());
+        if (n < 0 || n >= 256)
+            n = 255;
+        if (record_payload) {
+            line[n++] = ' ';
+            for (size_t i = 0; i < len && i < 200; i++)
+                line[n++] = payload[i] >= 0x20 && payload[i] < 0x7f ? payload[i] : '?';
+        }
+        line[n++] = '\n';
         s_append (record, line, n);
     }
     if (log) {

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <czmq.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1305,6 +1306,18 @@ zlt_ids_parse_json (const char *text, uint64_t *ids, size_t cap, const char *wha
     return n;
 }
 
+// One line of a --record file: "<id> <attempt> <pid>[ <payload>]"; fails the
+// test if it is malformed (`n` numbers it). The payload (or "") in *payload.
+static void
+s_record_line (const char *line, size_t n, uint64_t *id, unsigned *attempt, const char **payload)
+{
+    long pid;
+    int at = 0;
+    if (sscanf (line, "%" SCNu64 " %u %ld %n", id, attempt, &pid, &at) != 3 || !at)
+        fail_msg ("record line %zu is malformed: '%s'", n, line);
+    *payload = line + at;
+}
+
 void
 zlt_tally_text (const char *record_text, const uint64_t *ids, size_t n_ids, unsigned *runs,
                 zlt_tally_t *t)
@@ -1317,9 +1330,8 @@ zlt_tally_text (const char *record_text, const uint64_t *ids, size_t n_ids, unsi
          line = strtok_r (NULL, "\n", &save)) {
         uint64_t id;
         unsigned attempt;
-        long pid;
-        if (sscanf (line, "%" SCNu64 " %u %ld", &id, &attempt, &pid) != 3)
-            fail_msg ("record line %zu is malformed: '%s'", t->lines + 1, line);
+        const char *payload;
+        s_record_line (line, t->lines + 1, &id, &attempt, &payload);
         t->lines++;
         t->reruns += attempt > 1;
         long at = zlt_ids_find (ids, n_ids, id);
@@ -1340,6 +1352,88 @@ zlt_tally (const char *path, const uint64_t *ids, size_t n_ids, unsigned *runs, 
     char *text = zlt_read_file (path, NULL);
     zlt_tally_text (text, ids, n_ids, runs, t);
     free (text);
+}
+
+// The input line `payload` names: "<prefixes[p]> <i>", 0 <= i < n_lines,
+// as p * n_lines + i; -1 if it is none.
+static long
+s_input_line (const char *payload, const char *const *prefixes, size_t n_prefixes, size_t n_lines)
+{
+    for (size_t k = 0; k < n_prefixes; k++) {
+        size_t len = strlen (prefixes[k]);
+        if (strncmp (payload, prefixes[k], len) != 0 || payload[len] != ' ')
+            continue;
+        const char *digits = payload + len + 1;
+        char *end;
+        errno = 0;
+        unsigned long i = strtoul (digits, &end, 10);
+        if (isdigit ((unsigned char)*digits) && !*end && !errno && i < n_lines)
+            return (long)(k * n_lines + i);
+    }
+    return -1;
+}
+
+typedef struct {
+    uint64_t id;
+    size_t line;
+} s_printed_t;
+
+static int
+s_printed_cmp (const void *a, const void *b)
+{
+    uint64_t x = ((const s_printed_t *)a)->id, y = ((const s_printed_t *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+void
+zlt_payloads (const char *path, const uint64_t *ids, const char *const *prefixes, size_t n_prefixes,
+              size_t n_lines, zlt_payloads_t *out)
+{
+    *out = (zlt_payloads_t){0};
+    size_t n = n_prefixes * n_lines, n_printed = 0;
+    s_printed_t *printed = calloc (n ? n : 1, sizeof *printed);
+    assert_non_null (printed);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i])
+            printed[n_printed++] = (s_printed_t){ids[i], i};
+    qsort (printed, n_printed, sizeof *printed, s_printed_cmp);
+    char *text = zlt_read_file (path, NULL);
+    char *save = NULL;
+    size_t n_line = 0;
+    for (char *line = text ? strtok_r (text, "\n", &save) : NULL; line;
+         line = strtok_r (NULL, "\n", &save)) {
+        uint64_t id;
+        unsigned attempt;
+        const char *payload;
+        s_record_line (line, ++n_line, &id, &attempt, &payload);
+        long input = s_input_line (payload, prefixes, n_prefixes, n_lines);
+        s_printed_t key = {id, 0};
+        const s_printed_t *p = bsearch (&key, printed, n_printed, sizeof *printed, s_printed_cmp);
+        if (p && input != (long)p->line) {
+            if (!out->mismatched++)
+                out->first_mismatched = id;
+        } else if (!p && input >= 0)
+            out->unanswered++;
+        else if (!p && !out->foreign++)
+            out->first_foreign = id;
+    }
+    free (text);
+    free (printed);
+}
+
+void
+zlt_payloads_assert (const zlt_payloads_t *pl, size_t resent)
+{
+    if (pl->foreign)
+        fail_msg ("%zu executions of jobs nobody submitted (the first: job %" PRIu64 ")",
+                  pl->foreign, pl->first_foreign);
+    if (pl->mismatched)
+        fail_msg ("%zu executions of a printed id carried another line (the first: job %" PRIu64
+                  "): an id was given to two jobs",
+                  pl->mismatched, pl->first_mismatched);
+    if (pl->unanswered > resent)
+        fail_msg ("%zu unprinted jobs ran with an input line, but the producers resent only %zu",
+                  pl->unanswered, resent);
 }
 
 // ---------------------------------------------------------------- files of lines
@@ -1428,7 +1522,7 @@ zlt_worker_spawn (const char *dir, const char *name, const char *brokers, const 
     char *bin = zlt_bin ("zlane-worker");
     char *handler = zlt_bin ("zlane-testhandler");
     char *cmd;
-    assert_true (asprintf (&cmd, "'%s' --record '%s'", handler, record) > 0);
+    assert_true (asprintf (&cmd, "'%s' --record '%s' --record-payload", handler, record) > 0);
     char file[96];
     snprintf (file, sizeof file, "%s.err", name);
     char *err = zlt_path (dir, file);

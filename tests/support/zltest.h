@@ -232,6 +232,27 @@ void zlt_tally_text (const char *text, const uint64_t *ids, size_t n_ids, unsign
 /*  The same for the record file at `path` (missing = empty). */
 void zlt_tally (const char *path, const uint64_t *ids, size_t n_ids, unsigned *runs,
                 zlt_tally_t *t);
+/*  The executions in the record at `path` (written with --record-payload)
+    checked against the test's input: `n_prefixes` producers, the one of
+    `prefixes[p]` submitting the lines "<prefixes[p]> <i>", 0 <= i < n_lines
+    (zlt_write_lines, zlt_fifo_feed), and printed the id
+    `ids[p * n_lines + i]` for line i (0 = none printed). */
+typedef struct {
+    size_t mismatched; // a printed id run with another line's payload
+    size_t unanswered; // an unprinted id run with an input line (below)
+    size_t foreign;    // an unprinted id run with anything else
+    uint64_t first_mismatched, first_foreign;
+} zlt_payloads_t;
+/*  An unprinted id run with an input line is a job that left for its
+    worker before the commit that would have accepted it, and a crash undid
+    the commit, so its producer was never told its id and sent it again
+    (the LMDB broker's early dispatch, README "Durability"). A mismatch is
+    an id given to two jobs. */
+void zlt_payloads (const char *path, const uint64_t *ids, const char *const *prefixes,
+                   size_t n_prefixes, size_t n_lines, zlt_payloads_t *out);
+/*  Fail the test on a foreign run or a mismatch, or on more unanswered runs
+    than the producers `resent` (each such run is a Submit sent again). */
+void zlt_payloads_assert (const zlt_payloads_t *pl, size_t resent);
 
 // ---------------------------------------------------------------- files of lines
 /*  Write `n` lines "<prefix> <i>" to `path`; fails the test on an error. */
