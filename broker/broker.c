@@ -132,6 +132,7 @@ struct _zl_broker_t {
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
     int64_t next_heartbeat_ms;
+    zl_msg_t heartbeat_msg; // a Heartbeat stating the broker's interval
     int64_t next_alert_ms;
     int64_t next_prune_ms;
     zl_schedules_t *schedules; // cron schedules (schedules.h)
@@ -297,7 +298,10 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
                           .host = ctx->peer_address,
                           .unreached = s_unreached,
                           .unreached_arg = ctx};
-    zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms);
+    // a worker served is told the broker's pace at once (Heartbeat.interval_ms):
+    // one with a shorter heartbeat judges the broker's silence by it
+    if (zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms))
+        zl_replies_send (self->replies, ZL_SOCK_BACKEND, ctx->peer, &self->heartbeat_msg);
 }
 
 static zl_settle_env_t
@@ -518,9 +522,10 @@ s_drain (zl_broker_t *self, zl_sock_t sock, zl_now_t now)
 static void
 s_liveness (zl_broker_t *self, zl_now_t now)
 {
-    int64_t limit = (int64_t)(self->cfg->heartbeat_ms * self->cfg->liveness);
+    int64_t limit;
     zl_worker_conn_t *w;
-    while ((w = zl_workers_silent (self->workers, now.mono_ms, limit))) {
+    while ((w = zl_workers_silent (self->workers, now.mono_ms, self->cfg->heartbeat_ms,
+                                   self->cfg->liveness, &limit))) {
         char why[96];
         snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
                   now.mono_ms - w->last_seen_ms, limit);
@@ -531,11 +536,10 @@ s_liveness (zl_broker_t *self, zl_now_t now)
 static void
 s_heartbeat (zl_broker_t *self)
 {
-    zl_msg_t hb = {.kind = ZL_MSG_HEARTBEAT};
     size_t n;
     zl_worker_conn_t **all = zl_workers_all (self->workers, &n);
     for (size_t i = 0; i < n; i++)
-        zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &hb);
+        zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &self->heartbeat_msg);
 }
 
 static void
@@ -725,6 +729,8 @@ s_core_new (zl_broker_t *self, zl_now_t now)
     self->worker_rr = 0;
     self->n_gone = 0;
     self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
+    self->heartbeat_msg = (zl_msg_t){.kind = ZL_MSG_HEARTBEAT,
+                                     .u.heartbeat.interval_ms = (uint32_t)cfg->heartbeat_ms};
     self->next_alert_ms = now.mono_ms + (int64_t)cfg->dlq_alert_ms;
     self->next_prune_ms = now.mono_ms + 1000;
 }

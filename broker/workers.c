@@ -198,11 +198,16 @@ zl_worker_conn_seen (zl_worker_conn_t *worker, int64_t now_ms)
 }
 
 zl_worker_conn_t *
-zl_workers_silent (zl_workers_t *self, int64_t now_ms, int64_t limit_ms)
+zl_workers_silent (zl_workers_t *self, int64_t now_ms, uint64_t heartbeat_ms, uint32_t liveness,
+                   int64_t *limit_ms)
 {
-    for (size_t i = 0; i < self->n; i++)
-        if (now_ms - self->all[i]->last_seen_ms > limit_ms)
-            return self->all[i];
+    for (size_t i = 0; i < self->n; i++) {
+        zl_worker_conn_t *w = self->all[i];
+        uint64_t pace = w->heartbeat_ms > heartbeat_ms ? w->heartbeat_ms : heartbeat_ms;
+        *limit_ms = (int64_t)(pace * liveness);
+        if (now_ms - w->last_seen_ms > *limit_ms)
+            return w;
+    }
     return NULL;
 }
 
@@ -273,6 +278,7 @@ zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_
                                           lanes, n, r->capacity, now_ms);
     free (w->host);
     w->host = env->host && *env->host ? zl_strdup (env->host) : NULL;
+    w->heartbeat_ms = zl_heartbeat_stated (r->heartbeat_ms);
     env->counters[ZL_CTR_WORKERS_READY]++;
     zl_info ("broker", "worker %s %s: %u lane(s), capacity %u", w->name,
              w->capacity ? "ready" : "draining", n, w->capacity);

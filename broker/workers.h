@@ -27,6 +27,7 @@ typedef struct zl_worker_conn {
     uint32_t capacity;
     uint32_t in_flight;
     int64_t last_seen_ms;   // monotonic
+    uint32_t heartbeat_ms;  // from Ready: the interval it heartbeats at (capped); 0 = unstated
     zl_job_t *jobs;         // held jobs (job->lease->next list)
     zl_worker_outbox_t out; // replies.c's
 } zl_worker_conn_t;
@@ -97,8 +98,11 @@ void zl_worker_conn_hold (zl_worker_conn_t *worker, zl_job_t *job);
 void zl_worker_conn_release (zl_worker_conn_t *worker, zl_job_t *job);
 /*  The worker was heard from at `now_ms`. */
 void zl_worker_conn_seen (zl_worker_conn_t *worker, int64_t now_ms);
-/*  A worker silent for longer than `limit_ms` at `now_ms`, or NULL. */
-zl_worker_conn_t *zl_workers_silent (zl_workers_t *self, int64_t now_ms, int64_t limit_ms);
+/*  A worker silent at `now_ms` for longer than `liveness` x the longer of
+    `heartbeat_ms` (the broker's) and its own stated interval, or NULL; that
+    limit in *limit_ms. */
+zl_worker_conn_t *zl_workers_silent (zl_workers_t *self, int64_t now_ms, uint64_t heartbeat_ms,
+                                     uint32_t liveness, int64_t *limit_ms);
 /*  Return the workers as an array (borrowed) and their count. */
 zl_worker_conn_t **zl_workers_all (zl_workers_t *self, size_t *count);
 /*  Number of workers. */

@@ -452,8 +452,12 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
         out->u.ready.held_listed = e->ready->held_listed;
         out->u.ready.n_held = e->ready->n_held;
         out->u.ready.held = s_dec_lease_refs (a, e->ready->held, e->ready->n_held);
+        out->u.ready.heartbeat_ms = e->ready->heartbeat_ms;
         break;
-    case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT: out->kind = ZL_MSG_HEARTBEAT; break;
+    case ZLANE__V1__ENVELOPE__BODY_HEARTBEAT:
+        out->kind = ZL_MSG_HEARTBEAT;
+        out->u.heartbeat.interval_ms = e->heartbeat->interval_ms;
+        break;
     case ZLANE__V1__ENVELOPE__BODY_EXTEND: {
         out->kind = ZL_MSG_EXTEND;
         const Zlane__V1__Extend *s = e->extend;
@@ -1261,10 +1265,12 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
         e->ready->held_listed = m->u.ready.held_listed;
         e->ready->n_held = m->u.ready.n_held;
         e->ready->held = s_lease_refs (a, m->u.ready.held, m->u.ready.n_held);
+        e->ready->heartbeat_ms = m->u.ready.heartbeat_ms;
         break;
     case ZL_MSG_HEARTBEAT:
         e->body_case = ZLANE__V1__ENVELOPE__BODY_HEARTBEAT;
         e->heartbeat = NEW (a, Zlane__V1__Heartbeat, zlane__v1__heartbeat__init);
+        e->heartbeat->interval_ms = m->u.heartbeat.interval_ms;
         break;
     case ZL_MSG_EXTEND: {
         const zl_extend_t *in = &m->u.extend;

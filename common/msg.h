@@ -179,7 +179,23 @@ typedef struct {
     bool held_listed;  // held lists every lease the worker knows of
     size_t n_held;
     const zl_lease_ref_t *held;
+    uint32_t heartbeat_ms; // the worker's heartbeat interval; 0 = unstated
 } zl_ready_t;
+
+typedef struct {
+    uint32_t interval_ms; // the sender's heartbeat interval; 0 = unstated
+} zl_heartbeat_t;
+
+/*  The longest heartbeat interval the other side of a worker's connection
+    may state (Ready.heartbeat_ms, Heartbeat.interval_ms): each side waits
+    liveness x the longer of its own interval and the other's, and a longer
+    statement counts as this one. */
+#define ZL_HEARTBEAT_STATED_MAX_MS 60000u
+static inline uint32_t
+zl_heartbeat_stated (uint32_t interval_ms)
+{
+    return interval_ms < ZL_HEARTBEAT_STATED_MAX_MS ? interval_ms : ZL_HEARTBEAT_STATED_MAX_MS;
+}
 
 typedef struct {
     uint64_t job_id;
@@ -639,6 +655,7 @@ typedef struct {
         zl_rejected_t rejected;
         zl_credit_t credit;
         zl_ready_t ready;
+        zl_heartbeat_t heartbeat;
         zl_extend_t extend;
         zl_ack_t ack;
         zl_nack_t nack;

@@ -182,12 +182,13 @@ struct _zl_worker_t {
     s_index_t pending_ids;    // job id -> settlements (one per lease)
     size_t n_pending;
     zl_rng_t rng;
-    uint64_t instance;       // random, nonzero, in every Ready: the same across reconnects
-    bool need_ready;         // send Ready at the next flush
-    int64_t last_heard_ms;   // last message from the broker
-    int64_t last_sent_ms;    // last message to the broker
-    int64_t reconnect_at_ms; // when to open a new connection (dealer == NULL)
-    uint32_t backoff_ms;     // upper bound of the next reconnect delay
+    uint64_t instance;            // random, nonzero, in every Ready: the same across reconnects
+    bool need_ready;              // send Ready at the next flush
+    int64_t last_heard_ms;        // last message from the broker
+    uint32_t broker_heartbeat_ms; // the interval this connection's broker stated; 0 = none yet
+    int64_t last_sent_ms;         // last message to the broker
+    int64_t reconnect_at_ms;      // when to open a new connection (dealer == NULL)
+    uint32_t backoff_ms;          // upper bound of the next reconnect delay
     // leave this broker at the next tick, and why: for the leader a standby
     // names (or the next), or for the next broker of the list
     enum { S_STAY = 0, S_NOT_LEADER, S_NOT_BROKER, S_UNAVAILABLE } leave;
@@ -709,9 +710,21 @@ s_connect (zl_worker_t *self, int64_t now_ms)
     zl_info (S_COMPONENT, "%s connecting to %s", self->name, endpoint);
     self->need_ready = true;
     self->last_heard_ms = now_ms; // the broker gets a full liveness period
+    self->broker_heartbeat_ms = 0;
     self->last_sent_ms = now_ms;
     s_pending_mark_unsent (self);
     return 0;
+}
+
+/*  How long a silence of the broker lasts before the worker leaves it:
+    liveness x the longer of its own heartbeat and the one the broker stated
+    (a broker that heartbeats slower than this worker is not left for it). */
+static int64_t
+s_silence_ms (const zl_worker_t *self)
+{
+    uint32_t pace = self->opts.heartbeat_ms > self->broker_heartbeat_ms ? self->opts.heartbeat_ms
+                                                                        : self->broker_heartbeat_ms;
+    return (int64_t)self->opts.liveness * pace;
 }
 
 /*  Give up on the current connection: close it, presume every held lease
@@ -746,11 +759,11 @@ s_disconnect (zl_worker_t *self, int64_t now_ms)
         zl_warn (S_COMPONENT, "broker %s cannot reach its database; %s %s in %" PRIu64 " ms", was,
                  strcmp (was, next) ? "trying" : "reconnecting to", next, delay);
     else if (strcmp (was, next) != 0)
-        zl_warn (S_COMPONENT, "broker %s silent for %u ms; trying %s in %" PRIu64 " ms", was,
-                 self->opts.liveness * self->opts.heartbeat_ms, next, delay);
+        zl_warn (S_COMPONENT, "broker %s silent for %" PRId64 " ms; trying %s in %" PRIu64 " ms",
+                 was, s_silence_ms (self), next, delay);
     else
-        zl_warn (S_COMPONENT, "broker %s silent for %u ms; reconnecting in %" PRIu64 " ms", was,
-                 self->opts.liveness * self->opts.heartbeat_ms, delay);
+        zl_warn (S_COMPONENT, "broker %s silent for %" PRId64 " ms; reconnecting in %" PRIu64 " ms",
+                 was, s_silence_ms (self), delay);
 }
 
 // ------------------------------------------------------------------ broker messages
@@ -992,7 +1005,9 @@ s_on_message (zl_worker_t *self, const zl_msg_t *msg, int64_t now_ms)
     case ZL_MSG_SETTLED: s_on_settled (self, &msg->u.settled); break;
     case ZL_MSG_CANCEL: s_on_cancel (self, &msg->u.cancel); break;
     case ZL_MSG_ERROR: s_on_error (self, &msg->u.error); break;
-    case ZL_MSG_HEARTBEAT: break; // its arrival is the point
+    case ZL_MSG_HEARTBEAT: // its arrival is the point, and the pace it states
+        self->broker_heartbeat_ms = zl_heartbeat_stated (msg->u.heartbeat.interval_ms);
+        break;
     case ZL_MSG_READY:
     case ZL_MSG_ACK:
     case ZL_MSG_NACK:
@@ -1421,7 +1436,7 @@ s_collect_checkpoint (zl_worker_t *self, zl_held_job_t *h)
 static void
 s_tick (zl_worker_t *self, int64_t now_ms)
 {
-    int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
+    int64_t silence_ms = s_silence_ms (self);
     if (self->dealer && (self->leave || now_ms - self->last_heard_ms >= silence_ms))
         s_disconnect (self, now_ms);
     if (!self->dealer && now_ms >= self->reconnect_at_ms && s_connect (self, now_ms) != 0) {
@@ -1613,7 +1628,8 @@ s_send_ready (zl_worker_t *self, int64_t now_ms)
                               .instance = self->instance,
                               .held_listed = listed,
                               .n_held = listed ? n : 0,
-                              .held = held}};
+                              .held = held,
+                              .heartbeat_ms = self->opts.heartbeat_ms}};
     int rc = s_send (self, &m, now_ms);
     free (held);
     return rc;
@@ -1708,7 +1724,7 @@ s_flush (zl_worker_t *self, int64_t now_ms)
     s_send_settlements (self, now_ms);
 
     if (now_ms - self->last_sent_ms >= (int64_t)self->opts.heartbeat_ms) {
-        zl_msg_t m = {.kind = ZL_MSG_HEARTBEAT};
+        zl_msg_t m = {.kind = ZL_MSG_HEARTBEAT, .u.heartbeat.interval_ms = self->opts.heartbeat_ms};
         s_send (self, &m, now_ms);
     }
 }
@@ -1719,8 +1735,7 @@ s_next_timeout (zl_worker_t *self, int64_t now_ms)
 {
     int64_t next = now_ms + self->opts.heartbeat_ms;
     if (self->dealer) {
-        int64_t silence_ms = (int64_t)self->opts.liveness * self->opts.heartbeat_ms;
-        next = s_min (next, self->last_heard_ms + silence_ms);
+        next = s_min (next, self->last_heard_ms + s_silence_ms (self));
         next = s_min (next, self->last_sent_ms + self->opts.heartbeat_ms);
         int64_t link = zl_link_timeout (self->dealer, now_ms);
         if (link >= 0)

@@ -643,6 +643,7 @@ test_ready (void **state)
         s_check_str (lanes[i], out.u.ready.lanes[i]);
     assert_false (out.u.ready.held_listed);
     assert_int_equal (out.u.ready.n_held, 0);
+    assert_int_equal (out.u.ready.heartbeat_ms, 0); // unstated
 
     // the leases a reconnecting worker holds
     zl_lease_ref_t held[] = {{1, UINT64_MAX}, {UINT64_MAX, 7}, {42, 0}};
@@ -653,9 +654,11 @@ test_ready (void **state)
                               .instance = 0xfeed,
                               .held_listed = true,
                               .n_held = 3,
-                              .held = held};
+                              .held = held,
+                              .heartbeat_ms = UINT32_MAX};
     s_roundtrip (f, &in, &out);
     assert_true (out.u.ready.held_listed);
+    assert_int_equal (out.u.ready.heartbeat_ms, UINT32_MAX);
     assert_int_equal (out.u.ready.instance, 0xfeed);
     assert_int_equal (out.u.ready.n_held, 3);
     for (size_t i = 0; i < 3; i++) {
@@ -680,6 +683,15 @@ test_heartbeat (void **state)
     zl_msg_t in = {.kind = ZL_MSG_HEARTBEAT};
     zl_msg_t out;
     s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.heartbeat.interval_ms, 0); // unstated
+    in.u.heartbeat.interval_ms = 1500;
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.heartbeat.interval_ms, 1500);
+    in.u.heartbeat.interval_ms = UINT32_MAX;
+    s_roundtrip (f, &in, &out);
+    assert_int_equal (out.u.heartbeat.interval_ms, UINT32_MAX);
+    assert_int_equal (zl_heartbeat_stated (UINT32_MAX), ZL_HEARTBEAT_STATED_MAX_MS);
+    assert_int_equal (zl_heartbeat_stated (250), 250);
 }
 
 static void

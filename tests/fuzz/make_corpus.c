@@ -292,9 +292,12 @@ s_envelopes (void)
     m.u.ready.held_listed = true;
     m.u.ready.n_held = 3;
     m.u.ready.held = held;
+    m.u.ready.heartbeat_ms = 250;
     s_envelope ("ready-held", &m);
     m = s_heartbeat ();
     s_envelope ("heartbeat", &m);
+    m.u.heartbeat.interval_ms = UINT32_MAX;
+    s_envelope ("heartbeat-paced", &m);
     m = s_extend (2);
     s_envelope ("extend", &m);
     m = s_ack (3);

@@ -5,8 +5,9 @@
 // and again after every reconnect; Dispatch -> held (backlog) -> a handler
 // runs it (at most `concurrency` at once) -> a pending settlement (Ack or
 // Nack) -> Settled from the broker (or a refusal) -> forgotten. Held jobs are
-// extended at half their lease; heartbeats flow both ways, and a broker
-// silent for liveness x heartbeat is left (the next of the list, round robin,
+// extended at half their lease; heartbeats flow both ways (each stating its
+// interval: Ready.heartbeat_ms, Heartbeat.interval_ms), and a broker silent for
+// liveness x the longer of the two intervals is left (the next of the list, round robin,
 // or the same again) after a full-jitter backoff: every held job's signal is
 // aborted (its lease is presumed lost), Ready is sent again with the same
 // instance and every lease the worker knows of (held_listed, held: the broker
@@ -22,6 +23,7 @@ const { EndpointList, curveOptions, jitter, sanitizeText } = require("./common")
 const errors = require("./errors");
 
 const READY_HELD_MAX = 100000; // leases a Ready lists at most
+const HEARTBEAT_STATED_MAX_MS = 60000; // a longer interval stated by the broker counts as this
 
 const EC = proto.ErrorCode;
 const FC = proto.FailureClass;
@@ -193,6 +195,7 @@ class Worker extends EventEmitter {
     this._needReady = false;
     this._lastHeard = 0;
     this._listeningSince = 0; // the end of the last busy spell (a late tick)
+    this._brokerHeartbeatMs = 0; // the interval this connection's broker states
     this._lastSent = 0;
     this._reconnectAt = 0;
     this._backoffMs = this._reconnectMinMs;
@@ -297,6 +300,7 @@ class Worker extends EventEmitter {
     this._sock = sock;
     this._needReady = true;
     this._lastHeard = now;
+    this._brokerHeartbeatMs = 0;
     this._lastSent = now;
     this._markUnsent();
     this.emit("connecting", endpoint);
@@ -385,6 +389,7 @@ class Worker extends EventEmitter {
         for (const it of body.items) this._onCancel(proto.leaseKey(it.job_id, it.lease));
         break;
       case "heartbeat":
+        this._brokerHeartbeatMs = Math.min(body.interval_ms || 0, HEARTBEAT_STATED_MAX_MS);
         break;
       case "ready":
       case "ack":
@@ -607,6 +612,7 @@ class Worker extends EventEmitter {
       this._send("ready", {
         name: this.name, lanes: this.lanes, capacity, instance: this.instance,
         held: listed ? [...held.values()] : [], held_listed: listed,
+        heartbeat_ms: Math.round(this._heartbeatMs),
       }, now);
       this._markUnsent(); // what came before Ready may be lost
     }
@@ -631,13 +637,15 @@ class Worker extends EventEmitter {
       for (const [k, s] of this._unsent) this._sent.set(k, s);
       this._unsent.clear();
     }
-    if (now - this._lastSent >= this._heartbeatMs) this._send("heartbeat", {}, now);
+    if (now - this._lastSent >= this._heartbeatMs)
+      this._send("heartbeat", { interval_ms: Math.round(this._heartbeatMs) }, now);
   }
 
   _tick() {
     if (this._stopped) return;
     const now = Date.now();
-    const silence = this._liveness * this._heartbeatMs;
+    // the broker's silence lasts liveness x the longer of the two heartbeats
+    const silence = this._liveness * Math.max(this._heartbeatMs, this._brokerHeartbeatMs);
     // a tick late by more than its interval follows a busy event loop (a handler's sync
     // code): the worker could not listen meanwhile (what the broker sent waits behind this
     // timer, or was never sent by a broker in this process), so the silence is counted

@@ -15,7 +15,8 @@ from conftest import py_env, wait_for
 
 
 def run_worker(endpoint, lanes_handlers, **kw):
-    w = zlane.Worker(endpoint, heartbeat=0.2, **kw)
+    kw.setdefault("heartbeat", 0.2)
+    w = zlane.Worker(endpoint, **kw)
     for lane, fn in lanes_handlers.items():
         w.add_handler(lane, fn)
     t = threading.Thread(target=w.run, kwargs={"install_signals": False})
@@ -414,3 +415,28 @@ def test_the_broker_gives_back_at_once_what_a_reconnected_worker_never_got(broke
     finally:
         for s in socks:
             s.close()
+
+
+def test_heartbeat_paces_differ(broker):
+    """Each side judges the other by the longer of the two heartbeats (the
+    broker's 200 ms, liveness 3): a worker that heartbeats every 1 s is not
+    declared dead after 600 ms of its silence, and one at 50 ms does not leave
+    the broker after 150 ms of the broker's. Both serve through the window."""
+    seen = []
+    slow, ts = run_worker(broker.backend, {"a": lambda job: seen.append(job.payload)},
+                          heartbeat=1.0, liveness=3, name="slow")
+    fast, tf = run_worker(broker.backend, {"a": lambda job: seen.append(job.payload)},
+                          heartbeat=0.05, liveness=3, name="fast")
+    try:
+        broker.wait_counter("workers_ready", 2)
+        time.sleep(2.5)  # the window watched: 4 of the broker's liveness spans, 16 of fast's
+        assert broker.counter("workers_dead") == 0
+        assert broker.counter("workers_ready") == 2  # nobody came back
+        assert slow.stats["reconnects"] == 0 and fast.stats["reconnects"] == 0
+        with zlane.Producer(broker.frontend) as p:
+            for i in range(4):
+                p.submit("acme", "a", b"j%d" % i)
+        wait_for(lambda: len(seen) == 4, 10, "the jobs")
+    finally:
+        stop_worker(slow, ts)
+        stop_worker(fast, tf)

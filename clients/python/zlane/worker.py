@@ -22,9 +22,11 @@ protocol as the C library does (worker/zlane_worker.c):
   handler's run time (at least 1), goes with each.
 - Settlements stay pending until Settled and are resent after a reconnect
   under the same lease token; the broker's fencing decides whether they count.
-- Heartbeats both ways: a Heartbeat when nothing was sent for an interval, and
-  a broker silent for liveness x heartbeat is left: reconnect (the next broker
-  of the list) after a full-jitter backoff. NOT_LEADER moves to the leader named.
+- Heartbeats both ways: a Heartbeat when nothing was sent for an interval
+  (stating it: Heartbeat.interval_ms, Ready.heartbeat_ms), and a broker silent
+  for liveness x the longer of this worker's heartbeat and the one the broker
+  states is left: reconnect (the next broker of the list) after a full-jitter
+  backoff. NOT_LEADER moves to the leader named.
 - stop() (SIGTERM/SIGINT in run()) drains: Ready with capacity 0, unstarted jobs
   handed back, running ones finish (up to drain_timeout, then cancelled),
   settlements confirmed, and run() returns.
@@ -203,6 +205,7 @@ class _Settle:
 
 
 _READY_HELD_MAX = 100000  # leases a Ready lists at most
+_HEARTBEAT_STATED_MAX_MS = 60000  # a longer interval stated by the broker counts as this
 
 
 def _env(**body) -> bytes:
@@ -236,7 +239,8 @@ class Worker:
     `name`: shown in the broker's stats and in dead letters (default host-pid).
     `concurrency`: handlers running at once; `prefetch`: jobs held beyond that.
     `mode`: "thread" (a thread pool) or "asyncio" (handlers may be coroutines, run
-    as tasks on one event loop). `heartbeat` (s) and `liveness`: as the broker's.
+    as tasks on one event loop). `heartbeat` (s) and `liveness`: the broker is
+    left after liveness x the longer of `heartbeat` and the broker's own.
     `drain_timeout`: after stop(), how long running jobs may finish before they are
     cancelled. `curve`: a zlane.Curve or (broker's public certificate, this
     worker's secret certificate)."""
@@ -261,6 +265,8 @@ class Worker:
         self.mode = mode
         self._curve = as_curve(curve)
         self._heartbeat = float(heartbeat)
+        self._heartbeat_ms = max(1, min(int(round(self._heartbeat * 1000)), 0xFFFFFFFF))
+        self._broker_heartbeat = 0.0
         self._liveness = int(liveness)
         self._drain_timeout = float(drain_timeout)
         self._extend = extend
@@ -459,6 +465,7 @@ class Worker:
         self._dealer = d
         self._need_ready = True
         self._last_heard = self._last_sent = t
+        self._broker_heartbeat = 0.0  # the pace this connection's broker states
         self._mark_unsent()
         return True
 
@@ -485,7 +492,7 @@ class Worker:
                         delay * 1000)
         else:
             log.warning("broker %s silent for %.1f s; %s %s in %d ms", was,
-                        self._liveness * self._heartbeat,
+                        self._silence(),
                         "trying" if nxt != was else "reconnecting to", nxt, delay * 1000)
 
     def _mark_unsent(self) -> None:
@@ -527,7 +534,7 @@ class Worker:
             elif kind == "cancel":
                 self._on_cancel(msg)
             elif kind == "heartbeat":
-                pass
+                self._broker_heartbeat = min(msg.interval_ms, _HEARTBEAT_STATED_MAX_MS) / 1000.0
             elif kind in ("ready", "ack", "nack", "extend"):
                 if not self._leave:
                     log.warning("%s is not a broker (it sent us %s)", self._brokers.current, kind)
@@ -805,8 +812,13 @@ class Worker:
 
     # ------------------------------------------------------------ the loop's steps
 
+    def _silence(self) -> float:
+        """How long a silence of the broker lasts before it is left: liveness x
+        the longer of this worker's heartbeat and the broker's stated one."""
+        return self._liveness * max(self._heartbeat, self._broker_heartbeat)
+
     def _tick(self, t: float) -> None:
-        silence = self._liveness * self._heartbeat
+        silence = self._silence()
         if self._dealer is not None and not self._leave and t - self._last_heard >= silence:
             # what came while this thread waited for the CPU (or the GIL) after
             # its poll was heard in time: read it before calling the broker silent
@@ -866,7 +878,8 @@ class Worker:
         return self._send(_env(ready=pb.Ready(name=self.name, lanes=list(self._handlers),
                                               capacity=capacity, instance=self._instance,
                                               held=held if listed else [],
-                                              held_listed=listed)), t)
+                                              held_listed=listed,
+                                              heartbeat_ms=self._heartbeat_ms)), t)
 
     def _save_checkpoint(self, job: "Job", data: bytes) -> None:
         with self._ckpt_lock:
@@ -907,12 +920,12 @@ class Worker:
                     self.stats["acked" if p.ack else "nacked"] += 1
             self._unsent = keep
         if t - self._last_sent >= self._heartbeat:
-            self._send(_env(heartbeat=pb.Heartbeat()), t)
+            self._send(_env(heartbeat=pb.Heartbeat(interval_ms=self._heartbeat_ms)), t)
 
     def _next_timeout(self, t: float) -> float:
         nxt = t + self._heartbeat
         if self._dealer is not None:
-            nxt = min(nxt, self._last_heard + self._liveness * self._heartbeat,
+            nxt = min(nxt, self._last_heard + self._silence(),
                       self._last_sent + self._heartbeat)
         else:
             nxt = min(nxt, self._reconnect_at)
