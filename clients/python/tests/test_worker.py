@@ -417,19 +417,22 @@ def test_the_broker_gives_back_at_once_what_a_reconnected_worker_never_got(broke
             s.close()
 
 
-def test_heartbeat_paces_differ(broker):
+def test_heartbeat_paces_differ(broker_factory):
     """Each side judges the other by the longer of the two heartbeats (the
-    broker's 200 ms, liveness 3): a worker that heartbeats every 1 s is not
-    declared dead after 600 ms of its silence, and one at 50 ms does not leave
-    the broker after 150 ms of the broker's. Both serve through the window."""
+    broker's 400 ms, liveness 3: 1.2 s): a worker that heartbeats every 2 s is
+    not declared dead after 1.2 s of its silence, and one at 50 ms does not
+    leave the broker after 150 ms of the broker's. Both serve through the
+    window. (Each window with the change is 4-8 times the one without.)"""
+    broker = broker_factory(args=["--heartbeat", "400ms", "--liveness", "3",
+                                  "--durability", "none"], lanes=("a",))
     seen = []
     slow, ts = run_worker(broker.backend, {"a": lambda job: seen.append(job.payload)},
-                          heartbeat=1.0, liveness=3, name="slow")
+                          heartbeat=2.0, liveness=3, name="slow")
     fast, tf = run_worker(broker.backend, {"a": lambda job: seen.append(job.payload)},
                           heartbeat=0.05, liveness=3, name="fast")
     try:
         broker.wait_counter("workers_ready", 2)
-        time.sleep(2.5)  # the window watched: 4 of the broker's liveness spans, 16 of fast's
+        time.sleep(3.0)  # the window watched: 2.5 of the broker's liveness spans, 20 of fast's
         assert broker.counter("workers_dead") == 0
         assert broker.counter("workers_ready") == 2  # nobody came back
         assert slow.stats["reconnects"] == 0 and fast.stats["reconnects"] == 0
