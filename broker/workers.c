@@ -329,6 +329,7 @@ zl_workers_describe (zl_workers_t *self, zl_arena_t *arena, int64_t now_ms, size
         o->in_flight = w->in_flight;
         o->last_seen_age_ms = now_ms > w->last_seen_ms ? (uint64_t)(now_ms - w->last_seen_ms) : 0;
         o->instance = w->instance;
+        o->heartbeat_ms = w->heartbeat_ms;
     }
     *count = n;
     return out;

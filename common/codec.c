@@ -738,7 +738,8 @@ s_decode_body (zl_arena_t *a, const Zlane__V1__Envelope *e, zl_msg_t *out)
                                                    .capacity = w->capacity,
                                                    .in_flight = w->in_flight,
                                                    .last_seen_age_ms = w->last_seen_age_ms,
-                                                   .instance = w->instance};
+                                                   .instance = w->instance,
+                                                   .heartbeat_ms = w->heartbeat_ms};
             }
             break;
         default: o->result = ZL_ADMIN_RESULT_NONE; break;
@@ -1624,6 +1625,7 @@ s_encode_body (zl_arena_t *a, const zl_msg_t *m, Zlane__V1__Envelope *e)
                 w->in_flight = t->in_flight;
                 w->last_seen_age_ms = t->last_seen_age_ms;
                 w->instance = t->instance;
+                w->heartbeat_ms = t->heartbeat_ms;
                 r->workers->items[i] = w;
             }
             break;

@@ -472,6 +472,7 @@ typedef struct {
     uint32_t capacity, in_flight;
     uint64_t last_seen_age_ms;
     uint64_t instance;
+    uint32_t heartbeat_ms; // its stated heartbeat interval (capped), 0 unstated
 } zl_worker_info_t;
 
 /*  A cron schedule (Schedule in the protocol). */

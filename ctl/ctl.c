@@ -894,8 +894,8 @@ s_cmd_workers (const opts_t *o, int argc, char **argv)
     if (rc == 0) {
         const zl_admin_reply_t *r = &reply.u.admin_reply;
         if (!o->json)
-            printf ("%-24s %-16s %-24s %8s %9s %10s\n", "NAME", "HOST", "LANES", "CAPACITY",
-                    "IN FLIGHT", "LAST SEEN");
+            printf ("%-24s %-16s %-24s %8s %9s %10s %10s\n", "NAME", "HOST", "LANES", "CAPACITY",
+                    "IN FLIGHT", "LAST SEEN", "HEARTBEAT");
         for (size_t i = 0; i < r->n_workers; i++) {
             const zl_worker_info_t *w = &r->workers[i];
             if (o->json) {
@@ -909,8 +909,9 @@ s_cmd_workers (const opts_t *o, int argc, char **argv)
                     zl_json_str (stdout, w->lanes[k]);
                 }
                 printf ("],\"capacity\":%u,\"in_flight\":%u,\"last_seen_age_ms\":%" PRIu64
-                        ",\"instance\":\"%016" PRIx64 "\"}\n",
-                        w->capacity, w->in_flight, w->last_seen_age_ms, w->instance);
+                        ",\"instance\":\"%016" PRIx64 "\",\"heartbeat_ms\":%u}\n",
+                        w->capacity, w->in_flight, w->last_seen_age_ms, w->instance,
+                        w->heartbeat_ms);
                 continue;
             }
             char lanes[256] = "";
@@ -918,9 +919,12 @@ s_cmd_workers (const opts_t *o, int argc, char **argv)
             for (size_t k = 0; k < w->n_lanes && used < sizeof lanes - 1; k++)
                 used += (size_t)snprintf (lanes + used, sizeof lanes - used, "%s%s", k ? "," : "",
                                           w->lanes[k]);
-            printf ("%-24s %-16s %-24s %8u %9u %8" PRIu64 "ms\n", w->name,
+            char pace[16] = "-";
+            if (w->heartbeat_ms)
+                snprintf (pace, sizeof pace, "%ums", w->heartbeat_ms);
+            printf ("%-24s %-16s %-24s %8u %9u %8" PRIu64 "ms %10s\n", w->name,
                     w->host[0] ? w->host : "-", lanes, w->capacity, w->in_flight,
-                    w->last_seen_age_ms);
+                    w->last_seen_age_ms, pace);
         }
     }
     zl_codec_destroy (&codec);

@@ -63,7 +63,7 @@ typedef struct {
     uint64_t groups_matched;
     char group_tenant[16]; // the first row's
     uint64_t group_ready;
-    uint32_t worker_capacity, worker_in_flight;
+    uint32_t worker_capacity, worker_in_flight, worker_heartbeat_ms;
     size_t n_groups, n_tenants; //   stats
     uint32_t tenants_known;
     uint64_t lane_dlq, lane_oldest_dlq, group_dlq, group_oldest_dlq; // the first lane's, group's
@@ -158,6 +158,7 @@ s_record (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_
             snprintf (s->worker_lane, sizeof s->worker_lane, "%s", w->n_lanes ? w->lanes[0] : "");
             s->worker_capacity = w->capacity;
             s->worker_in_flight = w->in_flight;
+            s->worker_heartbeat_ms = w->heartbeat_ms;
         }
         break;
     default: break;
@@ -1022,6 +1023,7 @@ test_dlq_filters_and_workers (void **state)
     uint64_t ids[4];
     s_submit (0, 1, 4, ids);
     zl_msg_t ready = s_ready_msg (0, 4);
+    ready.u.ready.heartbeat_ms = UINT32_MAX; // stated, and taken as 60 s
     s_feed_ok (ZLH_BACKEND, 0, &ready);
     const seen_t *d = s_find (&T.got, ZLH_BACKEND, ZL_MSG_DISPATCH);
     assert_non_null (d);
@@ -1037,6 +1039,7 @@ test_dlq_filters_and_workers (void **state)
     assert_string_equal (r->worker_lane, "a");
     assert_int_equal (r->worker_capacity, 4);
     assert_int_equal (r->worker_in_flight, 4);
+    assert_int_equal (r->worker_heartbeat_ms, ZL_HEARTBEAT_STATED_MAX_MS);
 
     // three die with different errors; the fourth is acked
     static const char *errors[] = {"SMTP timeout after 30s", "bad address", "smtp TIMEOUT again"};

@@ -454,6 +454,7 @@ s_msg_equal (const zl_msg_t *a, const zl_msg_t *b)
             EQ (p->in_flight, q->in_flight);
             EQ (p->last_seen_age_ms, q->last_seen_age_ms);
             EQ (p->instance, q->instance);
+            EQ (p->heartbeat_ms, q->heartbeat_ms);
         }
         break;
     }

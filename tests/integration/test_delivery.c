@@ -455,6 +455,12 @@ test_heartbeat_paces_differ (void **state)
     assert_int_equal (zlt_counter (s_fx.admin, "workers_ready"), 2); // nobody came back
     for (size_t i = 0; i < s_fx.n_workers; i++)
         assert_int_equal (zlt_count_in_file (s_fx.worker_err[i], "silent for"), 0);
+    // operators see each worker's stated pace
+    char *list = s_ctl ((const char *[]){"workers", "--json", NULL});
+    if (!strstr (list, "\"name\":\"slow\"") || !strstr (list, "\"heartbeat_ms\":2000}") ||
+        !strstr (list, "\"heartbeat_ms\":50}"))
+        S_FAIL ("zlane-ctl workers --json does not show the stated heartbeats: %s", list);
+    free (list);
 
     assert_int_equal (zlt_proc_signal (slow, SIGKILL), 0);
     assert_int_equal (zlt_proc_wait (slow, 5000), 0);

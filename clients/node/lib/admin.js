@@ -96,7 +96,7 @@ class Admin {
     const r = await this._request({ stats: req });
     return stats(r.stats);
   }
-  /** The connected workers: {name, host, lanes, capacity, inFlight, lastSeenAgeMs, instance}. */
+  /** The connected workers: {name, host, lanes, capacity, inFlight, lastSeenAgeMs, instance, heartbeatMs}. */
   async workers() {
     const r = await this._request({ workers: {} });
     return (r.workers?.items || []).map((w) => proto.plain(WorkerInfo, w));

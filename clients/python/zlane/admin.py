@@ -57,7 +57,7 @@ class Admin:
 
     def workers(self) -> list:
         """The connected workers (WorkerInfo records: name, host, lanes, capacity,
-        in_flight, last_seen_age_ms, instance), as zlane-ctl workers."""
+        in_flight, last_seen_age_ms, instance, heartbeat_ms), as zlane-ctl workers."""
         return [to_record(w) for w in self._request(workers=pb.WorkersRequest()).workers.items]
 
     def counter(self, name: str) -> int:
