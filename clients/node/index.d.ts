@@ -351,6 +351,8 @@ export interface WorkerInfo {
   lastSeenAgeMs: number;
   /** Ready.instance (a 64-bit number, as a decimal string) */
   instance: string;
+  /** the heartbeat interval its Ready stated, ms (at most 60000; 0 unstated) */
+  heartbeatMs: number;
 }
 
 export class Admin {
