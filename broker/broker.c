@@ -132,7 +132,6 @@ struct _zl_broker_t {
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
     int64_t next_heartbeat_ms;
-    zl_msg_t heartbeat_msg; // a Heartbeat stating the broker's interval
     int64_t next_alert_ms;
     int64_t next_prune_ms;
     zl_schedules_t *schedules; // cron schedules (schedules.h)
@@ -298,10 +297,7 @@ s_on_ready (ctx_t *ctx, const zl_msg_t *msg)
                           .host = ctx->peer_address,
                           .unreached = s_unreached,
                           .unreached_arg = ctx};
-    // a worker served is told the broker's pace at once (Heartbeat.interval_ms):
-    // one with a shorter heartbeat judges the broker's silence by it
-    if (zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms))
-        zl_replies_send (self->replies, ZL_SOCK_BACKEND, ctx->peer, &self->heartbeat_msg);
+    zl_workers_ready (self->workers, &env, &msg->u.ready, ctx->now.mono_ms);
 }
 
 static zl_settle_env_t
@@ -524,22 +520,12 @@ s_liveness (zl_broker_t *self, zl_now_t now)
 {
     int64_t limit;
     zl_worker_conn_t *w;
-    while ((w = zl_workers_silent (self->workers, now.mono_ms, self->cfg->heartbeat_ms,
-                                   self->cfg->liveness, &limit))) {
+    while ((w = zl_workers_silent (self->workers, now.mono_ms, &limit))) {
         char why[96];
         snprintf (why, sizeof why, "silent for %" PRId64 " ms (liveness %" PRId64 " ms)",
                   now.mono_ms - w->last_seen_ms, limit);
         s_worker_gone (self, w, why, now);
     }
-}
-
-static void
-s_heartbeat (zl_broker_t *self)
-{
-    size_t n;
-    zl_worker_conn_t **all = zl_workers_all (self->workers, &n);
-    for (size_t i = 0; i < n; i++)
-        zl_replies_send (self->replies, ZL_SOCK_BACKEND, &all[i]->peer, &self->heartbeat_msg);
 }
 
 static void
@@ -552,7 +538,7 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
     zl_schedules_fire (self->schedules, now);
     if (now.mono_ms >= self->next_heartbeat_ms) {
         s_liveness (self, now);
-        s_heartbeat (self);
+        zl_workers_heartbeat (self->workers, self->replies);
         self->next_heartbeat_ms = now.mono_ms + (int64_t)self->cfg->heartbeat_ms;
     }
     if (now.mono_ms >= self->next_alert_ms) {
@@ -710,6 +696,7 @@ s_core_new (zl_broker_t *self, zl_now_t now)
     self->notices = zl_notices_new (&nenv);
     zl_jobs_set_listener (self->jobs, zl_notices_job_event, self->notices);
     self->workers = zl_workers_new ();
+    zl_workers_set_pace (self->workers, cfg->heartbeat_ms, cfg->liveness);
     self->producers = zl_producers_new ();
     zl_replies_rebind (self->replies, self->jobs);
     zl_admission_env_t aenv = {.cfg = cfg,
@@ -729,8 +716,6 @@ s_core_new (zl_broker_t *self, zl_now_t now)
     self->worker_rr = 0;
     self->n_gone = 0;
     self->next_heartbeat_ms = now.mono_ms + (int64_t)cfg->heartbeat_ms;
-    self->heartbeat_msg = (zl_msg_t){.kind = ZL_MSG_HEARTBEAT,
-                                     .u.heartbeat.interval_ms = (uint32_t)cfg->heartbeat_ms};
     self->next_alert_ms = now.mono_ms + (int64_t)cfg->dlq_alert_ms;
     self->next_prune_ms = now.mono_ms + 1000;
 }

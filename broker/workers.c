@@ -13,6 +13,12 @@ struct _zl_workers_t {
     zhashx_t *by_key; // hex routing id -> worker (borrowed)
     zl_worker_conn_t **all;
     size_t n, cap;
+    // the broker's pace: its heartbeat interval and liveness, and the
+    // Heartbeat that states the interval (sent every interval, and to
+    // answer a Ready served)
+    uint64_t heartbeat_ms;
+    uint32_t liveness;
+    zl_msg_t heartbeat;
 };
 
 static void
@@ -31,7 +37,17 @@ zl_workers_new (void)
 {
     zl_workers_t *self = ZL_NEW (zl_workers_t);
     self->by_key = zhashx_new ();
+    zl_workers_set_pace (self, 1000, 3);
     return self;
+}
+
+void
+zl_workers_set_pace (zl_workers_t *self, uint64_t heartbeat_ms, uint32_t liveness)
+{
+    self->heartbeat_ms = heartbeat_ms;
+    self->liveness = liveness;
+    self->heartbeat =
+        (zl_msg_t){.kind = ZL_MSG_HEARTBEAT, .u.heartbeat.interval_ms = (uint32_t)heartbeat_ms};
 }
 
 static void
@@ -198,13 +214,12 @@ zl_worker_conn_seen (zl_worker_conn_t *worker, int64_t now_ms)
 }
 
 zl_worker_conn_t *
-zl_workers_silent (zl_workers_t *self, int64_t now_ms, uint64_t heartbeat_ms, uint32_t liveness,
-                   int64_t *limit_ms)
+zl_workers_silent (zl_workers_t *self, int64_t now_ms, int64_t *limit_ms)
 {
     for (size_t i = 0; i < self->n; i++) {
         zl_worker_conn_t *w = self->all[i];
-        uint64_t pace = w->heartbeat_ms > heartbeat_ms ? w->heartbeat_ms : heartbeat_ms;
-        *limit_ms = (int64_t)(pace * liveness);
+        uint64_t pace = w->heartbeat_ms > self->heartbeat_ms ? w->heartbeat_ms : self->heartbeat_ms;
+        *limit_ms = (int64_t)(pace * self->liveness);
         if (now_ms - w->last_seen_ms > *limit_ms)
             return w;
     }
@@ -308,7 +323,17 @@ zl_workers_ready (zl_workers_t *self, const zl_ready_env_t *env, const zl_ready_
                  "got are ready again",
                  w->name, moved, unreached);
     }
+    // told the broker's pace at once: a worker with a shorter heartbeat
+    // judges the broker's silence by it
+    zl_replies_send (env->replies, env->sock, env->peer, &self->heartbeat);
     return w;
+}
+
+void
+zl_workers_heartbeat (zl_workers_t *self, zl_replies_t *replies)
+{
+    for (size_t i = 0; i < self->n; i++)
+        zl_replies_send (replies, ZL_SOCK_BACKEND, &self->all[i]->peer, &self->heartbeat);
 }
 
 zl_worker_info_t *

@@ -52,8 +52,14 @@ typedef struct {
     void *unreached_arg;
 } zl_ready_env_t;
 
-/*  Return an empty registry. */
+/*  Return an empty registry, at a heartbeat of 1 s and liveness 3. */
 zl_workers_t *zl_workers_new (void);
+/*  The broker's pace: it heartbeats every `heartbeat_ms` (stated in each
+    Heartbeat, the first answering a Ready served) and a worker is dead
+    after `liveness` x the longer of that and the worker's stated one. */
+void zl_workers_set_pace (zl_workers_t *self, uint64_t heartbeat_ms, uint32_t liveness);
+/*  Send every worker the Heartbeat that states the broker's interval. */
+void zl_workers_heartbeat (zl_workers_t *self, zl_replies_t *replies);
 /*  Destroy the registry and its workers; nulls the caller's pointer. */
 void zl_workers_destroy (zl_workers_t **self_p);
 /*  Return the worker with routing id `peer`, or NULL. */
@@ -98,11 +104,10 @@ void zl_worker_conn_hold (zl_worker_conn_t *worker, zl_job_t *job);
 void zl_worker_conn_release (zl_worker_conn_t *worker, zl_job_t *job);
 /*  The worker was heard from at `now_ms`. */
 void zl_worker_conn_seen (zl_worker_conn_t *worker, int64_t now_ms);
-/*  A worker silent at `now_ms` for longer than `liveness` x the longer of
-    `heartbeat_ms` (the broker's) and its own stated interval, or NULL; that
-    limit in *limit_ms. */
-zl_worker_conn_t *zl_workers_silent (zl_workers_t *self, int64_t now_ms, uint64_t heartbeat_ms,
-                                     uint32_t liveness, int64_t *limit_ms);
+/*  A worker silent at `now_ms` for longer than liveness x the longer of the
+    broker's heartbeat and its own stated one (zl_workers_set_pace), or
+    NULL; that limit in *limit_ms. */
+zl_worker_conn_t *zl_workers_silent (zl_workers_t *self, int64_t now_ms, int64_t *limit_ms);
 /*  Return the workers as an array (borrowed) and their count. */
 zl_worker_conn_t **zl_workers_all (zl_workers_t *self, size_t *count);
 /*  Number of workers. */
