@@ -43,6 +43,9 @@ test("workers at other heartbeat paces than the broker's stay connected", { time
   assert.equal(c.workers_dead ?? 0, 0, "no worker declared dead");
   assert.equal(c.workers_ready, 2, "nobody came back");
   assert.deepEqual(left, { slow: 0, fast: 0 }, "no worker left the broker");
+  // the admin API shows the pace each stated (WorkerInfo.heartbeat_ms)
+  const paces = Object.fromEntries((await admin.workers()).map((w) => [w.name, w.heartbeatMs]));
+  assert.deepEqual(paces, { slow: 2000, fast: 50 });
   for (let i = 0; i < 4; i++) await producer.submit({ tenant: "t", lane: "k", payload: `j${i}` });
   await waitFor(() => seen.length === 4, 10000, "the jobs");
 });

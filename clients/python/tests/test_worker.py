@@ -436,6 +436,9 @@ def test_heartbeat_paces_differ(broker_factory):
         assert broker.counter("workers_dead") == 0
         assert broker.counter("workers_ready") == 2  # nobody came back
         assert slow.stats["reconnects"] == 0 and fast.stats["reconnects"] == 0
+        # the admin API shows the pace each stated (WorkerInfo.heartbeat_ms)
+        assert {w.name: w.heartbeat_ms for w in broker.admin().workers()} == {
+            "slow": 2000, "fast": 50}
         with zlane.Producer(broker.frontend) as p:
             for i in range(4):
                 p.submit("acme", "a", b"j%d" % i)
