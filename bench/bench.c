@@ -52,12 +52,14 @@ s_close_broker (void)
 }
 
 // The broker under test, in the temp dir, with one lane "bench".
+static const char *s_broker_arg; // --broker-arg: one more argument for zlane-broker
+
 static zl_benchbroker_t *
 s_broker_start (const char *durability)
 {
     const char *args[] = {"--lane",      "bench",   "--durability",      durability,
                           "--max-depth", "2000000", "--producer-window", "50000",
-                          NULL};
+                          s_broker_arg,  NULL};
     s_broker = zl_benchbroker_start (zl_benchproc_tmp (), args);
     return s_broker;
 }
@@ -500,6 +502,7 @@ main (int argc, char **argv)
     if (argc < 2 || !strcmp (argv[1], "--help") || !strcmp (argv[1], "-h")) {
         printf ("usage: zlane-bench throughput|memory [--jobs N] [--producers P] [--workers W]\n"
                 "                   [--payload BYTES] [--durability fsync|none] [--prefetch N]\n"
+                "                   [--broker-arg ARG] (one more argument for zlane-broker)\n"
                 "       zlane-bench workflow [--children N] [--chains N] [--depth D] "
                 "[--rounds R]\n"
                 "                   [--workers W] [--durability fsync|none]\n");
@@ -529,6 +532,8 @@ main (int argc, char **argv)
             o.priorities = atoi (argv[++i]);
         else if (!strcmp (argv[i], "--ordering-keys"))
             o.keys = (uint32_t)strtoul (argv[++i], NULL, 10);
+        else if (!strcmp (argv[i], "--broker-arg"))
+            s_broker_arg = argv[++i];
         else
             zl_benchproc_die ("unknown option");
     }

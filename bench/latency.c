@@ -1,7 +1,7 @@
 /*  zlane-bench-latency: submit-to-start latency at a fixed offered rate.
 
     zlane-bench-latency [--rate R] [--seconds S] [--workers W] [--payload B]
-                        [--durability fsync|none] [--prefetch P]
+                        [--durability fsync|none] [--prefetch P] [--broker-arg ARG]...
         starts a broker and W worker processes (library workers, no-op
         handler, 4 slots each, prefetch P, default 0: the broker keeps 4 + P
         jobs in flight to each; a slot comes back when the broker has the
@@ -130,11 +130,14 @@ main (int argc, char **argv)
     int workers = 2, prefetch = 0;
     size_t payload = 100;
     const char *durability = "fsync";
+    const char *bargs[16] = {"--lane", "bench", "--durability", NULL};
+    size_t n_bargs = 4; // bargs[3] is the durability
     for (int i = 1; i < argc; i++) {
         if (!strcmp (argv[i], "--help") || !strcmp (argv[i], "-h")) {
             printf ("usage: zlane-bench-latency [--rate R] [--seconds S] [--workers W]\n"
                     "                           [--payload BYTES] [--durability fsync|none]\n"
-                    "                           [--prefetch P]\n");
+                    "                           [--prefetch P] [--broker-arg ARG]...\n"
+                    "  --broker-arg: one more argument for zlane-broker (e.g. --commit-on-loop)\n");
             return 0;
         }
         if (i + 1 >= argc)
@@ -151,6 +154,8 @@ main (int argc, char **argv)
             durability = argv[++i];
         else if (!strcmp (argv[i], "--prefetch"))
             prefetch = atoi (argv[++i]);
+        else if (!strcmp (argv[i], "--broker-arg") && n_bargs + 2 < sizeof bargs / sizeof *bargs)
+            bargs[n_bargs++] = argv[++i];
         else
             zl_benchproc_die ("unknown option");
     }
@@ -164,7 +169,8 @@ main (int argc, char **argv)
     zl_benchproc_init ("zlane-bench-latency", "zlane-latency");
 
     // the broker, on ephemeral loopback ports
-    const char *bargs[] = {"--lane", "bench", "--durability", durability, NULL};
+    bargs[3] = durability;
+    bargs[n_bargs] = NULL;
     zl_benchbroker_t *broker = zl_benchbroker_start (zl_benchproc_tmp (), bargs);
     const char *frontend = zl_benchbroker_endpoint (broker, "frontend");
     const char *backend = zl_benchbroker_endpoint (broker, "backend");
@@ -220,9 +226,12 @@ main (int argc, char **argv)
     free (buf);
     zl_benchbroker_wait (broker, "jobs_acked", (int64_t)jobs, 60000);
     // the store's share, for the breakdown in bench/RESULTS.md
-    fprintf (stderr, "broker: store commits %lld us on average, %lld us at most\n",
+    fprintf (stderr,
+             "broker: store commits %lld us on average, %lld us at most; %lld of the jobs left "
+             "before their commit\n",
              (long long)zl_benchbroker_counter (broker, "store_commit_avg_us"),
-             (long long)zl_benchbroker_counter (broker, "store_commit_max_us"));
+             (long long)zl_benchbroker_counter (broker, "store_commit_max_us"),
+             (long long)zl_benchbroker_counter (broker, "jobs_dispatched_before_commit"));
 
     // stop the workers: each writes its samples
     size_t n = 0, cap = jobs + 16;

@@ -21,7 +21,10 @@
          its held replies sent), then this turn's is started. A turn that
          wrote and queued nothing leaves a commit under way alone; one that
          ended is noticed at the start of a turn (the loop polls the
-         store's socket)
+         store's socket). With the LMDB store's commit thread (fsync mode)
+         no turn waits: while a commit is under way the turn's batch stays
+         open and its replies are held for the next commit (zl_replies_cut
+         marks which held replies wait for which commit)
          On a store only this broker writes (LMDB), the Dispatch of a job
          that a crash before the commit can only give back (no ordering
          key, parents or children, checkpoint; an id below the committed
@@ -128,6 +131,7 @@ struct _zl_broker_t {
     bool loaded;           // the core holds the store's state (recovered): the broker may lead
     zl_id_counter_t *ids;  // the store's job-id counter (id_counter.h)
     bool early_dispatch;   // jobs may leave before the commit (zl_replies_flush_early)
+    bool defer_commits;    // the store commits on its thread: a turn need not wait for it
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
@@ -658,6 +662,15 @@ s_keep_gone (zl_broker_t *self, const zl_peer_t *gone, size_t n)
     self->n_gone += n;
 }
 
+// Send the replies held for the commit that just ended (up to the cut).
+static void
+s_release_held (zl_broker_t *self)
+{
+    size_t n;
+    zl_peer_t *gone = zl_replies_release (self->replies, &n);
+    s_keep_gone (self, gone, n);
+}
+
 /*  The commit under way (zl_store_commit_start), if any, ended or (`wait`)
     waited for: committed, its held replies go; failed, they are dropped
     (the caller acts on the failure). Returns the store's answer:
@@ -669,13 +682,33 @@ s_finish_commit (zl_broker_t *self, bool wait)
         return ZL_STORE_OK;
     zl_store_rc_t rc = zl_store_commit_finish (self->store, wait);
     if (rc == ZL_STORE_OK) {
-        size_t n;
-        zl_peer_t *gone = zl_replies_release (self->replies, &n);
-        s_keep_gone (self, gone, n);
+        zl_id_counter_committed (self->ids);
+        s_release_held (self);
     } else if (rc != ZL_STORE_PENDING) {
         zl_replies_drop_held (self->replies);
     }
     return rc;
+}
+
+/*  With the store's commit thread: the commit under way ends, then the
+    batch the turns wrote meanwhile is committed too, and every reply held
+    for them goes. Returns ZL_TURN_OK or the store's failure (s_store_failed). */
+static int s_store_failed (zl_broker_t *self, zl_store_rc_t rc, const char *what);
+
+static int
+s_commit_all (zl_broker_t *self)
+{
+    zl_store_rc_t rc = s_finish_commit (self, true);
+    if (rc == ZL_STORE_OK && zl_store_in_batch (self->store)) {
+        rc = s_commit_as (self, true);
+        zl_replies_cut (self->replies);
+        if (rc == ZL_STORE_PENDING)
+            rc = s_finish_commit (self, true);
+        else if (rc == ZL_STORE_OK)
+            s_release_held (self);
+    }
+    zl_endpoints_flush (self->endpoints);
+    return rc == ZL_STORE_OK ? ZL_TURN_OK : s_store_failed (self, rc, "the turn's commit");
 }
 
 // ---------------------------------------------------------------- the core
@@ -1015,7 +1048,18 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // replies go; then this turn's starts. A store that can (PostgreSQL)
     // commits while the next turn runs, and this turn's replies are made now
     // and held until it has committed. A turn that wrote and queued nothing
-    // leaves the commit under way alone.
+    // leaves the commit under way alone. With the store's commit thread
+    // (LMDB in fsync mode) no turn waits: while a commit is under way the
+    // batch stays open, and the turns' replies are held, for the next one.
+    if (self->defer_commits && zl_store_commit_pending (self->store)) {
+        zl_admission_regrant (self->admission);
+        size_t n_gone;
+        zl_worker_conn_t **gone =
+            zl_replies_flush (self->replies, self->producers, self->workers, true, &n_gone);
+        s_keep_gone_workers (self, gone, n_gone);
+        zl_endpoints_flush (self->endpoints);
+        return ZL_TURN_OK;
+    }
     if (zl_store_commit_pending (self->store) && !zl_store_batch_dirty (self->store) &&
         !zl_replies_queued (self->replies)) {
         (void)s_commit_as (self, true); // closes the empty batch, waits for nothing
@@ -1028,6 +1072,11 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     rc = s_commit_as (self, true);
     if (rc != ZL_STORE_OK && rc != ZL_STORE_PENDING)
         return s_store_failed (self, rc, "the turn's commit");
+    if (rc == ZL_STORE_OK && zl_replies_held (self->replies)) {
+        // held by turns while the last commit ran, for this one: it is done
+        zl_replies_cut (self->replies);
+        s_release_held (self);
+    }
 
     // 7. what promises a state change: now that it is on disk, or held
     // until it is
@@ -1035,6 +1084,8 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     size_t n_gone;
     zl_worker_conn_t **gone = zl_replies_flush (self->replies, self->producers, self->workers,
                                                 rc == ZL_STORE_PENDING, &n_gone);
+    if (rc == ZL_STORE_PENDING)
+        zl_replies_cut (self->replies); // what is held so far waits for this commit
     // Jobs queued for an unreachable worker go back to ready at the start of
     // the next turn, in its batch, which commits before it replies.
     s_keep_gone_workers (self, gone, n_gone);
@@ -1118,7 +1169,12 @@ zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t p
         return ZL_TURN_STORE_FAILED;
     fed.peer.len = (uint8_t)(peer_len > ZL_PEER_ID_MAX ? ZL_PEER_ID_MAX : peer_len);
     memcpy (fed.peer.data, peer, fed.peer.len);
-    return s_turn (self, NULL, &fed);
+    int rc = s_turn (self, NULL, &fed);
+    // a fed turn ends with its commit and its replies, as on a store
+    // without a commit thread (its callers read the replies next)
+    if (rc == ZL_TURN_OK && self->defer_commits)
+        rc = s_commit_all (self);
+    return rc;
 }
 
 int
@@ -1214,6 +1270,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     zl_store_location_safe (where, self->where, sizeof self->where);
     self->early_dispatch = !cfg->dispatch_after_commit && zl_store_exclusive (self->store);
+    self->defer_commits = !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
+                          zl_store_use_commit_thread (self->store);
     self->ids = zl_id_counter_new (self->early_dispatch);
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
     if (!ep) {
@@ -1267,7 +1325,9 @@ zl_broker_destroy (zl_broker_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_broker_t *self = *self_p;
-    if (self->store && self->replies)
+    if (self->store && self->replies && self->defer_commits && !self->failed)
+        (void)s_commit_all (self); // what the turns wrote while a commit ran, too
+    else if (self->store && self->replies)
         (void)s_finish_commit (self, true); // what it committed is answered
     if (self->endpoints)
         zl_endpoints_flush (self->endpoints);

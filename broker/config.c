@@ -296,6 +296,7 @@ static const s_key_t s_broker_key_list[] = {
     {"store", s_store, S_FIELD (zl_broker_config_t, store, char *)},
     {"durability", s_durability, S_FIELD (zl_broker_config_t, durability, zl_durability_t)},
     {"dispatch_after_commit", S_BOOL (zl_broker_config_t, dispatch_after_commit)},
+    {"commit_on_loop", S_BOOL (zl_broker_config_t, commit_on_loop)},
     {"scheduler", s_scheduler, S_FIELD (zl_broker_config_t, scheduler, zl_sched_policy_t)},
     {"wfq_quantum_us", S_NUM (zl_broker_config_t, wfq_quantum_us)},
     {"map_size", S_NUM (zl_broker_config_t, map_size), 1u << 20, UINT64_MAX,

@@ -64,6 +64,7 @@ typedef struct {
     char *store;      // the store's location (store): a directory or a database; NULL = data_dir
     zl_durability_t durability;
     bool dispatch_after_commit; // hold every Dispatch until its lease is committed (see broker.c)
+    bool commit_on_loop;        // LMDB, fsync: commit on the loop's thread, not the store's own
     uint64_t map_size;          // the store's size limit
     zl_sched_policy_t scheduler;
     uint64_t wfq_quantum_us; // see zl_sched_set_quantum

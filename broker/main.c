@@ -73,6 +73,9 @@ static const s_flag_t s_flags[] = {
     KEY ("durability", "MODE", "durability", "fsync | none             [fsync]"),
     SWITCH ("dispatch-after-commit", "dispatch_after_commit", "true",
             "no job starts before its lease is committed"),
+    SWITCH ("commit-on-loop", "commit_on_loop", "true",
+            "fsync on LMDB: commit on the loop's thread, not\n"
+            "the store's own (every turn waits for its flushes)"),
     KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
     KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
     KEY ("wfq-quantum-us", "N", "wfq_quantum_us",

@@ -53,6 +53,7 @@ struct _zl_replies_t {
     bool holding; // zl_replies_flush with `hold`: frames go to `held`
     held_t *held;
     size_t n_held, cap_held;
+    size_t n_cut; // held[0, n_cut) wait for the commit under way, the rest for the next
     uint8_t *held_buf;
     size_t held_len, held_cap;
     zl_arena_t *frame;  // records loaded for one Dispatch frame or event
@@ -850,15 +851,21 @@ zl_replies_held (const zl_replies_t *self)
     return self->n_held > 0;
 }
 
+void
+zl_replies_cut (zl_replies_t *self)
+{
+    self->n_cut = self->n_held;
+}
+
 zl_peer_t *
 zl_replies_release (zl_replies_t *self, size_t *n_gone)
 {
     zl_peer_t *gone =
-        zl_arena_alloc (self->env.turn, (self->n_held ? self->n_held : 1) * sizeof *gone);
+        zl_arena_alloc (self->env.turn, (self->n_cut ? self->n_cut : 1) * sizeof *gone);
     *n_gone = 0;
     const zl_peer_t *lost =
         NULL; // the worker whose last frame failed: the rest of its are not sent
-    for (size_t i = 0; i < self->n_held; i++) {
+    for (size_t i = 0; i < self->n_cut; i++) {
         held_t *h = &self->held[i];
         const uint8_t *data = self->held_buf + h->at;
         if (self->dump >= 0)
@@ -884,12 +891,21 @@ zl_replies_release (zl_replies_t *self, size_t *n_gone)
             lost = &gone[(*n_gone)++];
         }
     }
-    self->n_held = self->held_len = 0;
+    // what waits for the next commit moves to the front
+    size_t rest = self->n_held - self->n_cut;
+    size_t at = rest ? self->held[self->n_cut].at : self->held_len;
+    memmove (self->held, self->held + self->n_cut, rest * sizeof *self->held);
+    memmove (self->held_buf, self->held_buf + at, self->held_len - at);
+    for (size_t i = 0; i < rest; i++)
+        self->held[i].at -= at;
+    self->n_held = rest;
+    self->held_len -= at;
+    self->n_cut = 0;
     return gone;
 }
 
 void
 zl_replies_drop_held (zl_replies_t *self)
 {
-    self->n_held = self->held_len = 0;
+    self->n_held = self->held_len = self->n_cut = 0;
 }

@@ -236,9 +236,13 @@ struct zl_worker_conn **zl_replies_flush (zl_replies_t *self, struct _zl_produce
 bool zl_replies_queued (const zl_replies_t *self);
 /*  True while frames are held for a commit under way. */
 bool zl_replies_held (const zl_replies_t *self);
-/*  The commit they waited for is done: send the held frames in order.
-    Returns the backend peers a frame could not reach (turn arena), their
-    count in `*n_gone`. */
+/*  A commit started: the frames held so far wait for it; those held from
+    now on, for the commit after it (a store with a commit thread goes on
+    writing the next batch while one commits). */
+void zl_replies_cut (zl_replies_t *self);
+/*  The commit under way is done: send the frames held for it (up to the
+    last zl_replies_cut), in order; the rest stay held. Returns the backend peers a frame could not
+   reach (turn arena), their count in `*n_gone`. */
 zl_peer_t *zl_replies_release (zl_replies_t *self, size_t *n_gone);
 /*  The commit they waited for failed: the held frames are dropped, never
     sent (also done by zl_replies_rebind). */

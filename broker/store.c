@@ -308,6 +308,13 @@ zl_store_set_fault (zl_store_fault_fn *fn, void *ctx)
     s_fault_ctx = ctx;
 }
 
+int
+zl_store_fault_ask (zl_store_fault_t where)
+{
+    zl_store_fault_fn *fn = s_fault_fn;
+    return fn ? fn (s_fault_ctx, where) : 0;
+}
+
 // The error injected into a write, or 0. It loses the batch it was in, as a
 // real one does: that batch's commit fails with it.
 static int
@@ -389,6 +396,12 @@ zl_store_commit_finish (zl_store_t *self, bool wait)
         (void)self->be->commit (self->impl, 0);
     }
     return rc;
+}
+
+bool
+zl_store_use_commit_thread (zl_store_t *self)
+{
+    return !self->batch && self->be->commit_thread && self->be->commit_thread (self->impl);
 }
 
 bool

@@ -3,6 +3,8 @@
     One write transaction spans one loop turn (group commit): the broker
     calls zl_store_begin, records every change of the turn, then
     zl_store_commit, and only then sends replies that promise durability.
+    (With a commit thread, zl_store_use_commit_thread, a batch may span the
+    turns that ran while the commit before it was under way.)
     A Submit's new jobs go in a nested transaction (zl_store_sub_*) so that
     a full store rejects just that Submit and keeps the rest of the turn.
 
@@ -139,6 +141,16 @@ zl_store_rc_t zl_store_commit_start (zl_store_t *self);
     store no longer leads; an open batch is dropped with it), or
     ZL_STORE_PENDING when `wait` is false and it has not ended. */
 zl_store_rc_t zl_store_commit_finish (zl_store_t *self, bool wait);
+/*  Commit on a thread of the store's own from now on, where that takes the
+    commit off the caller's thread: the LMDB store in fsync mode, whose
+    commit holds its thread for two flushes of the disk. The caller's
+    writes then go into memory (an overlay its reads look in first), and
+    zl_store_commit_start hands the batch to the thread and returns
+    ZL_STORE_PENDING, as on PostgreSQL. Call after open, outside a batch.
+    Returns false where the backend has no such thread (PostgreSQL, whose
+    database commits while the caller goes on; LMDB in `none` mode, whose
+    commit writes only into the page cache). */
+bool zl_store_use_commit_thread (zl_store_t *self);
 /*  True while a commit is under way. */
 bool zl_store_commit_pending (zl_store_t *self);
 /*  The file descriptor that turns readable when the commit under way may
@@ -279,8 +291,12 @@ const char *zl_store_recovery_cause (zl_store_t *self);
     failed write loses its batch (the commit of a turn whose write failed
     fails too; a failed write in a nested batch fails its sub_commit); a
     failed commit aborts the batch. Every backend gets it (store.c).
-    zl_store_set_fault (NULL, NULL) removes it. */
-typedef enum { ZL_STORE_FAULT_WRITE, ZL_STORE_FAULT_COMMIT } zl_store_fault_t;
+    zl_store_set_fault (NULL, NULL) removes it.
+    ZL_STORE_FAULT_FLUSH is asked by a commit thread (zl_store_use_commit_thread)
+    on that thread, after it wrote a batch and before LMDB commits it, with
+    no lock held: a test may hold the commit there (the caller's thread goes
+    on), or fail it as if the commit had. */
+typedef enum { ZL_STORE_FAULT_WRITE, ZL_STORE_FAULT_COMMIT, ZL_STORE_FAULT_FLUSH } zl_store_fault_t;
 typedef int (zl_store_fault_fn) (void *ctx, zl_store_fault_t where);
 void zl_store_set_fault (zl_store_fault_fn *fn, void *ctx);
 

@@ -46,6 +46,9 @@ typedef struct {
     zl_store_rc_t (*commit_start) (void *self, int fault);
     zl_store_rc_t (*commit_finish) (void *self, bool wait);
     int (*commit_fd) (void *self);
+    /*  Commit on a thread of the backend's own from now on (store.h's
+        zl_store_use_commit_thread); NULL or false: it cannot. */
+    bool (*commit_thread) (void *self);
     zl_store_rc_t (*fail) (void *self, int error, const char *what);
     zl_store_rc_t (*put_job) (void *self, uint64_t id, const zl_job_rec_t *rec);
     zl_store_rc_t (*put_state) (void *self, uint64_t id, const zl_state_rec_t *rec);
@@ -69,6 +72,10 @@ typedef struct {
     int64_t (*elect_due) (void *self);
     zl_store_role_t (*role) (void *self);
 } zl_store_backend_t;
+
+/*  The fault hook's answer for `where` (store.h's zl_store_set_fault): 0
+    when none is set. For what a backend asks itself (ZL_STORE_FAULT_FLUSH). */
+int zl_store_fault_ask (zl_store_fault_t where);
 
 /*  The LMDB backend (store_lmdb.c). */
 extern const zl_store_backend_t zl_store_lmdb;

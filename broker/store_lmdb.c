@@ -3,7 +3,12 @@
 
     One write transaction spans one loop turn (group commit); a Submit's new
     jobs go in a nested transaction so that a full map rejects just that
-    Submit and keeps the rest of the turn.
+    Submit and keeps the rest of the turn. In fsync mode the broker has the
+    transaction made and committed on a commit thread ("the commit thread"
+    below): the loop's writes go into an overlay first, and a write that
+    finds the map full fails the thread's commit, and with it the broker,
+    instead of one Submit (zl_store_has_room keeps the margin that makes
+    that rare).
 
     Databases (format zlane-store-5): meta (format, next id, the secret key
     of the idempotency digests), a tree of job records per priority (id ->
@@ -35,6 +40,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "overlay.h"
 #include "siphash.h"
 #include "zl_alloc.h"
 
@@ -44,9 +50,12 @@
 #include <inttypes.h>
 #include <lmdb.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -81,6 +90,8 @@ enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it i
 // why new jobs are refused: this turn took the room, the file must grow, the
 // disk is full, the map is full, a write found it full
 enum { WHY_TURN, WHY_GROW, WHY_DISK, WHY_MAP, WHY_WRITE, WHY_KINDS };
+
+typedef struct _s_async_t s_async_t; // the commit thread (see "the commit thread" below)
 
 typedef struct {
     int lock_fd; // flock on DIR/zlane.lock: one broker per data directory
@@ -133,7 +144,85 @@ typedef struct {
     int64_t evicted_min_age_ms;  // that key's age
     uint64_t evicted_min_window; // and window
     int64_t evict_logged_ms;
+    s_async_t *async; // the commit thread, when it runs
 } s_lmdb_t;
+
+/*  The commit thread (zl_store_use_commit_thread; fsync mode). LMDB's
+    write transaction must be begun and committed by one thread, and its
+    commit holds that thread for two flushes. With the thread, the loop
+    never touches LMDB's write transaction: its batch is an overlay of ops
+    (overlay.h); zl_store_commit_start hands the overlay to the thread,
+    which replays it into a transaction of its own and commits, while the
+    loop goes on writing the next batch into a second overlay. The loop's
+    reads look in its open overlay, then in the one being committed, then
+    in LMDB's last committed state (a read transaction of its own: the
+    environment is MDB_NOTLS).
+
+    `mu` guards all of s_lmdb_t but the two overlays and LMDB's commit
+    itself: the loop holds it in every call that reads or measures the store
+    (has_room, a read of LMDB, stats), the thread while it replays a batch
+    and notes its commit, and not while LMDB commits (the flushes). The open
+    overlay is the loop's alone; the one in flight is written by the loop
+    only while the thread is idle and read by both while it commits. */
+struct _s_async_t {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv; // work for the thread, or a commit ended
+    int efd;           // eventfd, written when a commit ends (zl_store_commit_fd)
+    zl_overlay_t *open, *flight;
+    bool batch, sub; // the loop's batch, and a nested one in it, are open
+    size_t sub_mark; // where the nested batch began in `open`
+    bool running;    // `flight` is the thread's until its commit ends
+    bool quit;
+    zl_store_rc_t result; // how the last commit ended
+    // the open batch asked for the idempotency keys' pruning (zl_store_prune_idem),
+    // which the thread runs in its transaction; and what the flight asked
+    bool prune, flight_prune;
+    int64_t prune_now;
+    zl_idem_policy_t prune_policy;
+    size_t prune_max;
+    int64_t pruned_ms;     // the thread last pruned (monotonic): an idle store prunes every second
+    uint64_t open_bytes;   // what zl_store_has_room let into `open`, and
+    uint64_t flight_bytes; //   into `flight`: not in LMDB's state yet, so not in a measure
+    zl_arena_t *arena;     // the loop's encoding of records
+};
+
+// The ops of an overlay, and the first byte of their keys: a job's record
+// (key 'J', id), its state ('S', id), an idempotency key ('I', its place in
+// the index), the id counter ('N').
+enum { OP_PUT_JOB, OP_PUT_STATE, OP_DEL_JOB, OP_DEL_STATE, OP_PUT_IDEM, OP_NEXT_ID };
+#define OKEY_ID_LEN 9
+
+static void
+s_okey_id (uint8_t key[OKEY_ID_LEN], char space, uint64_t id)
+{
+    key[0] = (uint8_t)space;
+    memcpy (key + 1, &id, sizeof id);
+}
+
+// The latest write of `key` the loop made and LMDB has not committed yet:
+// false when there is none (or no commit thread).
+static bool
+s_async_find (s_lmdb_t *self, const uint8_t *key, size_t len, zl_overlay_op_t *op)
+{
+    s_async_t *a = self->async;
+    return a &&
+           (zl_overlay_find (a->open, key, len, op) || zl_overlay_find (a->flight, key, len, op));
+}
+
+static void
+s_async_lock (s_lmdb_t *self)
+{
+    if (self->async)
+        pthread_mutex_lock (&self->async->mu);
+}
+
+static void
+s_async_unlock (s_lmdb_t *self)
+{
+    if (self->async)
+        pthread_mutex_unlock (&self->async->mu);
+}
 
 static MDB_txn *
 s_txn (s_lmdb_t *self)
@@ -160,7 +249,7 @@ s_rc (s_lmdb_t *self, int rc, const char *what)
     if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == MDB_TXN_FULL) {
         zl_warn ("store", "%s: store full (%s)", what, mdb_strerror (rc));
         s_room_lost (self, what);
-        if (!self->sub)
+        if (!self->sub && !self->async)
             self->batch_full = true; // the batch is lost; its commit will say why
         return ZL_STORE_FULL;
     }
@@ -880,6 +969,10 @@ s_measure (s_lmdb_t *self, bool walk)
         uint64_t disk = s_disk_free (self);
         self->room_bytes = self->room_free + in_file + (disk < beyond ? disk : beyond);
     }
+    if (self->async) { // what the batches LMDB has not committed yet let in
+        uint64_t unc = self->async->open_bytes + self->async->flight_bytes;
+        self->room_bytes -= unc < self->room_bytes ? unc : self->room_bytes;
+    }
     self->room_stale = false;
 }
 
@@ -1112,9 +1205,8 @@ s_grow (s_lmdb_t *self)
 }
 
 static bool
-s_lmdb_has_room (void *be, size_t bytes)
+s_room_for (s_lmdb_t *self, size_t bytes)
 {
-    s_lmdb_t *self = be;
     uint64_t need = (uint64_t)bytes + s_margin (self);
     s_refresh (self, need);
     bool ok = self->room_bytes >= need;
@@ -1133,11 +1225,26 @@ s_lmdb_has_room (void *be, size_t bytes)
     return ok;
 }
 
+static bool
+s_lmdb_has_room (void *be, size_t bytes)
+{
+    s_lmdb_t *self = be;
+    s_async_lock (self);
+    bool ok = s_room_for (self, bytes);
+    if (ok && self->async)
+        self->async->open_bytes += bytes;
+    s_async_unlock (self);
+    return ok;
+}
+
 static uint32_t
 s_lmdb_room_retry_ms (void *be)
 {
     s_lmdb_t *self = be;
-    return self->room_soon ? ZL_STORE_ROOM_SOON_MS : ZL_STORE_ROOM_RETRY_MS;
+    s_async_lock (self);
+    bool soon = self->room_soon;
+    s_async_unlock (self);
+    return soon ? ZL_STORE_ROOM_SOON_MS : ZL_STORE_ROOM_RETRY_MS;
 }
 
 // ---------------------------------------------------------------- open/close
@@ -1219,10 +1326,13 @@ s_lmdb_open (const char *dir, zl_durability_t mode, uint64_t map_size, char *err
     return self;
 }
 
+static void s_async_stop (s_lmdb_t *self);
+
 static void
 s_lmdb_close (void *be)
 {
     s_lmdb_t *self = be;
+    s_async_stop (self);
     if (self->sub)
         mdb_txn_abort (self->sub);
     if (self->txn)
@@ -1240,10 +1350,12 @@ s_lmdb_close (void *be)
 }
 
 // ---------------------------------------------------------------- batches
+static zl_store_rc_t s_async_begin (s_lmdb_t *self, bool sub);
+static zl_store_rc_t s_async_sub_end (s_lmdb_t *self, int fault, bool keep);
+
 static zl_store_rc_t
-s_lmdb_begin (void *be)
+s_begin_txn (s_lmdb_t *self)
 {
-    s_lmdb_t *self = be;
     if (self->txn)
         return ZL_STORE_OK;
     zl_arena_reset (self->scratch);
@@ -1253,9 +1365,18 @@ s_lmdb_begin (void *be)
 }
 
 static zl_store_rc_t
+s_lmdb_begin (void *be)
+{
+    s_lmdb_t *self = be;
+    return self->async ? s_async_begin (self, false) : s_begin_txn (self);
+}
+
+static zl_store_rc_t
 s_lmdb_sub_begin (void *be)
 {
     s_lmdb_t *self = be;
+    if (self->async)
+        return s_async_begin (self, true);
     zl_store_rc_t rc = s_lmdb_begin (self);
     if (rc != ZL_STORE_OK)
         return rc;
@@ -1266,6 +1387,8 @@ static zl_store_rc_t
 s_lmdb_sub_commit (void *be, int fault)
 {
     s_lmdb_t *self = be;
+    if (self->async)
+        return s_async_sub_end (self, fault, true);
     int rc = fault;
     if (rc)
         mdb_txn_abort (self->sub);
@@ -1279,6 +1402,10 @@ static void
 s_lmdb_sub_abort (void *be)
 {
     s_lmdb_t *self = be;
+    if (self->async) {
+        (void)s_async_sub_end (self, 0, false);
+        return;
+    }
     if (self->sub)
         mdb_txn_abort (self->sub);
     self->sub = NULL;
@@ -1287,10 +1414,11 @@ s_lmdb_sub_abort (void *be)
     s_forget_append_pos (self);
 }
 
+// Commit the open transaction (abort it with `fault`); with `mu`, that lock
+// is let go while LMDB commits (the commit thread's flushes).
 static zl_store_rc_t
-s_lmdb_commit (void *be, int fault)
+s_commit_txn (s_lmdb_t *self, int fault, pthread_mutex_t *mu)
 {
-    s_lmdb_t *self = be;
     if (!self->txn)
         return ZL_STORE_OK;
     if (self->sub)
@@ -1311,14 +1439,19 @@ s_lmdb_commit (void *be, int fault)
         }
         self->tick = false;
     }
+    MDB_txn *txn = self->txn;
+    self->txn = NULL;
+    if (mu)
+        pthread_mutex_unlock (mu);
     int64_t t0 = zl_clock_mono_us ();
     int rc = fault;
     if (rc)
-        mdb_txn_abort (self->txn);
+        mdb_txn_abort (txn);
     else
-        rc = mdb_txn_commit (self->txn);
-    self->txn = NULL;
+        rc = mdb_txn_commit (txn);
     uint64_t us = (uint64_t)(zl_clock_mono_us () - t0);
+    if (mu)
+        pthread_mutex_lock (mu);
     self->commits++;
     self->commit_us += us;
     if (us > self->commit_max_us)
@@ -1335,6 +1468,15 @@ s_lmdb_commit (void *be, int fault)
     s_grow (self);
     s_say_room_back (self);
     return ZL_STORE_OK;
+}
+
+static zl_store_rc_t s_async_commit (s_lmdb_t *self, int fault);
+
+static zl_store_rc_t
+s_lmdb_commit (void *be, int fault)
+{
+    s_lmdb_t *self = be;
+    return self->async ? s_async_commit (self, fault) : s_commit_txn (self, fault, NULL);
 }
 
 // ---------------------------------------------------------------- writes
@@ -1374,13 +1516,11 @@ s_del_elsewhere (s_lmdb_t *self, uint64_t id, unsigned p)
     return 0;
 }
 
+// Make room for job `id`'s record of `size` bytes in priority `p`'s tree:
+// the caller writes it at *out.
 static zl_store_rc_t
-s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
+s_job_reserve (s_lmdb_t *self, uint64_t id, unsigned p, size_t size, void **out)
 {
-    s_lmdb_t *self = be;
-    void *handle;
-    size_t size = zl_record_job_prepare (self->scratch, rec, &handle);
-    unsigned p = zl_record_priority (rec);
     s_sync_append_pos (self, p);
     MDB_val k = s_id (&id), v = {size, NULL};
     bool append = id > self->last_append_id[p];
@@ -1398,7 +1538,7 @@ s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
     }
     if (rc)
         return s_rc (self, rc, "put job");
-    zl_record_write (handle, v.mv_data);
+    *out = v.mv_data;
     if (id > self->last_append_id[p])
         self->last_append_id[p] = id;
     // a record of more than about half a page takes whole overflow pages:
@@ -1412,24 +1552,58 @@ s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
     return ZL_STORE_OK;
 }
 
+static zl_store_rc_t s_async_put_job (s_lmdb_t *self, uint64_t id, const zl_job_rec_t *rec);
+static zl_store_rc_t s_async_put_state (s_lmdb_t *self, uint64_t id, const zl_state_rec_t *rec);
+static zl_store_rc_t s_async_del_job (s_lmdb_t *self, uint64_t id, unsigned priority);
+static zl_store_rc_t s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN],
+                                       const zl_idem_rec_t *rec);
+static zl_store_rc_t s_async_set_next_id (s_lmdb_t *self, uint64_t next_id);
+
 static zl_store_rc_t
-s_lmdb_put_state (void *be, uint64_t id, const zl_state_rec_t *rec)
+s_lmdb_put_job (void *be, uint64_t id, const zl_job_rec_t *rec)
 {
     s_lmdb_t *self = be;
-    void *handle;
-    size_t size = zl_record_state_prepare (self->scratch, rec, &handle);
+    if (self->async)
+        return s_async_put_job (self, id, rec);
+    void *handle, *at;
+    size_t size = zl_record_job_prepare (self->scratch, rec, &handle);
+    zl_store_rc_t rc = s_job_reserve (self, id, zl_record_priority (rec), size, &at);
+    if (rc == ZL_STORE_OK)
+        zl_record_write (handle, at);
+    return rc;
+}
+
+// Make room for job `id`'s state record of `size` bytes: the caller writes
+// it at *out.
+static zl_store_rc_t
+s_state_reserve (s_lmdb_t *self, uint64_t id, size_t size, void **out)
+{
     MDB_val k = s_id (&id), v = {size, NULL};
     int rc = mdb_put (s_txn (self), self->state, &k, &v, MDB_RESERVE);
     if (rc)
         return s_rc (self, rc, "put state");
-    zl_record_write (handle, v.mv_data);
+    *out = v.mv_data;
     return ZL_STORE_OK;
 }
 
 static zl_store_rc_t
-s_lmdb_del_job (void *be, uint64_t id, unsigned priority)
+s_lmdb_put_state (void *be, uint64_t id, const zl_state_rec_t *rec)
 {
     s_lmdb_t *self = be;
+    if (self->async)
+        return s_async_put_state (self, id, rec);
+    void *handle, *at;
+    size_t size = zl_record_state_prepare (self->scratch, rec, &handle);
+    zl_store_rc_t rc = s_state_reserve (self, id, size, &at);
+    if (rc == ZL_STORE_OK)
+        zl_record_write (handle, at);
+    return rc;
+}
+
+// Delete job `id` and its state in the open transaction.
+static zl_store_rc_t
+s_del_txn (s_lmdb_t *self, uint64_t id, unsigned priority)
+{
     unsigned p = priority < N_PRIO ? priority : ZL_PRIORITY_DEFAULT;
     MDB_val k = s_id (&id);
     int rc = mdb_del (s_txn (self), self->jobs[p], &k, NULL);
@@ -1444,11 +1618,17 @@ s_lmdb_del_job (void *be, uint64_t id, unsigned priority)
 }
 
 static zl_store_rc_t
-s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_rec_t *rec)
+s_lmdb_del_job (void *be, uint64_t id, unsigned priority)
 {
     s_lmdb_t *self = be;
-    uint8_t d[IDEM_KEY_LEN];
-    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
+    return self->async ? s_async_del_job (self, id, priority) : s_del_txn (self, id, priority);
+}
+
+// Before a key's put, in a nested batch (a Submit's): true if there is
+// room for it, else the Submit is refused.
+static bool
+s_idem_room (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], bool sub)
+{
     // a key far from the last one (another prefix) may cost a page of its
     // own: inside a Submit while room is short it is charged so, and refused
     // before it could take the room kept for acks and deletes
@@ -1456,23 +1636,30 @@ s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_re
     memcpy (self->last_key, d, IDEM_KEY_LEN);
     self->has_last_key = true;
     uint64_t margin = s_margin (self);
-    if (self->sub && !near) {
+    if (sub && !near) {
         s_refresh (self, 4 * margin);
         if (self->room_bytes < 4 * margin) {
             if (self->room_bytes < margin + self->page_size) {
                 s_room_lost (self, "put idem: the rest is kept for acks and deletes");
-                return ZL_STORE_FULL;
+                return false;
             }
             self->room_bytes -= self->page_size;
         }
     }
+    return true;
+}
+
+// The key's item and its expiry log entry, in the open transaction.
+static zl_store_rc_t
+s_idem_write (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
+{
     int rc = s_item_put (self, s_txn (self), d, rec);
     if (rc)
         return s_rc (self, rc, "put idem");
     // the expiry log of its class, in id (= time) order
     uint64_t id = rec->job_id;
     MDB_dbi log = self->dlog[rec->generated ? LOG_RESEND : LOG_USER];
-    MDB_val lk = s_id (&id), lv = {LOG_VAL_LEN, d};
+    MDB_val lk = s_id (&id), lv = {LOG_VAL_LEN, (void *)d};
     rc = mdb_put (s_txn (self), log, &lk, &lv, MDB_APPEND);
     if (rc == MDB_KEYEXIST) // not the largest id: put it in its place
         rc = mdb_put (s_txn (self), log, &lk, &lv, 0);
@@ -1483,9 +1670,24 @@ s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_re
 }
 
 static zl_store_rc_t
+s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_rec_t *rec)
+{
+    s_lmdb_t *self = be;
+    uint8_t d[IDEM_KEY_LEN];
+    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
+    if (self->async)
+        return s_async_put_idem (self, d, rec);
+    if (!s_idem_room (self, d, self->sub != NULL))
+        return ZL_STORE_FULL;
+    return s_idem_write (self, d, rec);
+}
+
+static zl_store_rc_t
 s_lmdb_set_next_id (void *be, uint64_t next_id)
 {
     s_lmdb_t *self = be;
+    if (self->async)
+        return s_async_set_next_id (self, next_id);
     MDB_val k = {7, "next_id"}, v = {sizeof next_id, &next_id};
     return s_rc (self, mdb_put (s_txn (self), self->meta, &k, &v, 0), "put next id");
 }
@@ -1500,7 +1702,7 @@ typedef struct {
 static int
 s_reader (s_lmdb_t *self, reader_t *r)
 {
-    r->own = !self->txn;
+    r->own = !self->txn || self->async; // the thread's transaction is not the loop's
     if (!r->own) {
         r->txn = s_txn (self);
         return 0;
@@ -1515,28 +1717,47 @@ s_reader_done (reader_t *r)
         mdb_txn_abort (r->txn);
 }
 
+// Decode job `id`'s record (`what`: "record" or "state record") into the
+// arena, so that it outlives the transaction or overlay it was read from.
+static zl_store_rc_t
+s_decoded (int rc, uint64_t id, const char *what)
+{
+    if (rc == 0)
+        return ZL_STORE_OK;
+    zl_error ("store", "job %llu: %s does not decode (corrupt store)", (unsigned long long)id,
+              what);
+    return ZL_STORE_ERROR;
+}
+
 static zl_store_rc_t
 s_lmdb_get_job (void *be, uint64_t id, unsigned priority, zl_arena_t *arena, zl_job_rec_t *out)
 {
     s_lmdb_t *self = be;
+    uint8_t ok[OKEY_ID_LEN];
+    zl_overlay_op_t op;
+    s_okey_id (ok, 'J', id);
+    if (s_async_find (self, ok, sizeof ok, &op))
+        return op.kind != OP_PUT_JOB
+                   ? ZL_STORE_NOT_FOUND
+                   : s_decoded (zl_record_job_decode (arena, op.data, op.len, out), id, "record");
+    s_async_lock (self);
     reader_t r;
     int rc = s_reader (self, &r);
-    if (rc)
-        return s_rc (self, rc, "read");
-    unsigned p = priority < N_PRIO ? priority : ZL_PRIORITY_DEFAULT;
-    MDB_val k = s_id (&id), v;
-    rc = mdb_get (r.txn, self->jobs[p], &k, &v);
-    for (unsigned q = 0; rc == MDB_NOTFOUND && q < N_PRIO; q++) // put with another priority
-        if (q != p)
-            rc = mdb_get (r.txn, self->jobs[q], &k, &v);
-    zl_store_rc_t out_rc = s_rc (self, rc, "get job");
-    // decode copies into the arena, so the record outlives the transaction
-    if (out_rc == ZL_STORE_OK && zl_record_job_decode (arena, v.mv_data, v.mv_size, out) != 0) {
-        zl_error ("store", "job %llu: record does not decode (corrupt store)",
-                  (unsigned long long)id);
-        out_rc = ZL_STORE_ERROR;
+    zl_store_rc_t out_rc = s_rc (self, rc, "read");
+    if (!rc) {
+        unsigned p = priority < N_PRIO ? priority : ZL_PRIORITY_DEFAULT;
+        MDB_val k = s_id (&id), v;
+        rc = mdb_get (r.txn, self->jobs[p], &k, &v);
+        for (unsigned q = 0; rc == MDB_NOTFOUND && q < N_PRIO; q++) // put with another priority
+            if (q != p)
+                rc = mdb_get (r.txn, self->jobs[q], &k, &v);
+        out_rc = s_rc (self, rc, "get job");
+        if (out_rc == ZL_STORE_OK)
+            out_rc =
+                s_decoded (zl_record_job_decode (arena, v.mv_data, v.mv_size, out), id, "record");
+        s_reader_done (&r);
     }
-    s_reader_done (&r);
+    s_async_unlock (self);
     return out_rc;
 }
 
@@ -1544,19 +1765,27 @@ static zl_store_rc_t
 s_lmdb_get_state (void *be, uint64_t id, zl_arena_t *arena, zl_state_rec_t *out)
 {
     s_lmdb_t *self = be;
+    uint8_t ok[OKEY_ID_LEN];
+    zl_overlay_op_t op;
+    s_okey_id (ok, 'S', id);
+    if (s_async_find (self, ok, sizeof ok, &op))
+        return op.kind != OP_PUT_STATE
+                   ? ZL_STORE_NOT_FOUND
+                   : s_decoded (zl_record_state_decode (arena, op.data, op.len, out), id,
+                                "state record");
+    s_async_lock (self);
     reader_t r;
     int rc = s_reader (self, &r);
-    if (rc)
-        return s_rc (self, rc, "read");
-    MDB_val k = s_id (&id), v;
-    rc = mdb_get (r.txn, self->state, &k, &v);
-    zl_store_rc_t out_rc = s_rc (self, rc, "get state");
-    if (out_rc == ZL_STORE_OK && zl_record_state_decode (arena, v.mv_data, v.mv_size, out) != 0) {
-        zl_error ("store", "job %llu: state record does not decode (corrupt store)",
-                  (unsigned long long)id);
-        out_rc = ZL_STORE_ERROR;
+    zl_store_rc_t out_rc = s_rc (self, rc, "read");
+    if (!rc) {
+        MDB_val k = s_id (&id), v;
+        out_rc = s_rc (self, mdb_get (r.txn, self->state, &k, &v), "get state");
+        if (out_rc == ZL_STORE_OK)
+            out_rc = s_decoded (zl_record_state_decode (arena, v.mv_data, v.mv_size, out), id,
+                                "state record");
+        s_reader_done (&r);
     }
-    s_reader_done (&r);
+    s_async_unlock (self);
     return out_rc;
 }
 
@@ -1564,14 +1793,23 @@ static zl_store_rc_t
 s_lmdb_get_idem (void *be, const char *tenant, const char *key, zl_idem_rec_t *out)
 {
     s_lmdb_t *self = be;
+    uint8_t ok[1 + IDEM_KEY_LEN];
+    zl_overlay_op_t op;
+    ok[0] = 'I';
+    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), ok + 1);
+    if (s_async_find (self, ok, sizeof ok, &op)) {
+        s_item_decode (op.data, out);
+        return ZL_STORE_OK;
+    }
+    s_async_lock (self);
     reader_t r;
     int rc = s_reader (self, &r);
-    if (rc)
-        return s_rc (self, rc, "read");
-    uint8_t d[IDEM_KEY_LEN];
-    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
-    zl_store_rc_t out_rc = s_rc (self, s_item_get (self, r.txn, d, out), "get idem");
-    s_reader_done (&r);
+    zl_store_rc_t out_rc = s_rc (self, rc, "read");
+    if (!rc) {
+        out_rc = s_rc (self, s_item_get (self, r.txn, ok + 1, out), "get idem");
+        s_reader_done (&r);
+    }
+    s_async_unlock (self);
     return out_rc;
 }
 
@@ -1661,10 +1899,12 @@ s_prune_due (s_lmdb_t *self, MDB_txn *txn, int64_t now_ms, const uint64_t window
     return false;
 }
 
+static size_t s_async_prune_idem (s_lmdb_t *self, int64_t now_ms, const zl_idem_policy_t *policy,
+                                  size_t max);
+
 static size_t
-s_lmdb_prune_idem (void *be, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
+s_prune_txn (s_lmdb_t *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
 {
-    s_lmdb_t *self = be;
     if (!self->txn || self->sub)
         return 0;
     size_t budget = max + (self->idem_put > SIZE_MAX / 4 ? SIZE_MAX / 2 : 2 * self->idem_put);
@@ -1769,6 +2009,14 @@ s_lmdb_prune_idem (void *be, int64_t now_ms, const zl_idem_policy_t *policy, siz
     return work;
 }
 
+static size_t
+s_lmdb_prune_idem (void *be, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
+{
+    s_lmdb_t *self = be;
+    return self->async ? s_async_prune_idem (self, now_ms, policy, max)
+                       : s_prune_txn (self, now_ms, policy, max);
+}
+
 // ---------------------------------------------------------------- recovery
 static int
 s_lmdb_recover (void *be, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
@@ -1864,6 +2112,8 @@ static void
 s_lmdb_stats (void *be, zl_store_stats_t *out)
 {
     s_lmdb_t *self = be;
+    s_async_lock (self);
+    bool batch = self->async ? self->async->batch : self->txn != NULL;
     memset (out, 0, sizeof *out);
     out->map_size = self->map_size;
     out->commits = self->commits;
@@ -1874,8 +2124,10 @@ s_lmdb_stats (void *be, zl_store_stats_t *out)
     out->room_walks = self->room_walks;
     out->room_walk_max_us = self->room_walk_max_us;
     reader_t r;
-    if (s_reader (self, &r) != 0)
+    if (s_reader (self, &r) != 0) {
+        s_async_unlock (self);
         return;
+    }
     MDB_stat st;
     for (unsigned p = 0; p < N_PRIO; p++)
         if (mdb_stat (r.txn, self->jobs[p], &st) == 0)
@@ -1891,19 +2143,412 @@ s_lmdb_stats (void *be, zl_store_stats_t *out)
     s_reader_done (&r);
     // the committed state's room (what the open batch let in is not counted)
     uint64_t left = self->room_bytes;
+    bool measured = !self->room_stale; // `left` is a measure, less what was let in since
     s_measure (self, true);
     out->used_bytes = self->room_used;
     out->free_bytes = self->room_bytes + s_growable (self);
-    if (self->txn && left < self->room_bytes)
+    if (batch && measured && left < self->room_bytes)
         self->room_bytes = left; // keep what this turn's Submits took
     out->file_bytes = self->fd >= 0 ? s_file_bytes (self) : 0;
+    s_async_unlock (self);
 }
 
 // An error the fault hook injected into a write, as if LMDB had returned it.
 static zl_store_rc_t
 s_lmdb_fail (void *be, int error, const char *what)
 {
-    return s_rc (be, error, what);
+    s_async_lock (be);
+    zl_store_rc_t rc = s_rc (be, error, what);
+    s_async_unlock (be);
+    return rc;
+}
+
+// ---------------------------------------------------------------- the commit thread
+// (the design: at s_async_t above)
+
+static zl_store_rc_t
+s_async_begin (s_lmdb_t *self, bool sub)
+{
+    s_async_t *a = self->async;
+    if (!a->batch) {
+        a->batch = true;
+        self->has_last_key = false; // the keys' nearness is the loop's (s_idem_room)
+    }
+    if (sub) {
+        a->sub = true;
+        a->sub_mark = zl_overlay_count (a->open);
+    }
+    return ZL_STORE_OK;
+}
+
+// The nested batch ends: kept (`keep` and no `fault`) or its ops dropped.
+static zl_store_rc_t
+s_async_sub_end (s_lmdb_t *self, int fault, bool keep)
+{
+    s_async_t *a = self->async;
+    if (!a->sub)
+        return ZL_STORE_OK;
+    a->sub = false;
+    if (keep && !fault)
+        return ZL_STORE_OK;
+    zl_overlay_cut (a->open, a->sub_mark);
+    if (!fault)
+        return ZL_STORE_OK;
+    pthread_mutex_lock (&a->mu);
+    zl_store_rc_t rc = s_rc (self, fault, "nested commit");
+    pthread_mutex_unlock (&a->mu);
+    return rc;
+}
+
+// A Submit's record of overflow pages: LMDB needs a run of free pages for
+// it, which a fragmented free list may not have although the room is
+// there. The loop's put cannot find out (the thread writes it later, and a
+// failed write there fails the whole batch), so near a full store it is
+// let in only while half the map's unused tail, which is one run, holds it.
+static bool
+s_async_fits (s_lmdb_t *self, size_t size)
+{
+    pthread_mutex_lock (&self->async->mu);
+    s_refresh (self, 0);
+    uint64_t ps = self->page_size, need = (size + 16 + ps - 1) / ps * ps;
+    bool fits = self->room_tail / 2 >= need || self->room_bytes >= need + 8 * s_margin (self);
+    if (!fits)
+        s_room_lost (self, "put job: a record of overflow pages near a full store");
+    pthread_mutex_unlock (&self->async->mu);
+    return fits;
+}
+
+static zl_store_rc_t
+s_async_put_job (s_lmdb_t *self, uint64_t id, const zl_job_rec_t *rec)
+{
+    s_async_t *a = self->async;
+    uint8_t key[OKEY_ID_LEN];
+    void *handle;
+    s_okey_id (key, 'J', id);
+    zl_arena_reset (a->arena);
+    size_t size = zl_record_job_prepare (a->arena, rec, &handle);
+    if (a->sub && size > self->page_size / 2 - 64 && !s_async_fits (self, size))
+        return ZL_STORE_FULL;
+    zl_record_write (handle, zl_overlay_add (a->open, OP_PUT_JOB, zl_record_priority (rec), key,
+                                             sizeof key, NULL, size));
+    return ZL_STORE_OK;
+}
+
+static zl_store_rc_t
+s_async_put_state (s_lmdb_t *self, uint64_t id, const zl_state_rec_t *rec)
+{
+    s_async_t *a = self->async;
+    uint8_t key[OKEY_ID_LEN];
+    void *handle;
+    s_okey_id (key, 'S', id);
+    zl_arena_reset (a->arena);
+    size_t size = zl_record_state_prepare (a->arena, rec, &handle);
+    zl_record_write (handle,
+                     zl_overlay_add (a->open, OP_PUT_STATE, 0, key, sizeof key, NULL, size));
+    return ZL_STORE_OK;
+}
+
+static zl_store_rc_t
+s_async_del_job (s_lmdb_t *self, uint64_t id, unsigned priority)
+{
+    s_async_t *a = self->async;
+    uint8_t key[OKEY_ID_LEN];
+    s_okey_id (key, 'J', id);
+    zl_overlay_add (a->open, OP_DEL_JOB, priority, key, sizeof key, NULL, 0);
+    s_okey_id (key, 'S', id); // the replay's delete of the job takes its state too
+    zl_overlay_add (a->open, OP_DEL_STATE, 0, key, sizeof key, NULL, 0);
+    return ZL_STORE_OK;
+}
+
+static zl_store_rc_t
+s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
+{
+    s_async_t *a = self->async;
+    pthread_mutex_lock (&a->mu);
+    bool room = s_idem_room (self, d, a->sub);
+    pthread_mutex_unlock (&a->mu);
+    if (!room)
+        return ZL_STORE_FULL;
+    uint8_t key[1 + IDEM_KEY_LEN];
+    key[0] = 'I';
+    memcpy (key + 1, d, IDEM_KEY_LEN);
+    s_item_encode (d, rec,
+                   zl_overlay_add (a->open, OP_PUT_IDEM, 0, key, sizeof key, NULL, ITEM_LEN));
+    return ZL_STORE_OK;
+}
+
+static zl_store_rc_t
+s_async_set_next_id (s_lmdb_t *self, uint64_t next_id)
+{
+    zl_overlay_add (self->async->open, OP_NEXT_ID, 0, "N", 1, &next_id, sizeof next_id);
+    return ZL_STORE_OK;
+}
+
+static size_t
+s_async_prune_idem (s_lmdb_t *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max)
+{
+    s_async_t *a = self->async;
+    if (a->batch && !a->sub) {
+        a->prune = true;
+        a->prune_now = now_ms;
+        a->prune_policy = *policy;
+        a->prune_max = max;
+    }
+    return 0; // the thread prunes when it commits the batch (and writes only then)
+}
+
+// One op of the batch, into the thread's transaction.
+static zl_store_rc_t
+s_replay_op (s_lmdb_t *self, const zl_overlay_op_t *op)
+{
+    uint64_t id = 0;
+    void *at;
+    zl_store_rc_t rc = ZL_STORE_OK;
+    if (op->key_len == OKEY_ID_LEN)
+        memcpy (&id, op->key + 1, sizeof id);
+    switch (op->kind) {
+    case OP_PUT_JOB:
+        rc = s_job_reserve (self, id, op->arg < N_PRIO ? op->arg : ZL_PRIORITY_DEFAULT, op->len,
+                            &at);
+        if (rc == ZL_STORE_OK)
+            memcpy (at, op->data, op->len);
+        return rc;
+    case OP_PUT_STATE:
+        rc = s_state_reserve (self, id, op->len, &at);
+        if (rc == ZL_STORE_OK)
+            memcpy (at, op->data, op->len);
+        return rc;
+    case OP_DEL_JOB: return s_del_txn (self, id, op->arg);
+    case OP_PUT_IDEM: {
+        zl_idem_rec_t rec;
+        s_item_decode (op->data, &rec);
+        return s_idem_write (self, op->key + 1, &rec);
+    }
+    case OP_NEXT_ID: {
+        uint64_t next;
+        memcpy (&next, op->data, sizeof next);
+        MDB_val k = {7, "next_id"}, v = {sizeof next, &next};
+        return s_rc (self, mdb_put (self->txn, self->meta, &k, &v, 0), "put next id");
+    }
+    default: return ZL_STORE_OK; // OP_DEL_STATE: the job's delete took it
+    }
+}
+
+// The thread's work on one batch, `mu` held: replay it into a transaction
+// and commit it (LMDB's flushes with `mu` let go).
+static zl_store_rc_t
+s_replay (s_lmdb_t *self)
+{
+    s_async_t *a = self->async;
+    zl_store_rc_t rc = s_begin_txn (self);
+    size_t n = zl_overlay_count (a->flight);
+    for (size_t i = 0; rc == ZL_STORE_OK && i < n; i++) {
+        zl_overlay_op_t op = zl_overlay_at (a->flight, i);
+        rc = s_replay_op (self, &op);
+    }
+    if (rc == ZL_STORE_OK && a->flight_prune) {
+        (void)s_prune_txn (self, a->prune_now, &a->prune_policy, a->prune_max);
+        a->pruned_ms = zl_clock_mono_ms ();
+    }
+    if (rc != ZL_STORE_OK) { // logged by s_rc; nothing of the batch is kept
+        if (self->txn)
+            mdb_txn_abort (self->txn);
+        self->txn = NULL;
+        s_forget_append_pos (self);
+        self->room_stale = true;
+        return rc;
+    }
+    pthread_mutex_unlock (&a->mu); // a test's hook may hold the commit here
+    int fault = zl_store_fault_ask (ZL_STORE_FAULT_FLUSH);
+    pthread_mutex_lock (&a->mu);
+    return s_commit_txn (self, fault, &a->mu);
+}
+
+static void *
+s_committer (void *arg)
+{
+    s_lmdb_t *self = arg;
+    s_async_t *a = self->async;
+    sigset_t all; // the process's signals are the loop's to take
+    sigfillset (&all);
+    pthread_sigmask (SIG_BLOCK, &all, NULL);
+    pthread_mutex_lock (&a->mu);
+    for (;;) {
+        while (!a->running && !a->quit)
+            pthread_cond_wait (&a->cv, &a->mu);
+        if (!a->running)
+            break;
+        a->result = s_replay (self);
+        a->flight_bytes = 0;
+        a->running = false;
+        pthread_cond_broadcast (&a->cv);
+        uint64_t one = 1;
+        if (write (a->efd, &one, sizeof one) < 0) // the loop polls it; it cannot overflow here
+            zl_debug ("store", "%s: commit thread: eventfd: %s", self->dir, strerror (errno));
+    }
+    pthread_mutex_unlock (&a->mu);
+    return NULL;
+}
+
+// Drop the loop's open batch (a commit failed, or it was aborted).
+static void
+s_async_drop (s_async_t *a)
+{
+    zl_overlay_clear (a->open);
+    a->batch = a->sub = a->prune = false;
+    a->open_bytes = 0;
+}
+
+static zl_store_rc_t
+s_async_finish (void *be, bool wait)
+{
+    s_lmdb_t *self = be;
+    s_async_t *a = self->async;
+    if (!a)
+        return ZL_STORE_OK;
+    pthread_mutex_lock (&a->mu);
+    while (a->running && wait)
+        pthread_cond_wait (&a->cv, &a->mu);
+    bool running = a->running;
+    zl_store_rc_t rc = a->result;
+    a->result = ZL_STORE_OK;
+    pthread_mutex_unlock (&a->mu);
+    if (running)
+        return ZL_STORE_PENDING;
+    uint64_t n;
+    if (read (a->efd, &n, sizeof n) < 0 && errno != EAGAIN)
+        zl_debug ("store", "%s: commit thread: eventfd: %s", self->dir, strerror (errno));
+    zl_overlay_clear (a->flight);
+    if (rc != ZL_STORE_OK)
+        s_async_drop (a); // written after a batch that failed: it goes with it
+    return rc;
+}
+
+static zl_store_rc_t
+s_async_start (void *be, int fault)
+{
+    s_lmdb_t *self = be;
+    s_async_t *a = self->async;
+    if (!a)
+        return s_commit_txn (self, fault, NULL); // commits as zl_store_commit
+    if (!a->batch)
+        return ZL_STORE_OK;
+    if (a->sub) // a nested batch left open is dropped
+        zl_overlay_cut (a->open, a->sub_mark);
+    a->sub = false;
+    if (fault) {
+        s_async_drop (a);
+        pthread_mutex_lock (&a->mu);
+        zl_store_rc_t rc = s_rc (self, fault, "commit");
+        pthread_mutex_unlock (&a->mu);
+        return rc;
+    }
+    pthread_mutex_lock (&a->mu);
+    if (a->running) { // store.c closes an empty batch so while one commits
+        pthread_mutex_unlock (&a->mu);
+        s_async_drop (a);
+        return ZL_STORE_PENDING;
+    }
+    // an empty batch goes only for what the thread alone can do: prune the
+    // keys (every second while idle), or the write that frees pages (`tick`)
+    bool idle_prune = a->prune && zl_clock_mono_ms () - a->pruned_ms >= ROOM_IDLE_MS;
+    if (zl_overlay_count (a->open) == 0 && !idle_prune && !self->tick) {
+        pthread_mutex_unlock (&a->mu);
+        s_async_drop (a);
+        return ZL_STORE_OK;
+    }
+    zl_overlay_t *t = a->flight;
+    a->flight = a->open;
+    a->open = t;
+    a->flight_prune = a->prune;
+    a->flight_bytes = a->open_bytes;
+    a->running = true;
+    pthread_cond_broadcast (&a->cv);
+    pthread_mutex_unlock (&a->mu);
+    s_async_drop (a);
+    return ZL_STORE_PENDING;
+}
+
+static int
+s_async_fd (void *be)
+{
+    s_lmdb_t *self = be;
+    return self->async ? self->async->efd : -1;
+}
+
+// zl_store_commit with the thread: start, then wait for the end.
+static zl_store_rc_t
+s_async_commit (s_lmdb_t *self, int fault)
+{
+    if (!self->async->running && !self->async->batch)
+        return ZL_STORE_OK;
+    zl_store_rc_t rc = s_async_finish (self, true);
+    if (rc != ZL_STORE_OK)
+        return rc;
+    rc = s_async_start (self, fault);
+    return rc == ZL_STORE_PENDING ? s_async_finish (self, true) : rc;
+}
+
+static void
+s_async_free (s_async_t *a)
+{
+    zl_overlay_destroy (&a->open);
+    zl_overlay_destroy (&a->flight);
+    zl_arena_destroy (&a->arena);
+    pthread_mutex_destroy (&a->mu);
+    pthread_cond_destroy (&a->cv);
+    close (a->efd);
+    free (a);
+}
+
+static bool
+s_lmdb_commit_thread (void *be)
+{
+    s_lmdb_t *self = be;
+    if (self->async)
+        return true;
+    if (self->mode != ZL_DURABILITY_FSYNC || self->txn)
+        return false; // `none` commits into the page cache: a hand-off would cost more
+    s_async_t *a = ZL_NEW (s_async_t);
+    a->efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (a->efd < 0) {
+        zl_warn ("store", "%s: no commit thread (eventfd: %s): the loop commits", self->dir,
+                 strerror (errno));
+        free (a);
+        return false;
+    }
+    pthread_mutex_init (&a->mu, NULL);
+    pthread_cond_init (&a->cv, NULL);
+    a->open = zl_overlay_new ();
+    a->flight = zl_overlay_new ();
+    a->arena = zl_arena_new (64 * 1024);
+    a->pruned_ms = zl_clock_mono_ms ();
+    self->async = a;
+    int rc = pthread_create (&a->thread, NULL, s_committer, self);
+    if (rc) {
+        zl_warn ("store", "%s: no commit thread (%s): the loop commits", self->dir, strerror (rc));
+        self->async = NULL;
+        s_async_free (a);
+        return false;
+    }
+    return true;
+}
+
+// Stop the thread after the commit under way (a batch still open is dropped,
+// as a closing store aborts its transaction).
+static void
+s_async_stop (s_lmdb_t *self)
+{
+    s_async_t *a = self->async;
+    if (!a)
+        return;
+    pthread_mutex_lock (&a->mu);
+    a->quit = true;
+    pthread_cond_broadcast (&a->cv);
+    pthread_mutex_unlock (&a->mu);
+    pthread_join (a->thread, NULL);
+    self->async = NULL;
+    s_async_free (a);
 }
 
 const zl_store_backend_t zl_store_lmdb = {.name = "lmdb",
@@ -1914,6 +2559,10 @@ const zl_store_backend_t zl_store_lmdb = {.name = "lmdb",
                                           .sub_commit = s_lmdb_sub_commit,
                                           .sub_abort = s_lmdb_sub_abort,
                                           .commit = s_lmdb_commit,
+                                          .commit_start = s_async_start,
+                                          .commit_finish = s_async_finish,
+                                          .commit_fd = s_async_fd,
+                                          .commit_thread = s_lmdb_commit_thread,
                                           .fail = s_lmdb_fail,
                                           .put_job = s_lmdb_put_job,
                                           .put_state = s_lmdb_put_state,

@@ -66,6 +66,7 @@ test_defaults (void **state)
     assert_string_equal (cfg.events, "tcp://127.0.0.1:5572");
     assert_string_equal (cfg.admin, "tcp://127.0.0.1:5573");
     assert_int_equal (cfg.durability, ZL_DURABILITY_FSYNC);
+    assert_false (cfg.commit_on_loop); // fsync on LMDB commits on the store's thread
     assert_int_equal (cfg.scheduler, ZL_SCHED_WFQ);
     assert_int_equal (cfg.heartbeat_ms, 1000);
     assert_int_equal (cfg.liveness, 3);
@@ -114,6 +115,7 @@ static const char *GOOD = "#   zlane broker test configuration\n"
                           "    data = \"/tmp/zlane-data-test\"\n"
                           "    ports_file = \"/tmp/zlane-ports\"\n"
                           "    durability = none\n"
+                          "    commit_on_loop = true\n"
                           "    scheduler = fifo\n"
                           "    heartbeat = 250ms\n"
                           "    liveness = 5\n"
@@ -173,6 +175,7 @@ test_load_file (void **state)
     assert_string_equal (cfg.data_dir, "/tmp/zlane-data-test");
     assert_string_equal (cfg.ports_file, "/tmp/zlane-ports");
     assert_int_equal (cfg.durability, ZL_DURABILITY_NONE);
+    assert_true (cfg.commit_on_loop);
     assert_int_equal (cfg.scheduler, ZL_SCHED_FIFO);
     assert_int_equal (cfg.heartbeat_ms, 250);
     assert_int_equal (cfg.liveness, 5);

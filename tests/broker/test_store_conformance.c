@@ -53,6 +53,7 @@ typedef struct {
     const char *name;
     int (*make) (char *loc, size_t size, char *why, size_t whylen);
     void (*drop) (const char *loc);
+    bool thread; // opened in fsync mode with its commit thread (zl_store_use_commit_thread)
 } s_backend_t;
 
 static int
@@ -125,9 +126,10 @@ s_pg_drop (const char *loc)
 #endif
 
 static const s_backend_t s_backends[] = {
-    {"lmdb", s_lmdb_make, s_lmdb_drop},
+    {"lmdb", s_lmdb_make, s_lmdb_drop, false},
+    {"lmdb", s_lmdb_make, s_lmdb_drop, true},
 #ifdef ZLT_PG_CONFORMANCE
-    {"postgresql", s_pg_make, s_pg_drop},
+    {"postgresql", s_pg_make, s_pg_drop, false},
 #endif
 };
 
@@ -169,10 +171,13 @@ static zl_store_t *
 s_open_mode (fx_t *fx, zl_durability_t mode)
 {
     char err[512] = "";
-    zl_store_t *store = zl_store_open (fx->loc, mode, MAP_SIZE, err, sizeof err);
+    zl_store_t *store = zl_store_open (fx->loc, s_be->thread ? ZL_DURABILITY_FSYNC : mode, MAP_SIZE,
+                                       err, sizeof err);
     if (!store)
         fail_msg ("zl_store_open %s: %s", fx->loc, err);
     assert_string_equal (zl_store_backend_name (store), s_be->name);
+    if (s_be->thread)
+        assert_true (zl_store_use_commit_thread (store));
     // a store that several brokers share is led by one: this test's
     zl_store_lead_t lead;
     assert_int_equal (zl_store_elect (store, 0, &lead), ZL_ROLE_LEADER);
@@ -1016,6 +1021,8 @@ static int
 s_fault (void *ctx, zl_store_fault_t where)
 {
     faults_t *f = ctx;
+    if (where == ZL_STORE_FAULT_FLUSH) // the commit thread's: not a write
+        return 0;
     if (where == ZL_STORE_FAULT_COMMIT) {
         f->commits++;
         return f->commit_error;
@@ -1268,6 +1275,140 @@ test_locations (void **state)
     assert_non_null (strstr (err, "unknown kind of store"));
 }
 
+// With the commit thread the keys are pruned by the commit, in its
+// transaction: zl_store_prune_idem asks for it (and says 0); the commit
+// forgets the keys whose window ended and, past max_keys, the most used
+// up; reads in the batch meanwhile still find them (the broker compares
+// a key's time with its window).
+static void
+test_idempotency_pruned_at_the_commit (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    s_put_key_of (store, 1, "acme", "user-1", 1000, false);
+    for (uint64_t i = 2; i <= 11; i++) {
+        char key[32];
+        snprintf (key, sizeof key, "lib-%llu", (unsigned long long)i);
+        s_put_key_of (store, i, "acme", key, 1000 + (int64_t)i, true);
+    }
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_idem_policy_t policy = {.resend_window_ms = 600, .user_window_ms = 3600000};
+    // lib-2..lib-7 ended their 600 ms by 1607 (a batch that writes: one that
+    // only asks for the pruning commits at most once a second)
+    zl_job_rec_t rec = s_job_rec ("acme", "work", NULL);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 20, &rec), ZL_STORE_OK);
+    assert_int_equal (zl_store_prune_idem (store, 1607, &policy, 100), 0);
+    assert_true (s_has_key (store, "acme", "lib-2", NULL)); // until the commit
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_false (s_has_key (store, "acme", "lib-2", NULL));
+    assert_false (s_has_key (store, "acme", "lib-7", NULL));
+    assert_true (s_has_key (store, "acme", "lib-8", NULL));
+    assert_true (s_has_key (store, "acme", "user-1", NULL));
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.dedup_expired, 6);
+    assert_int_equal (ss.idem_keys, 5);
+    // past the bound: the library keys have used more of their window
+    policy.resend_window_ms = 100000;
+    policy.max_keys = 3;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 21, &rec), ZL_STORE_OK);
+    zl_store_prune_idem (store, 1700, &policy, 100);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.idem_keys, 3);
+    assert_int_equal (ss.dedup_evicted, 2);
+    assert_true (s_has_key (store, "acme", "user-1", NULL));
+    assert_false (s_has_key (store, "acme", "lib-9", NULL));
+    assert_true (s_has_key (store, "acme", "lib-10", NULL));
+    assert_true (s_has_key (store, "acme", "lib-11", NULL));
+    zl_store_close (&store);
+}
+
+// With the commit thread: the next batch is written and read while one
+// commits. Reads see the batch being committed and the open one (the
+// latest write of a record wins, a delete hides it), a nested batch
+// aborted in the open one takes back only its own writes, and a failed
+// commit drops the batch written after it too.
+static void
+test_commit_thread_overlaps_the_next_batch (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx);
+    zl_job_rec_t a = s_job_rec ("t1", "a", NULL), b = s_job_rec ("t2", "b", NULL), got;
+    zl_state_rec_t st = s_state_rec ();
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 2, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_state (store, 2, &st), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    assert_true (zl_store_commit_pending (store));
+    assert_true (zl_store_commit_fd (store) >= 0);
+    // the next batch, while that one commits
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1, &b), ZL_STORE_OK); // replaced
+    assert_int_equal (zl_store_del_job (store, 2, ZL_PRIORITY_DEFAULT), ZL_STORE_OK);
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 3, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 1, &a), ZL_STORE_OK);
+    zl_store_sub_abort (store); // 3 never was, 1 is b's again
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_string_equal (got.tenant, "t2");
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    zl_state_rec_t st_got;
+    assert_int_equal (zl_store_get_state (store, 2, fx->arena, &st_got), ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_job (store, 3, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    // the first commit ends; the open batch is still read over it
+    assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_OK);
+    assert_false (zl_store_commit_pending (store));
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_string_equal (got.tenant, "t2");
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    // all of it after close and open
+    zl_store_close (&store);
+    store = s_open (fx);
+    assert_int_equal (zl_store_get_job (store, 1, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_string_equal (got.tenant, "t2");
+    assert_int_equal (zl_store_get_job (store, 2, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_get_state (store, 2, fx->arena, &st_got), ZL_STORE_NOT_FOUND);
+    // a commit that fails in the thread (a record larger than the map) while
+    // the next batch is written: both batches go, and the store goes on
+    size_t big = (size_t)MAP_SIZE + (1u << 20);
+    uint8_t *payload = calloc (1, big);
+    zl_job_rec_t huge = s_job_rec ("t1", "a", NULL);
+    huge.payload = (zl_bytes_t){payload, big};
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 4, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 5, &huge), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit_start (store), ZL_STORE_PENDING);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 6, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit_finish (store, true), ZL_STORE_FULL);
+    free (payload);
+    assert_false (zl_store_in_batch (store));
+    for (uint64_t id = 4; id <= 6; id++)
+        assert_int_equal (zl_store_get_job (store, id, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                          ZL_STORE_NOT_FOUND);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, 7, &a), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_close (&store);
+    store = s_open (fx);
+    assert_int_equal (zl_store_get_job (store, 7, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_OK);
+    assert_int_equal (zl_store_get_job (store, 4, ZL_PRIORITY_DEFAULT, fx->arena, &got),
+                      ZL_STORE_NOT_FOUND);
+    zl_store_close (&store);
+}
+
 // ---------------------------------------------------------------- main
 #define T(fn) cmocka_unit_test_setup_teardown (fn, s_setup, s_teardown)
 
@@ -1291,12 +1432,34 @@ main (void)
     const struct CMUnitTest generic[] = {
         cmocka_unit_test (test_locations),
     };
+    // with the commit thread, pruning is the commit's (one case of its own)
+    // and the overlap of two batches has a case
+    const struct CMUnitTest threaded[] = {
+        T (test_records_round_trip),
+        T (test_nested_batches_commit_and_abort),
+        T (test_uncommitted_batch_is_gone_after_reopen),
+        T (test_next_id_persists_across_close_and_open),
+        T (test_recover_in_id_order_with_records_and_states),
+        T (test_recover_many),
+        T (test_priorities_found_and_recovered_in_id_order),
+        T (test_idempotency_hit_miss_and_replace),
+        T (test_idempotency_pruned_at_the_commit),
+        T (test_faults_lose_the_batch),
+        T (test_room_and_stats),
+        T (test_commit_thread_overlaps_the_next_batch),
+    };
     int failed = 0;
     for (size_t b = 0; b < sizeof s_backends / sizeof s_backends[0]; b++) {
         s_be = &s_backends[b];
         char name[64];
-        snprintf (name, sizeof name, "store conformance: %s", s_be->name);
-        failed += _cmocka_run_group_tests (name, cases, sizeof cases / sizeof cases[0], NULL, NULL);
+        snprintf (name, sizeof name, "store conformance: %s%s", s_be->name,
+                  s_be->thread ? ", commit thread" : "");
+        if (s_be->thread)
+            failed += _cmocka_run_group_tests (name, threaded, sizeof threaded / sizeof threaded[0],
+                                               NULL, NULL);
+        else
+            failed +=
+                _cmocka_run_group_tests (name, cases, sizeof cases / sizeof cases[0], NULL, NULL);
     }
     failed += cmocka_run_group_tests_name ("store locations", generic, NULL, NULL);
     return failed;

@@ -210,6 +210,16 @@ zlh_drain (zlh_t *self, zlh_msg_fn *fn, void *ctx)
 }
 
 int
+zlh_send (zlh_t *self, zlh_sock_t sock, int peer, const zl_msg_t *msg)
+{
+    size_t size;
+    const void *data = zl_codec_encode (self->codec, msg, &size);
+    if (!data || sock >= ZLH_EVENTS)
+        abort ();
+    return zmq_send (zsock_resolve (self->peers[sock][peer]), data, size, 0) < 0 ? -1 : 0;
+}
+
+int
 zlh_feed (zlh_t *self, zlh_sock_t sock, int peer, const zl_msg_t *msg)
 {
     char id[4];

@@ -65,4 +65,8 @@ int zlh_drain (zlh_t *self, zlh_msg_fn *fn, void *ctx);
     turn). Returns what zl_broker_feed returned (-1: the broker failed). */
 int zlh_feed (zlh_t *self, zlh_sock_t sock, int peer, const zl_msg_t *msg);
 
+/*  Encode `msg` and send it from peer `peer` of `sock` through its socket:
+    the broker reads it in a later zl_broker_turn. Returns 0 or -1. */
+int zlh_send (zlh_t *self, zlh_sock_t sock, int peer, const zl_msg_t *msg);
+
 #endif
