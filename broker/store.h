@@ -193,7 +193,10 @@ zl_store_rc_t zl_store_get_idem (zl_store_t *self, const char *tenant, const cha
     in dedup_evicted, logged). Removes at most `max` keys plus twice the keys
     put since the last call, so that it keeps up with any rate while its
     work stays in proportion to the turn's. Returns how many log entries
-    went. Call inside a batch (outside one it does nothing). */
+    went. Call inside a batch (outside one it does nothing). With a commit
+    thread the pruning is the commit's: the call asks for it and returns 0,
+    the thread prunes in the batch's transaction (a batch with no write
+    asks at most once a second), and until then reads still find the keys. */
 size_t zl_store_prune_idem (zl_store_t *self, int64_t now_ms, const zl_idem_policy_t *policy,
                             size_t max);
 /*  True if `bytes` more can be written now and still leave the margin that

@@ -202,10 +202,8 @@ static zl_msg_t
 s_submit (uint64_t seq)
 {
     static zl_job_spec_t spec;
-    spec = (zl_job_spec_t){.seq = seq,
-                           .tenant = "t",
-                           .lane = "a",
-                           .payload = {(const uint8_t *)"payload", 7}};
+    spec = (zl_job_spec_t){
+        .seq = seq, .tenant = "t", .lane = "a", .payload = {(const uint8_t *)"payload", 7}};
     zl_msg_t m = {.kind = ZL_MSG_SUBMIT};
     m.u.submit = (zl_submit_t){.n = 1, .jobs = &spec};
     return m;
