@@ -894,10 +894,12 @@ zl_replies_release (zl_replies_t *self, size_t *n_gone)
     // what waits for the next commit moves to the front
     size_t rest = self->n_held - self->n_cut;
     size_t at = rest ? self->held[self->n_cut].at : self->held_len;
-    memmove (self->held, self->held + self->n_cut, rest * sizeof *self->held);
-    memmove (self->held_buf, self->held_buf + at, self->held_len - at);
-    for (size_t i = 0; i < rest; i++)
-        self->held[i].at -= at;
+    if (rest) {
+        memmove (self->held, self->held + self->n_cut, rest * sizeof *self->held);
+        memmove (self->held_buf, self->held_buf + at, self->held_len - at);
+        for (size_t i = 0; i < rest; i++)
+            self->held[i].at -= at;
+    }
     self->n_held = rest;
     self->held_len -= at;
     self->n_cut = 0;
