@@ -167,6 +167,7 @@ typedef struct {
     bool progress;       // a progress line may be shown
     bool progress_shown; // one is on the terminal now
     int64_t progress_at;
+    bool held;      // a submit waited for credit since the last line
     char *batch_id; // --open-batch: the batch the job opened (owned)
 } s_run_t;
 
@@ -213,11 +214,15 @@ s_progress (s_run_t *run, bool force)
     if (!force && now - run->progress_at < S_PROGRESS_EVERY_MS)
         return;
     run->progress_at = now;
+    //  Credit comes back a few jobs at a time and is spent at once: the
+    //  line says "waiting for credit" if a submit waited for it since the
+    //  last line, not only if this instant is one without any.
     const char *state = "";
     if (!zl_producer_connected (run->producer))
         state = ", waiting for broker";
-    else if (zl_producer_waiting_for_credit (run->producer))
+    else if (run->held || zl_producer_waiting_for_credit (run->producer))
         state = ", waiting for credit";
+    run->held = false;
     fprintf (stderr, "\r\033[K" S_PROGRAM ": submitted %llu, accepted %llu%s",
              (unsigned long long)run->submitted, (unsigned long long)run->accepted, state);
     if (run->rejected || run->timed_out)
@@ -373,6 +378,7 @@ s_submit (s_run_t *run, const zl_producer_job_t *job)
             s_say (run, "cannot submit: %s", zl_producer_last_error (run->producer));
             return -1;
         }
+        run->held = true;
         if (zl_clock_mono_ms () - start >= run->args->timeout_ms) {
             char took[32];
             s_seconds (run->args->timeout_ms, took, sizeof took);
