@@ -321,13 +321,15 @@ main (int argc, char **argv)
 {
     zl_log_set_program ("zlane-broker");
 #ifdef __GLIBC__
-    //  Large blocks (a batch's overlay, a queue's array as it grows) come
-    //  from mmap and go back to the system when freed. glibc's default
-    //  raises the threshold after each such free, so that the next large
-    //  blocks come from the heap, where the job records allocated around
-    //  them pin the freed space: with the commit thread's batches that
-    //  cost about 20 bytes of RSS per queued job (bench/RESULTS.md).
-    mallopt (M_MMAP_THRESHOLD, 128 * 1024);
+    //  Blocks of 4 MiB and more (a large batch's overlay, a queue's array
+    //  as it grows) come from mmap and go back to the system when freed.
+    //  glibc's default raises the threshold after each such free, up to
+    //  32 MiB, so that the next large blocks come from the heap, where the
+    //  job records allocated around them pin the space once freed: with the
+    //  commit thread's batches that cost about 20 bytes of RSS per queued
+    //  job (bench/RESULTS.md). Not lower: LMDB allocates 3 MiB for each
+    //  nested transaction (a Submit's), which must stay on the heap.
+    mallopt (M_MMAP_THRESHOLD, 4 << 20);
 #endif
     zl_broker_config_t cfg;
     zl_broker_config_defaults (&cfg);
