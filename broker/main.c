@@ -328,8 +328,12 @@ main (int argc, char **argv)
     //  job records allocated around them pin the space once freed: with the
     //  commit thread's batches that cost about 20 bytes of RSS per queued
     //  job (bench/RESULTS.md). Not lower: LMDB allocates 3 MiB for each
-    //  nested transaction (a Submit's), which must stay on the heap.
+    //  nested transaction (a Submit's), which must stay on the heap, and
+    //  the heap must not give it back to the system at each free (glibc's
+    //  trim threshold, which a fixed mmap threshold leaves at 128 KiB: a
+    //  brk up and down each Submit, 30 % of the loop's time at low load).
     mallopt (M_MMAP_THRESHOLD, 4 << 20);
+    mallopt (M_TRIM_THRESHOLD, 8 << 20);
 #endif
     zl_broker_config_t cfg;
     zl_broker_config_defaults (&cfg);
