@@ -1270,8 +1270,9 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     }
     zl_store_location_safe (where, self->where, sizeof self->where);
     self->early_dispatch = !cfg->dispatch_after_commit && zl_store_exclusive (self->store);
-    self->defer_commits = !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
-                          zl_store_use_commit_thread (self->store);
+    self->defer_commits =
+        !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
+        zl_store_use_commit_thread (self->store, (int64_t)cfg->commit_interval_ms * 1000);
     self->ids = zl_id_counter_new (self->early_dispatch);
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
     if (!ep) {

@@ -20,6 +20,7 @@ zl_broker_config_defaults (zl_broker_config_t *cfg)
     cfg->data_dir = zl_strdup ("./zlane-data");
     cfg->durability = ZL_DURABILITY_FSYNC;
     cfg->map_size = 4ULL << 30;
+    cfg->commit_interval_ms = 5;
     cfg->scheduler = ZL_SCHED_WFQ;
     cfg->wfq_quantum_us = ZL_SCHED_QUANTUM_US;
     cfg->max_payload = 1024 * 1024;
@@ -297,6 +298,8 @@ static const s_key_t s_broker_key_list[] = {
     {"durability", s_durability, S_FIELD (zl_broker_config_t, durability, zl_durability_t)},
     {"dispatch_after_commit", S_BOOL (zl_broker_config_t, dispatch_after_commit)},
     {"commit_on_loop", S_BOOL (zl_broker_config_t, commit_on_loop)},
+    {"commit_interval", S_DUR (zl_broker_config_t, commit_interval_ms), 0, 1000,
+     "commit_interval must be between 0 and 1s"},
     {"scheduler", s_scheduler, S_FIELD (zl_broker_config_t, scheduler, zl_sched_policy_t)},
     {"wfq_quantum_us", S_NUM (zl_broker_config_t, wfq_quantum_us)},
     {"map_size", S_NUM (zl_broker_config_t, map_size), 1u << 20, UINT64_MAX,

@@ -79,6 +79,9 @@ static const s_flag_t s_flags[] = {
     SWITCH ("commit-on-loop", "commit_on_loop", "true",
             "fsync on LMDB: commit on the loop's thread, not\n"
             "the store's own (every turn waits for its flushes)"),
+    KEY ("commit-interval", "DUR", "commit_interval",
+         "fsync on LMDB: under a steady stream, commits at\n"
+         "most this often; a lone job's at once      [5ms]"),
     KEY ("map-size", "SIZE", "map_size", "the store's size limit   [4GiB]"),
     KEY ("scheduler", "S", "scheduler", "wfq | fifo               [wfq]"),
     KEY ("wfq-quantum-us", "N", "wfq_quantum_us",

@@ -399,9 +399,10 @@ zl_store_commit_finish (zl_store_t *self, bool wait)
 }
 
 bool
-zl_store_use_commit_thread (zl_store_t *self)
+zl_store_use_commit_thread (zl_store_t *self, int64_t interval_us)
 {
-    return !self->batch && self->be->commit_thread && self->be->commit_thread (self->impl);
+    return !self->batch && self->be->commit_thread &&
+           self->be->commit_thread (self->impl, interval_us > 0 ? interval_us : 0);
 }
 
 bool

@@ -149,8 +149,15 @@ zl_store_rc_t zl_store_commit_finish (zl_store_t *self, bool wait);
     ZL_STORE_PENDING, as on PostgreSQL. Call after open, outside a batch.
     Returns false where the backend has no such thread (PostgreSQL, whose
     database commits while the caller goes on; LMDB in `none` mode, whose
-    commit writes only into the page cache). */
-bool zl_store_use_commit_thread (zl_store_t *self);
+    commit writes only into the page cache).
+    `interval_us`: while writes come in a steady stream (a batch's first
+    write came while the loop still waited for the commit before), the
+    thread starts a commit no sooner than this after the last one began:
+    fewer flushes, each with more in it, and the same jobs dispatched; a
+    batch begun while the thread was idle, or committed by zl_store_commit,
+    goes at once. 0: every commit as soon as the last one ended. Called
+    again, it sets the interval of the thread there is. */
+bool zl_store_use_commit_thread (zl_store_t *self, int64_t interval_us);
 /*  True while a commit is under way. */
 bool zl_store_commit_pending (zl_store_t *self);
 /*  The file descriptor that turns readable when the commit under way may

@@ -47,8 +47,9 @@ typedef struct {
     zl_store_rc_t (*commit_finish) (void *self, bool wait);
     int (*commit_fd) (void *self);
     /*  Commit on a thread of the backend's own from now on (store.h's
-        zl_store_use_commit_thread); NULL or false: it cannot. */
-    bool (*commit_thread) (void *self);
+        zl_store_use_commit_thread, with its interval); NULL or false: it
+        cannot. */
+    bool (*commit_thread) (void *self, int64_t interval_us);
     zl_store_rc_t (*fail) (void *self, int error, const char *what);
     zl_store_rc_t (*put_job) (void *self, uint64_t id, const zl_job_rec_t *rec);
     zl_store_rc_t (*put_state) (void *self, uint64_t id, const zl_state_rec_t *rec);

@@ -60,6 +60,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FULL_MARGIN (4u << 20)    // bytes kept free so acks and deletes always fit
@@ -185,6 +186,14 @@ struct _s_async_t {
     uint64_t open_bytes;   // what zl_store_has_room let into `open`, and
     uint64_t flight_bytes; //   into `flight`: not in LMDB's state yet, so not in a measure
     zl_arena_t *arena;     // the loop's encoding of records
+    // the commit interval (zl_store_use_commit_thread): a batch whose first
+    // write came while the loop still waited for a commit (`handed`) is
+    // `behind` one, under a steady stream of writes; the thread starts its
+    // commit no sooner than `interval_us` after the last one's start
+    int64_t interval_us;
+    bool handed; // the loop's: a commit handed over has not been finished
+    bool open_behind, flight_behind;
+    int64_t last_start_us; // the thread's: its last commit began (monotonic)
 };
 
 // The ops of an overlay, and the first byte of their keys: a job's record
@@ -2200,6 +2209,17 @@ s_async_sub_end (s_lmdb_t *self, int fault, bool keep)
     return rc;
 }
 
+// An op into the loop's open batch; the first one while a commit handed
+// over is unfinished makes the batch one that follows a steady stream.
+static void *
+s_async_add (s_async_t *a, int kind, uint64_t arg, const void *key, size_t key_len,
+             const void *data, size_t len)
+{
+    if (a->handed && zl_overlay_count (a->open) == 0)
+        a->open_behind = true;
+    return zl_overlay_add (a->open, kind, arg, key, key_len, data, len);
+}
+
 // A Submit's record of overflow pages: LMDB needs a run of free pages for
 // it, which a fragmented free list may not have although the room is
 // there. The loop's put cannot find out (the thread writes it later, and a
@@ -2229,8 +2249,8 @@ s_async_put_job (s_lmdb_t *self, uint64_t id, const zl_job_rec_t *rec)
     size_t size = zl_record_job_prepare (a->arena, rec, &handle);
     if (a->sub && size > self->page_size / 2 - 64 && !s_async_fits (self, size))
         return ZL_STORE_FULL;
-    zl_record_write (handle, zl_overlay_add (a->open, OP_PUT_JOB, zl_record_priority (rec), key,
-                                             sizeof key, NULL, size));
+    zl_record_write (
+        handle, s_async_add (a, OP_PUT_JOB, zl_record_priority (rec), key, sizeof key, NULL, size));
     return ZL_STORE_OK;
 }
 
@@ -2243,8 +2263,7 @@ s_async_put_state (s_lmdb_t *self, uint64_t id, const zl_state_rec_t *rec)
     s_okey_id (key, 'S', id);
     zl_arena_reset (a->arena);
     size_t size = zl_record_state_prepare (a->arena, rec, &handle);
-    zl_record_write (handle,
-                     zl_overlay_add (a->open, OP_PUT_STATE, 0, key, sizeof key, NULL, size));
+    zl_record_write (handle, s_async_add (a, OP_PUT_STATE, 0, key, sizeof key, NULL, size));
     return ZL_STORE_OK;
 }
 
@@ -2254,9 +2273,9 @@ s_async_del_job (s_lmdb_t *self, uint64_t id, unsigned priority)
     s_async_t *a = self->async;
     uint8_t key[OKEY_ID_LEN];
     s_okey_id (key, 'J', id);
-    zl_overlay_add (a->open, OP_DEL_JOB, priority, key, sizeof key, NULL, 0);
+    s_async_add (a, OP_DEL_JOB, priority, key, sizeof key, NULL, 0);
     s_okey_id (key, 'S', id); // the replay's delete of the job takes its state too
-    zl_overlay_add (a->open, OP_DEL_STATE, 0, key, sizeof key, NULL, 0);
+    s_async_add (a, OP_DEL_STATE, 0, key, sizeof key, NULL, 0);
     return ZL_STORE_OK;
 }
 
@@ -2272,15 +2291,14 @@ s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_r
     uint8_t key[1 + IDEM_KEY_LEN];
     key[0] = 'I';
     memcpy (key + 1, d, IDEM_KEY_LEN);
-    s_item_encode (d, rec,
-                   zl_overlay_add (a->open, OP_PUT_IDEM, 0, key, sizeof key, NULL, ITEM_LEN));
+    s_item_encode (d, rec, s_async_add (a, OP_PUT_IDEM, 0, key, sizeof key, NULL, ITEM_LEN));
     return ZL_STORE_OK;
 }
 
 static zl_store_rc_t
 s_async_set_next_id (s_lmdb_t *self, uint64_t next_id)
 {
-    zl_overlay_add (self->async->open, OP_NEXT_ID, 0, "N", 1, &next_id, sizeof next_id);
+    s_async_add (self->async, OP_NEXT_ID, 0, "N", 1, &next_id, sizeof next_id);
     return ZL_STORE_OK;
 }
 
@@ -2364,6 +2382,29 @@ s_replay (s_lmdb_t *self)
     return s_commit_txn (self, fault, &a->mu);
 }
 
+static int64_t
+s_real_us (void) // the disk's time, not zl_clock's (which a test may stop)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+// A batch behind a steady stream of writes waits for the commit interval
+// to pass since the last commit began (`mu` held; let go while it waits):
+// fewer flushes while the stream lasts, each with more in it. The jobs
+// have left for their workers already; their Accepted waits with it. A
+// batch begun while the thread was idle, and a quitting store, go at once.
+static void
+s_interval_wait (s_async_t *a)
+{
+    int64_t due = a->last_start_us + a->interval_us;
+    struct timespec ts = {(time_t)(due / 1000000), (long)(due % 1000000) * 1000};
+    while (a->interval_us > 0 && a->flight_behind && !a->quit && s_real_us () < due)
+        pthread_cond_timedwait (&a->cv, &a->mu, &ts); // (a monotonic cv)
+    a->last_start_us = s_real_us ();
+}
+
 static void *
 s_committer (void *arg)
 {
@@ -2378,6 +2419,7 @@ s_committer (void *arg)
             pthread_cond_wait (&a->cv, &a->mu);
         if (!a->running)
             break;
+        s_interval_wait (a);
         a->result = s_replay (self);
         a->flight_bytes = 0;
         a->running = false;
@@ -2395,7 +2437,7 @@ static void
 s_async_drop (s_async_t *a)
 {
     zl_overlay_clear (a->open);
-    a->batch = a->sub = a->prune = false;
+    a->batch = a->sub = a->prune = a->open_behind = false;
     a->open_bytes = 0;
 }
 
@@ -2407,6 +2449,10 @@ s_async_finish (void *be, bool wait)
     if (!a)
         return ZL_STORE_OK;
     pthread_mutex_lock (&a->mu);
+    if (wait && a->running) { // its caller waits: no interval
+        a->flight_behind = false;
+        pthread_cond_broadcast (&a->cv);
+    }
     while (a->running && wait)
         pthread_cond_wait (&a->cv, &a->mu);
     bool running = a->running;
@@ -2415,6 +2461,7 @@ s_async_finish (void *be, bool wait)
     pthread_mutex_unlock (&a->mu);
     if (running)
         return ZL_STORE_PENDING;
+    a->handed = false;
     uint64_t n;
     if (read (a->efd, &n, sizeof n) < 0 && errno != EAGAIN)
         zl_debug ("store", "%s: commit thread: eventfd: %s", self->dir, strerror (errno));
@@ -2462,7 +2509,8 @@ s_async_start (void *be, int fault)
     a->open = t;
     a->flight_prune = a->prune;
     a->flight_bytes = a->open_bytes;
-    a->running = true;
+    a->flight_behind = a->open_behind;
+    a->handed = a->running = true;
     pthread_cond_broadcast (&a->cv);
     pthread_mutex_unlock (&a->mu);
     s_async_drop (a);
@@ -2485,6 +2533,7 @@ s_async_commit (s_lmdb_t *self, int fault)
     zl_store_rc_t rc = s_async_finish (self, true);
     if (rc != ZL_STORE_OK)
         return rc;
+    self->async->open_behind = false; // its caller waits for it: no interval
     rc = s_async_start (self, fault);
     return rc == ZL_STORE_PENDING ? s_async_finish (self, true) : rc;
 }
@@ -2502,11 +2551,15 @@ s_async_free (s_async_t *a)
 }
 
 static bool
-s_lmdb_commit_thread (void *be)
+s_lmdb_commit_thread (void *be, int64_t interval_us)
 {
     s_lmdb_t *self = be;
-    if (self->async)
+    if (self->async) {
+        pthread_mutex_lock (&self->async->mu);
+        self->async->interval_us = interval_us;
+        pthread_mutex_unlock (&self->async->mu);
         return true;
+    }
     if (self->mode != ZL_DURABILITY_FSYNC || self->txn)
         return false; // `none` commits into the page cache: a hand-off would cost more
     s_async_t *a = ZL_NEW (s_async_t);
@@ -2518,7 +2571,12 @@ s_lmdb_commit_thread (void *be)
         return false;
     }
     pthread_mutex_init (&a->mu, NULL);
-    pthread_cond_init (&a->cv, NULL);
+    pthread_condattr_t ca; // the interval's wait is on the monotonic clock
+    pthread_condattr_init (&ca);
+    pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+    pthread_cond_init (&a->cv, &ca);
+    pthread_condattr_destroy (&ca);
+    a->interval_us = interval_us;
     a->open = zl_overlay_new ();
     a->flight = zl_overlay_new ();
     a->arena = zl_arena_new (64 * 1024);

@@ -10,7 +10,11 @@
       batch the turns wrote meanwhile) carries the later Submits' Accepted,
       in order;
     - a commit that fails on the thread stops the broker with none of the
-      held replies sent, and a restart recovers only what was committed. */
+      held replies sent, and a restart recovers only what was committed;
+    - with a commit interval, a producer that waits for each Accepted
+      before it sends the next job is answered at once every time, and a
+      batch written while a commit ran (a stream) is committed no sooner
+      than the interval after that commit began. */
 #include "broker.h"
 #include "broker_harness.h"
 #include "config.h"
@@ -51,9 +55,10 @@ static struct {
     // the hold on the thread's commit
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool hold;      // hold the next commits
-    int held;       // commits waiting at the hook now
-    int flush_fail; // what the next commit fails with (0: none)
+    bool hold;            // hold the next commits
+    int held;             // commits waiting at the hook now
+    int flush_fail;       // what the next commit fails with (0: none)
+    uint64_t interval_ms; // the broker's commit_interval (0: its default)
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static int
@@ -138,6 +143,8 @@ s_start (void)
     zl_broker_config_defaults (&T.cfg); // fsync: the commit thread
     zlh_config_inproc (&T.cfg, T.dir);
     zl_broker_config_lane (&T.cfg, "a");
+    if (T.interval_ms)
+        T.cfg.commit_interval_ms = T.interval_ms;
     char err[512];
     T.broker = zl_broker_new (&T.cfg, err, sizeof err);
     if (!T.broker)
@@ -164,6 +171,7 @@ s_setup (void **state)
     assert_non_null (T.dir);
     T.hold = false;
     T.flush_fail = 0;
+    T.interval_ms = 0;
     zl_store_set_fault (s_fault, NULL);
     s_start ();
     return 0;
@@ -220,16 +228,23 @@ s_connect (void)
     T.n_seen = 0;
 }
 
+// Run turns (at most `turns`) until `want` messages of `kind` have come.
+static void
+s_turn_until (zl_msg_kind_t kind, size_t want, int turns)
+{
+    for (int i = 0; i < turns && s_count (kind, NULL) < want; i++) {
+        assert_int_equal (zl_broker_turn (T.broker, 10), ZL_TURN_OK);
+        zlh_drain (T.h, s_record, NULL);
+    }
+}
+
 // Send `msg` from the producer and run turns until the broker has read it
 // (its Dispatch or Accepted came, or `n` turns).
 static void
 s_send_and_turn (const zl_msg_t *msg, zl_msg_kind_t until, size_t want)
 {
     assert_int_equal (zlh_send (T.h, ZLH_FRONTEND, 0, msg), 0);
-    for (int i = 0; i < 200 && s_count (until, NULL) < want; i++) {
-        assert_int_equal (zl_broker_turn (T.broker, 10), ZL_TURN_OK);
-        zlh_drain (T.h, s_record, NULL);
-    }
+    s_turn_until (until, want, 200);
     assert_int_equal (s_count (until, NULL), want);
 }
 
@@ -252,10 +267,7 @@ test_turns_go_on_while_a_commit_is_held (void **state)
     assert_int_equal (s_count (ZL_MSG_CREDIT, NULL), 0);
     // let the commits go: job 1's Accepted, then (the next commit) 2's and 3's
     s_hold (false);
-    for (int i = 0; i < 500 && s_count (ZL_MSG_ACCEPTED, NULL) < 3; i++) {
-        assert_int_equal (zl_broker_turn (T.broker, 10), ZL_TURN_OK);
-        zlh_drain (T.h, s_record, NULL);
-    }
+    s_turn_until (ZL_MSG_ACCEPTED, 3, 500);
     uint64_t seqs[8];
     assert_int_equal (s_count (ZL_MSG_ACCEPTED, seqs), 3);
     assert_int_equal (seqs[0], 1);
@@ -267,10 +279,7 @@ test_turns_go_on_while_a_commit_is_held (void **state)
     zl_msg_t ready = s_ready ();
     assert_int_equal (zlh_feed (T.h, ZLH_BACKEND, 0, &ready), ZL_TURN_OK);
     zlh_drain (T.h, s_record, NULL);
-    for (int i = 0; i < 200 && s_count (ZL_MSG_DISPATCH, NULL) < 3; i++) {
-        assert_int_equal (zl_broker_turn (T.broker, 10), ZL_TURN_OK);
-        zlh_drain (T.h, s_record, NULL);
-    }
+    s_turn_until (ZL_MSG_DISPATCH, 3, 200);
     assert_int_equal (s_count (ZL_MSG_DISPATCH, NULL), 3);
 }
 
@@ -312,6 +321,57 @@ test_a_commit_failed_on_the_thread_sends_nothing (void **state)
     assert_int_equal (s_count (ZL_MSG_DISPATCH, NULL), 1);
 }
 
+static int64_t
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+test_the_interval_spaces_a_stream_not_a_lone_job (void **state)
+{
+    (void)state;
+    enum { INTERVAL_MS = 2000 };
+    s_stop ();
+    T.interval_ms = INTERVAL_MS;
+    s_start ();
+    s_connect ();
+    // one job at a time, each sent once the last is accepted: no waits
+    int64_t t0 = s_now_ms ();
+    for (uint64_t seq = 1; seq <= 3; seq++) {
+        zl_msg_t m = s_submit (seq);
+        s_send_and_turn (&m, ZL_MSG_ACCEPTED, seq);
+    }
+    int64_t lone_ms = s_now_ms () - t0;
+    printf ("  3 jobs one after another, each waiting for its Accepted: %lld ms "
+            "(interval %d ms)\n",
+            (long long)lone_ms, INTERVAL_MS);
+    assert_true (lone_ms < INTERVAL_MS / 2);
+    // a stream: job 5 comes while job 4's commit runs (held at its flush)
+    s_hold (true);
+    int64_t t4 = s_now_ms (); // job 4's commit begins after this
+    zl_msg_t m = s_submit (4);
+    s_send_and_turn (&m, ZL_MSG_DISPATCH, 4);
+    s_wait_held ();
+    m = s_submit (5);
+    s_send_and_turn (&m, ZL_MSG_DISPATCH, 5); // it starts at once all the same
+    s_hold (false);
+    s_turn_until (ZL_MSG_ACCEPTED, 4, 1000);
+    assert_int_equal (s_count (ZL_MSG_ACCEPTED, NULL), 4); // job 4's
+    int64_t t_held_done = s_now_ms ();
+    s_turn_until (ZL_MSG_ACCEPTED, 5, 1000);
+    uint64_t seqs[8];
+    assert_int_equal (s_count (ZL_MSG_ACCEPTED, seqs), 5);
+    assert_int_equal (seqs[4], 5);
+    int64_t stream_ms = s_now_ms () - t4;
+    printf ("  job 5, written while job 4's commit ran: accepted %lld ms after job 4 was "
+            "sent, %lld ms after job 4's Accepted\n",
+            (long long)stream_ms, (long long)(s_now_ms () - t_held_done));
+    assert_true (stream_ms >= INTERVAL_MS);
+}
+
 int
 main (void)
 {
@@ -319,6 +379,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_turns_go_on_while_a_commit_is_held, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_a_commit_failed_on_the_thread_sends_nothing, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_the_interval_spaces_a_stream_not_a_lone_job, s_setup,
                                          s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -66,7 +66,8 @@ test_defaults (void **state)
     assert_string_equal (cfg.events, "tcp://127.0.0.1:5572");
     assert_string_equal (cfg.admin, "tcp://127.0.0.1:5573");
     assert_int_equal (cfg.durability, ZL_DURABILITY_FSYNC);
-    assert_false (cfg.commit_on_loop); // fsync on LMDB commits on the store's thread
+    assert_false (cfg.commit_on_loop);            // fsync on LMDB commits on the store's thread
+    assert_int_equal (cfg.commit_interval_ms, 5); // a stream's commits 5 ms apart
     assert_int_equal (cfg.scheduler, ZL_SCHED_WFQ);
     assert_int_equal (cfg.heartbeat_ms, 1000);
     assert_int_equal (cfg.liveness, 3);
@@ -116,6 +117,7 @@ static const char *GOOD = "#   zlane broker test configuration\n"
                           "    ports_file = \"/tmp/zlane-ports\"\n"
                           "    durability = none\n"
                           "    commit_on_loop = true\n"
+                          "    commit_interval = 20ms\n"
                           "    scheduler = fifo\n"
                           "    heartbeat = 250ms\n"
                           "    liveness = 5\n"
@@ -176,6 +178,7 @@ test_load_file (void **state)
     assert_string_equal (cfg.ports_file, "/tmp/zlane-ports");
     assert_int_equal (cfg.durability, ZL_DURABILITY_NONE);
     assert_true (cfg.commit_on_loop);
+    assert_int_equal (cfg.commit_interval_ms, 20);
     assert_int_equal (cfg.scheduler, ZL_SCHED_FIFO);
     assert_int_equal (cfg.heartbeat_ms, 250);
     assert_int_equal (cfg.liveness, 5);
@@ -284,6 +287,7 @@ test_bad_values_name_the_key (void **state)
         {"broker\n    liveness = 0\n", "liveness"},
         {"broker\n    heartbeat = 0ms\n", "heartbeat"},
         {"broker\n    heartbeat = 2h\n", "heartbeat"},
+        {"broker\n    commit_interval = 2s\n", "commit_interval"},
         {"broker\n    durability = maybe\n", "durability"},
         {"broker\n    scheduler = random\n", "scheduler"},
         {"broker\n    auto_lanes = perhaps\n", "auto_lanes"},

@@ -177,7 +177,7 @@ s_open_mode (fx_t *fx, zl_durability_t mode)
         fail_msg ("zl_store_open %s: %s", fx->loc, err);
     assert_string_equal (zl_store_backend_name (store), s_be->name);
     if (s_be->thread)
-        assert_true (zl_store_use_commit_thread (store));
+        assert_true (zl_store_use_commit_thread (store, 0));
     // a store that several brokers share is led by one: this test's
     zl_store_lead_t lead;
     assert_int_equal (zl_store_elect (store, 0, &lead), ZL_ROLE_LEADER);
