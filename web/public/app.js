@@ -420,7 +420,7 @@
     },
     async load() {
       const r = await api("/api/workers");
-      const head = h("tr", {}, ["name", "host", "lanes", "capacity", "in flight", "last heartbeat"].map((c, i) => h("th", { class: i >= 3 ? "num" : null, text: c })));
+      const head = h("tr", {}, ["name", "host", "lanes", "capacity", "in flight", "heartbeat every", "last heartbeat"].map((c, i) => h("th", { class: i >= 3 ? "num" : null, text: c })));
       const rows = r.workers.map((w) =>
         h(
           "tr",
@@ -430,10 +430,11 @@
           h("td", { text: w.lanes.join(", ") }),
           h("td", { class: "num", text: w.capacity ? fmtN(w.capacity) : "draining" }),
           h("td", { class: "num", text: fmtN(w.inFlight) }),
+          h("td", { class: "num", text: fmtAge(w.heartbeatMs) }), // its own pace ("-": not reported)
           h("td", { class: "num", text: `${fmtAge(w.lastSeenAgeMs) === "-" ? "0 ms" : fmtAge(w.lastSeenAgeMs)} ago` }),
         ),
       );
-      morph(this.table, h("table", { id: "workers" }, h("thead", {}, head), h("tbody", {}, rows.length ? rows : [h("tr", {}, h("td", { colspan: 6, class: "muted", text: "no worker is connected" }))])));
+      morph(this.table, h("table", { id: "workers" }, h("thead", {}, head), h("tbody", {}, rows.length ? rows : [h("tr", {}, h("td", { colspan: 7, class: "muted", text: "no worker is connected" }))])));
     },
     onStats() {
       this.load().catch(() => {});

@@ -86,6 +86,7 @@ test("the dashboard in Chromium", { timeout: 150000 }, async (t) => {
     endpoints: broker.backend,
     name: "mail-1",
     concurrency: 2,
+    heartbeatMs: 1500, // shown on the workers page
     handlers: {
       emails: async (job) => {
         const text = job.text();
@@ -295,6 +296,7 @@ test("the dashboard in Chromium", { timeout: 150000 }, async (t) => {
     const cells = await page.$$eval('tr[data-worker="mail-1"] td', (tds) => tds.map((td) => td.textContent));
     assert.equal(cells[1], "127.0.0.1");
     assert.equal(cells[2], "emails");
+    assert.equal(cells[5], "1.5 s"); // the worker's heartbeat pace, as it reported it
     await gotoView(page, dash.url, "/tenants?q=bet", "tenants");
     const tenants = await page.$$eval("#tenants tbody tr", (trs) => trs.map((tr) => tr.dataset.tenant));
     assert.deepEqual([...new Set(tenants)], ["beta"]);
