@@ -39,6 +39,7 @@
 #include "store_backend.h"
 
 #include "clock.h"
+#include "commit_pace.h"
 #include "log.h"
 #include "overlay.h"
 #include "siphash.h"
@@ -182,18 +183,12 @@ struct _s_async_t {
     int64_t prune_now;
     zl_idem_policy_t prune_policy;
     size_t prune_max;
-    int64_t pruned_ms;     // the thread last pruned (monotonic): an idle store prunes every second
-    uint64_t open_bytes;   // what zl_store_has_room let into `open`, and
-    uint64_t flight_bytes; //   into `flight`: not in LMDB's state yet, so not in a measure
-    zl_arena_t *arena;     // the loop's encoding of records
-    // the commit interval (zl_store_use_commit_thread): a batch whose first
-    // write came while the loop still waited for a commit (`handed`) is
-    // `behind` one, under a steady stream of writes; the thread starts its
-    // commit no sooner than `interval_us` after the last one's start
-    int64_t interval_us;
-    bool handed; // the loop's: a commit handed over has not been finished
-    bool open_behind, flight_behind;
-    int64_t last_start_us; // the thread's: its last commit began (monotonic)
+    int64_t pruned_ms;      // the thread last pruned (monotonic): an idle store prunes every second
+    uint64_t open_bytes;    // what zl_store_has_room let into `open`, and
+    uint64_t flight_bytes;  //   into `flight`: not in LMDB's state yet, so not in a measure
+    zl_arena_t *arena;      // the loop's encoding of records
+    zl_commit_pace_t *pace; // when the thread may start a commit (--commit-interval)
+    bool flight_behind;     // `flight` follows a stream: it waits for the pace
 };
 
 // The ops of an overlay, and the first byte of their keys: a job's record
@@ -2209,14 +2204,13 @@ s_async_sub_end (s_lmdb_t *self, int fault, bool keep)
     return rc;
 }
 
-// An op into the loop's open batch; the first one while a commit handed
-// over is unfinished makes the batch one that follows a steady stream.
+// An op into the loop's open batch (the pace learns whether the batch
+// began while a commit was under way).
 static void *
 s_async_add (s_async_t *a, int kind, uint64_t arg, const void *key, size_t key_len,
              const void *data, size_t len)
 {
-    if (a->handed && zl_overlay_count (a->open) == 0)
-        a->open_behind = true;
+    zl_commit_pace_write (a->pace, zl_overlay_count (a->open) == 0);
     return zl_overlay_add (a->open, kind, arg, key, key_len, data, len);
 }
 
@@ -2390,19 +2384,19 @@ s_real_us (void) // the disk's time, not zl_clock's (which a test may stop)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-// A batch behind a steady stream of writes waits for the commit interval
-// to pass since the last commit began (`mu` held; let go while it waits):
-// fewer flushes while the stream lasts, each with more in it. The jobs
-// have left for their workers already; their Accepted waits with it. A
-// batch begun while the thread was idle, and a quitting store, go at once.
+// Wait (`mu` held; let go meanwhile) until the pace lets the batch's
+// commit start: a batch that follows a stream waits out the interval (the
+// jobs have left for their workers already; their Accepted waits with it)
+// unless a caller comes to wait for it or the store closes.
 static void
-s_interval_wait (s_async_t *a)
+s_pace_wait (s_async_t *a)
 {
-    int64_t due = a->last_start_us + a->interval_us;
-    struct timespec ts = {(time_t)(due / 1000000), (long)(due % 1000000) * 1000};
-    while (a->interval_us > 0 && a->flight_behind && !a->quit && s_real_us () < due)
+    int64_t due;
+    while ((due = zl_commit_pace_due (a->pace, a->flight_behind)) > s_real_us () && !a->quit) {
+        struct timespec ts = {(time_t)(due / 1000000), (long)(due % 1000000) * 1000};
         pthread_cond_timedwait (&a->cv, &a->mu, &ts); // (a monotonic cv)
-    a->last_start_us = s_real_us ();
+    }
+    zl_commit_pace_started (a->pace, s_real_us ());
 }
 
 static void *
@@ -2419,7 +2413,7 @@ s_committer (void *arg)
             pthread_cond_wait (&a->cv, &a->mu);
         if (!a->running)
             break;
-        s_interval_wait (a);
+        s_pace_wait (a);
         a->result = s_replay (self);
         a->flight_bytes = 0;
         a->running = false;
@@ -2437,7 +2431,8 @@ static void
 s_async_drop (s_async_t *a)
 {
     zl_overlay_clear (a->open);
-    a->batch = a->sub = a->prune = a->open_behind = false;
+    a->batch = a->sub = a->prune = false;
+    zl_commit_pace_not_behind (a->pace);
     a->open_bytes = 0;
 }
 
@@ -2449,7 +2444,7 @@ s_async_finish (void *be, bool wait)
     if (!a)
         return ZL_STORE_OK;
     pthread_mutex_lock (&a->mu);
-    if (wait && a->running) { // its caller waits: no interval
+    if (wait && a->running) { // its caller waits: no pace
         a->flight_behind = false;
         pthread_cond_broadcast (&a->cv);
     }
@@ -2461,7 +2456,7 @@ s_async_finish (void *be, bool wait)
     pthread_mutex_unlock (&a->mu);
     if (running)
         return ZL_STORE_PENDING;
-    a->handed = false;
+    zl_commit_pace_ended (a->pace);
     uint64_t n;
     if (read (a->efd, &n, sizeof n) < 0 && errno != EAGAIN)
         zl_debug ("store", "%s: commit thread: eventfd: %s", self->dir, strerror (errno));
@@ -2509,8 +2504,8 @@ s_async_start (void *be, int fault)
     a->open = t;
     a->flight_prune = a->prune;
     a->flight_bytes = a->open_bytes;
-    a->flight_behind = a->open_behind;
-    a->handed = a->running = true;
+    a->flight_behind = zl_commit_pace_hand_over (a->pace);
+    a->running = true;
     pthread_cond_broadcast (&a->cv);
     pthread_mutex_unlock (&a->mu);
     s_async_drop (a);
@@ -2533,7 +2528,7 @@ s_async_commit (s_lmdb_t *self, int fault)
     zl_store_rc_t rc = s_async_finish (self, true);
     if (rc != ZL_STORE_OK)
         return rc;
-    self->async->open_behind = false; // its caller waits for it: no interval
+    zl_commit_pace_not_behind (self->async->pace); // its caller waits for it
     rc = s_async_start (self, fault);
     return rc == ZL_STORE_PENDING ? s_async_finish (self, true) : rc;
 }
@@ -2543,6 +2538,7 @@ s_async_free (s_async_t *a)
 {
     zl_overlay_destroy (&a->open);
     zl_overlay_destroy (&a->flight);
+    zl_commit_pace_destroy (&a->pace);
     zl_arena_destroy (&a->arena);
     pthread_mutex_destroy (&a->mu);
     pthread_cond_destroy (&a->cv);
@@ -2556,7 +2552,7 @@ s_lmdb_commit_thread (void *be, int64_t interval_us)
     s_lmdb_t *self = be;
     if (self->async) {
         pthread_mutex_lock (&self->async->mu);
-        self->async->interval_us = interval_us;
+        zl_commit_pace_set_interval (self->async->pace, interval_us);
         pthread_mutex_unlock (&self->async->mu);
         return true;
     }
@@ -2576,7 +2572,7 @@ s_lmdb_commit_thread (void *be, int64_t interval_us)
     pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
     pthread_cond_init (&a->cv, &ca);
     pthread_condattr_destroy (&ca);
-    a->interval_us = interval_us;
+    a->pace = zl_commit_pace_new (interval_us);
     a->open = zl_overlay_new ();
     a->flight = zl_overlay_new ();
     a->arena = zl_arena_new (64 * 1024);

@@ -17,6 +17,7 @@
       than the interval after that commit began. */
 #include "broker.h"
 #include "broker_harness.h"
+#include "harness_util.h"
 #include "config.h"
 #include "log.h"
 #include "msg.h"
@@ -321,14 +322,6 @@ test_a_commit_failed_on_the_thread_sends_nothing (void **state)
     assert_int_equal (s_count (ZL_MSG_DISPATCH, NULL), 1);
 }
 
-static int64_t
-s_now_ms (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void
 test_the_interval_spaces_a_stream_not_a_lone_job (void **state)
 {
@@ -339,19 +332,19 @@ test_the_interval_spaces_a_stream_not_a_lone_job (void **state)
     s_start ();
     s_connect ();
     // one job at a time, each sent once the last is accepted: no waits
-    int64_t t0 = s_now_ms ();
+    int64_t t0 = zlh_now_ms ();
     for (uint64_t seq = 1; seq <= 3; seq++) {
         zl_msg_t m = s_submit (seq);
         s_send_and_turn (&m, ZL_MSG_ACCEPTED, seq);
     }
-    int64_t lone_ms = s_now_ms () - t0;
+    int64_t lone_ms = zlh_now_ms () - t0;
     printf ("  3 jobs one after another, each waiting for its Accepted: %lld ms "
             "(interval %d ms)\n",
             (long long)lone_ms, INTERVAL_MS);
     assert_true (lone_ms < INTERVAL_MS / 2);
     // a stream: job 5 comes while job 4's commit runs (held at its flush)
     s_hold (true);
-    int64_t t4 = s_now_ms (); // job 4's commit begins after this
+    int64_t t4 = zlh_now_ms (); // job 4's commit begins after this
     zl_msg_t m = s_submit (4);
     s_send_and_turn (&m, ZL_MSG_DISPATCH, 4);
     s_wait_held ();
@@ -360,15 +353,15 @@ test_the_interval_spaces_a_stream_not_a_lone_job (void **state)
     s_hold (false);
     s_turn_until (ZL_MSG_ACCEPTED, 4, 1000);
     assert_int_equal (s_count (ZL_MSG_ACCEPTED, NULL), 4); // job 4's
-    int64_t t_held_done = s_now_ms ();
+    int64_t t_held_done = zlh_now_ms ();
     s_turn_until (ZL_MSG_ACCEPTED, 5, 1000);
     uint64_t seqs[8];
     assert_int_equal (s_count (ZL_MSG_ACCEPTED, seqs), 5);
     assert_int_equal (seqs[4], 5);
-    int64_t stream_ms = s_now_ms () - t4;
+    int64_t stream_ms = zlh_now_ms () - t4;
     printf ("  job 5, written while job 4's commit ran: accepted %lld ms after job 4 was "
             "sent, %lld ms after job 4's Accepted\n",
-            (long long)stream_ms, (long long)(s_now_ms () - t_held_done));
+            (long long)stream_ms, (long long)(zlh_now_ms () - t_held_done));
     assert_true (stream_ms >= INTERVAL_MS);
 }
 
