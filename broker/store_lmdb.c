@@ -158,7 +158,9 @@ typedef struct {
     loop goes on writing the next batch into a second overlay. The loop's
     reads look in its open overlay, then in the one being committed, then
     in LMDB's last committed state (a read transaction of its own: the
-    environment is MDB_NOTLS).
+    environment is MDB_NOTLS). Before it replays a batch the thread waits
+    until commit_pace.h lets the commit start (under a stream, the commit
+    interval from the last one's start).
 
     `mu` guards all of s_lmdb_t but the two overlays and LMDB's commit
     itself: the loop holds it in every call that reads or measures the store
