@@ -131,6 +131,7 @@ struct _zl_broker_t {
     bool loaded;           // the core holds the store's state (recovered): the broker may lead
     zl_id_counter_t *ids;  // the store's job-id counter (id_counter.h)
     bool early_dispatch;   // jobs may leave before the commit (zl_replies_flush_early)
+    uint64_t commit_turn;  // the turn that started the commit under way (its batch's last)
     bool defer_commits;    // the store commits on its thread: a turn need not wait for it
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
@@ -624,19 +625,37 @@ s_rc_text (zl_store_rc_t rc)
 // or how the turn's writes or its commit failed. The batch is closed, but
 // after a write that failed on its own (an I/O error): the broker then
 // stops, and closing the store drops the batch.
+// Every write of the turns up to `turn` is committed (loop_turns_committed).
+static void
+s_turns_committed (zl_broker_t *self, uint64_t turn)
+{
+    if (turn > self->counters[ZL_CTR_TURNS_COMMITTED])
+        self->counters[ZL_CTR_TURNS_COMMITTED] = turn;
+}
+
 static zl_store_rc_t
 s_commit_as (zl_broker_t *self, bool start)
 {
     zl_store_rc_t failed = zl_jobs_store_error (self->jobs);
-    if ((failed != ZL_STORE_OK && !s_lost_lead (failed)) || !zl_store_in_batch (self->store))
+    if (failed != ZL_STORE_OK && !s_lost_lead (failed))
         return failed;
+    if (!zl_store_in_batch (self->store)) { // this turn wrote nothing
+        if (failed == ZL_STORE_OK && !zl_store_commit_pending (self->store))
+            s_turns_committed (self, self->counters[ZL_CTR_TURNS]);
+        return failed;
+    }
     uint64_t counter;
     if (failed == ZL_STORE_OK &&
         zl_id_counter_due (self->ids, zl_jobs_next_id (self->jobs), &counter))
         zl_store_set_next_id (self->store, counter);
     zl_store_rc_t rc = start ? zl_lead_commit_start (self->lead) : zl_lead_commit (self->lead);
-    if (failed == ZL_STORE_OK && rc == ZL_STORE_OK)
+    if (failed == ZL_STORE_OK && rc == ZL_STORE_OK) {
         zl_id_counter_committed (self->ids);
+        if (!zl_store_commit_pending (self->store))
+            s_turns_committed (self, self->counters[ZL_CTR_TURNS]);
+    } else if (failed == ZL_STORE_OK && rc == ZL_STORE_PENDING) {
+        self->commit_turn = self->counters[ZL_CTR_TURNS];
+    }
     return failed != ZL_STORE_OK ? failed : rc;
 }
 
@@ -683,6 +702,7 @@ s_finish_commit (zl_broker_t *self, bool wait)
     zl_store_rc_t rc = zl_store_commit_finish (self->store, wait);
     if (rc == ZL_STORE_OK) {
         zl_id_counter_committed (self->ids);
+        s_turns_committed (self, self->commit_turn);
         s_release_held (self);
     } else if (rc != ZL_STORE_PENDING) {
         zl_replies_drop_held (self->replies);

@@ -68,7 +68,8 @@
     X (METRICS_REQUESTS, "metrics_requests")                                                       \
     X (METRICS_REFUSED, "err_metrics_refused")                                                     \
     X (STEPDOWNS, "leader_stepdowns")                                                              \
-    X (TURNS, "loop_turns")
+    X (TURNS, "loop_turns")                                                                        \
+    X (TURNS_COMMITTED, "loop_turns_committed")
 
 typedef enum {
 #define ZL_CTR_ENUM(id, name) ZL_CTR_##id,

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ static struct {
     zlh_t *h;
     seen_t seen[MAX_SEEN];
     size_t n_seen;
+    uint64_t turns, turns_committed; // the last Stats reply's loop_turns, loop_turns_committed
     // the hold on the thread's commit
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -121,6 +123,15 @@ s_record (void *ctx, zlh_sock_t sock, int peer, const char *topic, const zl_msg_
             s->seq[s->n++] = msg->u.accepted.jobs[i].seq;
     if (msg->kind == ZL_MSG_DISPATCH)
         s->n = msg->u.dispatch.n;
+    if (msg->kind == ZL_MSG_ADMIN_REPLY && msg->u.admin_reply.result == ZL_ADMIN_RESULT_STATS) {
+        const zl_stats_t *st = &msg->u.admin_reply.stats;
+        for (size_t i = 0; i < st->n_counters; i++) {
+            if (!strcmp (st->counters[i].name, "loop_turns"))
+                T.turns = st->counters[i].value;
+            if (!strcmp (st->counters[i].name, "loop_turns_committed"))
+                T.turns_committed = st->counters[i].value;
+        }
+    }
 }
 
 // How many messages of `kind` arrived (Accepted: the seqs, in order, to `seqs`).
@@ -239,6 +250,22 @@ s_turn_until (zl_msg_kind_t kind, size_t want, int turns)
     }
 }
 
+// Ask for Stats and run turns until the reply came: T.turns and
+// T.turns_committed are its loop_turns and loop_turns_committed.
+static void
+s_stats (void)
+{
+    zl_msg_t m = {.kind = ZL_MSG_ADMIN_REQUEST};
+    m.u.admin_request = (zl_admin_request_t){.request_id = 1, .op = ZL_ADMIN_STATS, .lane = ""};
+    m.u.admin_request.filter.lane = m.u.admin_request.filter.tenant = "";
+    size_t before = s_count (ZL_MSG_ADMIN_REPLY, NULL);
+    T.turns = T.turns_committed = 0;
+    assert_int_equal (zlh_send (T.h, ZLH_ADMIN, 0, &m), 0);
+    s_turn_until (ZL_MSG_ADMIN_REPLY, before + 1, 200);
+    assert_int_equal (s_count (ZL_MSG_ADMIN_REPLY, NULL), before + 1);
+    assert_true (T.turns > 0);
+}
+
 // Send `msg` from the producer and run turns until the broker has read it
 // (its Dispatch or Accepted came, or `n` turns).
 static void
@@ -266,6 +293,11 @@ test_turns_go_on_while_a_commit_is_held (void **state)
     s_send_and_turn (&m, ZL_MSG_DISPATCH, 3);
     assert_int_equal (s_count (ZL_MSG_ACCEPTED, NULL), 0);
     assert_int_equal (s_count (ZL_MSG_CREDIT, NULL), 0);
+    // Stats answer meanwhile, and say the turns that wrote jobs 1..3 are not
+    // committed (what a tool that must know waits on)
+    s_stats ();
+    uint64_t turn_seen = T.turns, committed_held = T.turns_committed;
+    assert_true (committed_held < turn_seen - 1);
     // let the commits go: job 1's Accepted, then (the next commit) 2's and 3's
     s_hold (false);
     s_turn_until (ZL_MSG_ACCEPTED, 3, 500);
@@ -274,6 +306,12 @@ test_turns_go_on_while_a_commit_is_held (void **state)
     assert_int_equal (seqs[0], 1);
     assert_int_equal (seqs[1], 2);
     assert_int_equal (seqs[2], 3);
+    // now every turn up to the Stats one is committed
+    s_stats ();
+    printf ("  turns committed while held: up to %" PRIu64 " of %" PRIu64 "; after: %" PRIu64
+            " of %" PRIu64 "\n",
+            committed_held, turn_seen, T.turns_committed, T.turns);
+    assert_true (T.turns_committed >= turn_seen);
     // all three are in the store: a restart finds them (leased: given back)
     s_stop ();
     s_start ();

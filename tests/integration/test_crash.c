@@ -680,10 +680,10 @@ s_poison_across_restart (bool leased_at_kill)
     assert_true (id > 0);
 
     // two attempts failed, and the broker has recorded both nacks durably.
-    // A stats reply may be sent before its turn's commit (even a second
-    // request can land in the same turn's drain): zlt_wait_turn_committed
-    // then waits for a reply from a later turn, by when the turn that
-    // applied the nacks has committed.
+    // A stats reply may be sent before its turn's commit, and the commit
+    // thread commits while later turns answer: zlt_wait_turn_committed
+    // waits until the turns up to the one that showed the nacks are
+    // committed (loop_turns_committed).
     if (s_wait_log_ends (log, 2, 20000) != 0) {
         zlt_dump_file ("zlane-worker stderr", worker_err, 2000);
         s_dump (broker, "handler log", log);

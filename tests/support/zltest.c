@@ -1254,17 +1254,19 @@ int
 zlt_wait_turn_committed (zlt_client_t *admin, int timeout_ms)
 {
     int64_t deadline = zlt_now_ms () + timeout_ms;
-    uint64_t first = 0, turns = 0;
+    uint64_t first = 0, turns = 0, committed = 0;
     bool seen = false;
     for (;;) {
         int64_t left = deadline - zlt_now_ms ();
         zl_stats_t st;
         if (zlt_stats (admin, &st, left > 0 ? (int)left : 0) == 0 &&
-            zlt_stats_counter (&st, "loop_turns", &turns) == 0) {
+            zlt_stats_counter (&st, "loop_turns", &turns) == 0 &&
+            zlt_stats_counter (&st, "loop_turns_committed", &committed) == 0) {
             if (!seen) {
                 seen = true;
                 first = turns;
-            } else if (turns > first)
+            }
+            if (committed >= first)
                 return 0;
         }
         left = deadline - zlt_now_ms ();
@@ -1272,8 +1274,9 @@ zlt_wait_turn_committed (zlt_client_t *admin, int timeout_ms)
             break;
         poll (NULL, 0, left < 5 ? (int)left : 5);
     }
-    fprintf (stderr, "zltest: no Stats from a turn after %" PRIu64 " within %d ms%s\n", first,
-             timeout_ms, seen ? "" : " (no answer)");
+    fprintf (stderr,
+             "zltest: turn %" PRIu64 " not committed within %d ms (last committed %" PRIu64 ")%s\n",
+             first, timeout_ms, committed, seen ? "" : " (no answer)");
     return -1;
 }
 

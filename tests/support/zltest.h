@@ -187,15 +187,14 @@ int zlt_group (zlt_client_t *admin, const char *lane, const char *tenant, zl_gro
     most `timeout_ms`. Returns 0 when reached, -1 on timeout (the last value
     is printed). */
 int zlt_wait_counter (zlt_client_t *admin, const char *name, uint64_t min_value, int timeout_ms);
-/*  Wait until every turn the broker began before this call has committed,
-    on the LMDB store (whose commit ends within its turn; on PostgreSQL a
-    commit may still be under way in the next turn): a Stats reply may leave
-    before its own turn's commit (the LMDB store sends a plain job's
-    Dispatch before it, too), so this waits for a reply from a later turn
-    than the first one (loop_turns counts turns as they start). Call it
-    after seeing the effect of a change (a job ran) and before a kill that
-    must find that change on disk. Returns 0, or -1 after `timeout_ms`
-    (said on stderr). */
+/*  Wait until every turn the broker began before this call has committed:
+    the first Stats reply's loop_turns (counted as turns start, so it
+    includes the turn that answered) until loop_turns_committed reaches it.
+    A reply (Stats, or a plain job's Dispatch on LMDB) may leave before its
+    turn's commit, and with LMDB's commit thread or on PostgreSQL a commit
+    runs on while later turns answer. Call it after seeing the effect of a
+    change (a job ran) and before a kill that must find that change on disk.
+    Returns 0, or -1 after `timeout_ms` (said on stderr). */
 int zlt_wait_turn_committed (zlt_client_t *admin, int timeout_ms);
 
 // ---------------------------------------------------------------- job ids
