@@ -79,6 +79,7 @@
 #define ROOM_LOG_MS 10000         // a refusal of new jobs is logged at most this often
 #define ROOM_BACK_MS 1000         // room is back in the log when it has held this long
 #define IDEM_KEY_LEN 32           // where a key is: the prefix's digest, number, tenant's tag
+#define MEMO_TEXT_MAX 128         // the longest tenant and key s_idem_memo_t keeps
 #define LOG_VAL_LEN 24            // an expiry log's entry: the prefix's digest and number
 #define IDEM_SEP '\0'             // formats 1 and 2 kept tenant and key in one string
 #define FORMAT_V1 "zlane-store-1" // idem keys were tenant IDEM_SEP key
@@ -94,6 +95,19 @@ enum { LOG_RESEND = 0, LOG_USER = 1 }; // the two expiry logs, by whose key it i
 enum { WHY_TURN, WHY_GROW, WHY_DISK, WHY_MAP, WHY_WRITE, WHY_KINDS };
 
 typedef struct _s_async_t s_async_t; // the commit thread (see "the commit thread" below)
+
+/*  A Submit looks its job's idempotency key up (get_idem), then puts it: the
+    last key looked up or put, its digest, and whether its lookup found it
+    absent and no put came since (a put of another key takes the memo, one
+    of this key ends `absent`). A key found absent goes into the index
+    without a second search for it. */
+typedef struct {
+    bool valid;
+    size_t tl, kl;
+    char tenant[MEMO_TEXT_MAX], key[MEMO_TEXT_MAX];
+    uint8_t d[IDEM_KEY_LEN];
+    bool absent; // its lookup did not find it, and it was not put since
+} s_idem_memo_t;
 
 typedef struct {
     int lock_fd; // flock on DIR/zlane.lock: one broker per data directory
@@ -140,6 +154,7 @@ typedef struct {
     int64_t grow_retry_ms;                // the disk refused more: no attempt before this
     // the dedup index
     uint64_t idem_put; // keys put since the last prune
+    s_idem_memo_t memo;
     uint64_t dedup_expired, dedup_evicted;
     uint64_t evicted_unlogged;
     double evicted_min_used;     // the least used-up window among them (fraction)
@@ -306,6 +321,28 @@ s_idem_key (const s_lmdb_t *self, const char *tenant, size_t tl, const char *key
     zl_siphash_final (&h, out + DIGEST_LEN + 8);
 }
 
+// The digest of (tenant, key), the memo's if it is the last key (a
+// Submit's lookup, then its put); the memo holds it after.
+static const uint8_t *
+s_idem_digest (s_lmdb_t *self, const char *tenant, const char *key)
+{
+    s_idem_memo_t *m = &self->memo;
+    size_t tl = strlen (tenant), kl = strlen (key);
+    if (m->valid && m->tl == tl && m->kl == kl && !memcmp (m->tenant, tenant, tl) &&
+        !memcmp (m->key, key, kl))
+        return m->d;
+    s_idem_key (self, tenant, tl, key, kl, m->d);
+    m->valid = tl <= MEMO_TEXT_MAX && kl <= MEMO_TEXT_MAX;
+    if (m->valid) {
+        m->tl = tl;
+        m->kl = kl;
+        memcpy (m->tenant, tenant, tl);
+        memcpy (m->key, key, kl);
+    }
+    m->absent = false;
+    return m->d;
+}
+
 // The dedup index is MDB_DUPSORT | MDB_DUPFIXED: under each prefix's digest
 // its keys, as fixed 33-byte items sorted by number then tenant's tag, so
 // the keys of one prefix (one producer) fill pages of their own, each put
@@ -365,16 +402,20 @@ s_item_find (MDB_cursor *c, const uint8_t ik[IDEM_KEY_LEN], zl_idem_rec_t *rec)
     return 0;
 }
 
-// Record `rec` for `ik`, replacing the item of an earlier job.
+// Record `rec` for `ik`, replacing the item of an earlier job (`absent`:
+// there is none, its lookup said).
 static int
-s_item_put (s_lmdb_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
+s_item_put (s_lmdb_t *self, MDB_txn *txn, const uint8_t ik[IDEM_KEY_LEN], const zl_idem_rec_t *rec,
+            bool absent)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open (txn, self->dedup, &c);
     if (rc)
         return rc;
-    rc = s_item_find (c, ik, NULL);
-    rc = rc == 0 ? mdb_cursor_del (c, 0) : rc == MDB_NOTFOUND ? 0 : rc;
+    if (!absent) {
+        rc = s_item_find (c, ik, NULL);
+        rc = rc == 0 ? mdb_cursor_del (c, 0) : rc == MDB_NOTFOUND ? 0 : rc;
+    }
     uint8_t item[ITEM_LEN];
     s_item_encode (ik, rec, item);
     MDB_val k = {DIGEST_LEN, (void *)ik}, v = {ITEM_LEN, item};
@@ -535,7 +576,7 @@ s_upgrade (s_lmdb_t *self, MDB_txn *txn, const char *from)
         s_idem_key (self, tenant, tl, key, kl, d);
         rec.generated = false;
         MDB_val lk = {sizeof id, &id}, lv = {LOG_VAL_LEN, d};
-        rc = s_item_put (self, txn, d, &rec);
+        rc = s_item_put (self, txn, d, &rec, false);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, MDB_APPEND);
         if (rc == MDB_KEYEXIST)
@@ -565,7 +606,7 @@ s_upgrade (s_lmdb_t *self, MDB_txn *txn, const char *from)
             continue; // moved in step 1
         rec.generated = false;
         MDB_val lk = {sizeof rec.job_id, &rec.job_id}, lv = {LOG_VAL_LEN, d};
-        rc = s_item_put (self, txn, d, &rec);
+        rc = s_item_put (self, txn, d, &rec, false);
         if (!rc)
             rc = mdb_put (txn, self->dlog[LOG_USER], &lk, &lv, 0);
         if (rc)
@@ -1562,7 +1603,7 @@ static zl_store_rc_t s_async_put_job (s_lmdb_t *self, uint64_t id, const zl_job_
 static zl_store_rc_t s_async_put_state (s_lmdb_t *self, uint64_t id, const zl_state_rec_t *rec);
 static zl_store_rc_t s_async_del_job (s_lmdb_t *self, uint64_t id, unsigned priority);
 static zl_store_rc_t s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN],
-                                       const zl_idem_rec_t *rec);
+                                       const zl_idem_rec_t *rec, bool absent);
 static zl_store_rc_t s_async_set_next_id (s_lmdb_t *self, uint64_t next_id);
 
 static zl_store_rc_t
@@ -1657,9 +1698,9 @@ s_idem_room (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], bool sub)
 
 // The key's item and its expiry log entry, in the open transaction.
 static zl_store_rc_t
-s_idem_write (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
+s_idem_write (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec, bool absent)
 {
-    int rc = s_item_put (self, s_txn (self), d, rec);
+    int rc = s_item_put (self, s_txn (self), d, rec, absent);
     if (rc)
         return s_rc (self, rc, "put idem");
     // the expiry log of its class, in id (= time) order
@@ -1679,13 +1720,15 @@ static zl_store_rc_t
 s_lmdb_put_idem (void *be, const char *tenant, const char *key, const zl_idem_rec_t *rec)
 {
     s_lmdb_t *self = be;
-    uint8_t d[IDEM_KEY_LEN];
-    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), d);
+    const uint8_t *d = s_idem_digest (self, tenant, key);
+    s_idem_memo_t *m = &self->memo;
+    bool absent = m->absent;
+    m->absent = false;
     if (self->async)
-        return s_async_put_idem (self, d, rec);
+        return s_async_put_idem (self, d, rec, absent);
     if (!s_idem_room (self, d, self->sub != NULL))
         return ZL_STORE_FULL;
-    return s_idem_write (self, d, rec);
+    return s_idem_write (self, d, rec, absent);
 }
 
 static zl_store_rc_t
@@ -1802,7 +1845,7 @@ s_lmdb_get_idem (void *be, const char *tenant, const char *key, zl_idem_rec_t *o
     uint8_t ok[1 + IDEM_KEY_LEN];
     zl_overlay_op_t op;
     ok[0] = 'I';
-    s_idem_key (self, tenant, strlen (tenant), key, strlen (key), ok + 1);
+    memcpy (ok + 1, s_idem_digest (self, tenant, key), IDEM_KEY_LEN);
     if (s_async_find (self, ok, sizeof ok, &op)) {
         s_item_decode (op.data, out);
         return ZL_STORE_OK;
@@ -1816,6 +1859,8 @@ s_lmdb_get_idem (void *be, const char *tenant, const char *key, zl_idem_rec_t *o
         s_reader_done (&r);
     }
     s_async_unlock (self);
+    // absent where the put will go: the batch, or (none open) the last commit
+    self->memo.absent = out_rc == ZL_STORE_NOT_FOUND;
     return out_rc;
 }
 
@@ -2275,8 +2320,11 @@ s_async_del_job (s_lmdb_t *self, uint64_t id, unsigned priority)
     return ZL_STORE_OK;
 }
 
+// (`absent`: the op's arg, for the replay's s_idem_write: its lookup saw
+// the overlays and the last commit, which the replay starts from)
 static zl_store_rc_t
-s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec)
+s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_rec_t *rec,
+                  bool absent)
 {
     s_async_t *a = self->async;
     pthread_mutex_lock (&a->mu);
@@ -2287,7 +2335,7 @@ s_async_put_idem (s_lmdb_t *self, const uint8_t d[IDEM_KEY_LEN], const zl_idem_r
     uint8_t key[1 + IDEM_KEY_LEN];
     key[0] = 'I';
     memcpy (key + 1, d, IDEM_KEY_LEN);
-    s_item_encode (d, rec, s_async_add (a, OP_PUT_IDEM, 0, key, sizeof key, NULL, ITEM_LEN));
+    s_item_encode (d, rec, s_async_add (a, OP_PUT_IDEM, absent, key, sizeof key, NULL, ITEM_LEN));
     return ZL_STORE_OK;
 }
 
@@ -2336,7 +2384,7 @@ s_replay_op (s_lmdb_t *self, const zl_overlay_op_t *op)
     case OP_PUT_IDEM: {
         zl_idem_rec_t rec;
         s_item_decode (op->data, &rec);
-        return s_idem_write (self, op->key + 1, &rec);
+        return s_idem_write (self, op->key + 1, &rec, op->arg != 0);
     }
     case OP_NEXT_ID: {
         uint64_t next;

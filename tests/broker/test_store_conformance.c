@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <ftw.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -889,6 +890,60 @@ test_idempotency_hit_miss_and_replace (void **state)
     zl_store_close (&store);
 }
 
+/*  A Submit's pattern: a key looked up (absent), then put. A key put twice
+    after one lookup, a lookup then another key's put then the key's, a
+    put in a nested batch dropped and the key looked up and put again, a
+    lookup that finds the key then a put: each key names its last job and
+    is one key in the index, in the batch, after its commit and reopened. */
+static void
+test_idempotency_lookup_then_put (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open (fx);
+    uint64_t id = 0;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (s_has_key (store, "acme", "p-1", NULL));
+    s_put_key_of (store, 1, "acme", "p-1", 1000, true);
+    s_put_key_of (store, 2, "acme", "p-1", 1001, true); // no lookup between
+    assert_false (s_has_key (store, "acme", "p-2", NULL));
+    s_put_key_of (store, 3, "acme", "p-3", 1002, true); // another key first
+    s_put_key_of (store, 4, "acme", "p-2", 1003, true);
+    s_put_key_of (store, 5, "acme", "p-3", 1004, true);
+    assert_false (s_has_key (store, "acme", "p-4", NULL));
+    assert_int_equal (zl_store_sub_begin (store), ZL_STORE_OK);
+    s_put_key_of (store, 6, "acme", "p-4", 1005, true);
+    zl_store_sub_abort (store);
+    assert_false (s_has_key (store, "acme", "p-4", NULL));
+    s_put_key_of (store, 7, "acme", "p-4", 1006, true);
+    assert_true (s_has_key (store, "acme", "p-1", &id)); // found: the put replaces
+    assert_int_equal (id, 2);
+    s_put_key_of (store, 8, "acme", "p-1", 1007, true);
+    static const struct {
+        const char *key;
+        uint64_t id;
+    } want[] = {{"p-1", 8}, {"p-2", 4}, {"p-3", 5}, {"p-4", 7}};
+    for (int pass = 0; pass < 3; pass++) { // in the batch, committed, reopened
+        if (pass == 1)
+            assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+        if (pass == 2) {
+            zl_store_close (&store);
+            store = s_open (fx);
+        }
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            assert_true (s_has_key (store, "acme", want[i].key, &id));
+            if (id != want[i].id)
+                fail_msg ("pass %d: %s names job %" PRIu64 ", wanted %" PRIu64, pass, want[i].key,
+                          id, want[i].id);
+        }
+        if (pass) {
+            zl_store_stats_t ss;
+            zl_store_stats (store, &ss);
+            assert_int_equal (ss.idem_keys, 4);
+        }
+    }
+    zl_store_close (&store);
+}
+
 static void
 test_idempotency_windows_by_class_and_prune (void **state)
 {
@@ -1424,6 +1479,7 @@ main (void)
         T (test_recover_many),
         T (test_priorities_found_and_recovered_in_id_order),
         T (test_idempotency_hit_miss_and_replace),
+        T (test_idempotency_lookup_then_put),
         T (test_idempotency_windows_by_class_and_prune),
         T (test_idempotency_bound),
         T (test_faults_lose_the_batch),
