@@ -101,33 +101,67 @@ run () {
 # best NAME N CMD...: run CMD N times and keep the run with the most jobs/s
 # (throughput on a shared machine: the best run is the least disturbed one)
 best () {
-    local name=$1 n=$2 i b=-1 j; shift 2
+    local name=$1 n=$2 i; shift 2
     for i in $(seq 1 "$n"); do
         run "$name.$i" "$@"
+    done
+    keep_best "$name" "$n" "(best of $n)" "$@"
+}
+# keep_best NAME N WHAT CMD...: of the runs NAME.1 .. NAME.N made, keep the
+# one with the most jobs/s as NAME
+keep_best () {
+    local name=$1 n=$2 what=$3 i b=-1 j; shift 3
+    for i in $(seq 1 "$n"); do
         j=$(jobs_s "$name.$i"); j=${j:-0}
         if [ "$j" -gt "$b" ]; then b=$j; cp "$OUT/$name.$i" "$OUT/$name"; fi
     done
-    CMDS+=("$name|$(printf '%q ' "$@" | sed "s|$BIN/||g; s/ $//")|(best of $n)")
-}
-# best_runs NAME N CMD...: CMD --runs N (N runs on one server: RabbitMQ takes
-# longer to start than a run), keeping the line with the most jobs/s
-best_runs () {
-    local name=$1 n=$2; shift 2
-    run "$name.1" "$@" --runs "$n"
-    awk 'match($0, / [0-9]+ jobs\/s/) { v = substr($0, RSTART + 1, RLENGTH - 8) + 0; if (v > b) { b = v; l = $0 } }
-         END { if (l != "") print l }' "$OUT/$name.1" >"$OUT/$name"
-    CMDS+=("$name|$(printf '%q ' "$@" --runs "$n" | sed "s|$BIN/||g; s/ $//")|(the best of its $n runs)")
+    CMDS+=("$name|$(printf '%q ' "$@" | sed "s|$BIN/||g; s/ $//")|$what")
 }
 jobs_s () { sed -n 's/.* \([0-9][0-9]*\) jobs\/s.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
 bytes_job () { sed -n 's/.*= \([0-9][0-9]*\) bytes\/job.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
 lat () { sed -n "s/.* $2 \([0-9.]*\) ms.*/\1/p" "$OUT/$1" 2>/dev/null | head -1; }
 ratio () { [ -n "$1" ] && [ -n "$2" ] && [ "$2" != 0 ] && awk -v r="$(calc "$1 / $2")" 'BEGIN { if (r < 0.005) printf "<0.01"; else printf "%.2f", r }' || printf 'n/a'; }
 
-for d in none fsync; do
-    for p in 1 2; do
-        best "thr-$d-$p" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --producers "$p" --workers 2 \
-            --payload 100 --durability "$d"
+# The throughput rows the ratios are made of, in rounds: a round runs zlane
+# (none, fsync) and its peers (beanstalkd in memory, RabbitMQ transient and
+# durable) once each, back to back, and each keeps its best round. This
+# machine's speed drifts over minutes; runs of one system made minutes before
+# its peer's would make the ratio measure the drift.
+ZT=("$BIN/zlane-bench" throughput --jobs "$JOBS" --producers 1 --workers 2 --payload 100)
+BT=(--jobs "$JOBS" --consumers 2 --payload 100)
+for i in $(seq 1 "$REPEAT"); do
+    for d in none fsync; do
+        run "thr-$d-1.$i" "${ZT[@]}" --durability "$d"
     done
+    if [ -n "$BEANSTALKD" ]; then
+        run "bs-memory.$i" "$BIN/zlane-beanstalk-bench" throughput "${BT[@]}" --durability memory \
+            --beanstalkd "$BEANSTALKD"
+    fi
+    if [ -n "$RMQ" ]; then
+        for d in transient durable; do
+            run "rmq-thr-$d.$i" "$RMQ" throughput "${BT[@]}" --durability "$d" \
+                --rabbitmq-server "$RABBITMQ_SERVER"
+        done
+    fi
+done
+ROUNDS="(best of $REPEAT rounds with the peers)"
+for d in none fsync; do
+    keep_best "thr-$d-1" "$REPEAT" "$ROUNDS" "${ZT[@]}" --durability "$d"
+done
+if [ -n "$BEANSTALKD" ]; then
+    keep_best bs-memory "$REPEAT" "$ROUNDS" "$BIN/zlane-beanstalk-bench" throughput "${BT[@]}" \
+        --durability memory --beanstalkd "$BEANSTALKD"
+fi
+if [ -n "$RMQ" ]; then
+    for d in transient durable; do
+        keep_best "rmq-thr-$d" "$REPEAT" "$ROUNDS" "$RMQ" throughput "${BT[@]}" --durability "$d" \
+            --rabbitmq-server "$RABBITMQ_SERVER"
+    done
+fi
+
+for d in none fsync; do
+    best "thr-$d-2" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --producers 2 --workers 2 \
+        --payload 100 --durability "$d"
     # the job model's scheduling rules against the plain run (issue 16: within 20 %)
     best "thr-$d-prio" "$REPEAT" "$BIN/zlane-bench" throughput --jobs "$JOBS" --workers 2 \
         --payload 100 --durability "$d" --priorities 1
@@ -143,8 +177,6 @@ for d in none fsync; do
 done
 if [ -n "$BEANSTALKD" ]; then
     BS=("$BIN/zlane-beanstalk-bench")
-    best bs-memory "$REPEAT" "${BS[@]}" throughput --jobs "$JOBS" --consumers 2 --payload 100 \
-        --durability memory --beanstalkd "$BEANSTALKD"
     best bs-nosync "$REPEAT" "${BS[@]}" throughput --jobs "$JOBS" --consumers 2 --payload 100 \
         --durability nosync --beanstalkd "$BEANSTALKD"
     best bs-binlog "$REPEAT" "${BS[@]}" throughput --jobs "$JOBS" --consumers 2 --payload 100 \
@@ -161,8 +193,6 @@ if [ -n "$BEANSTALKD" ]; then
 fi
 if [ -n "$RMQ" ]; then
     for d in transient durable; do
-        best_runs "rmq-thr-$d" "$REPEAT" "$RMQ" throughput --jobs "$JOBS" --consumers 2 --payload 100 \
-            --durability "$d" --rabbitmq-server "$RABBITMQ_SERVER"
         for r in $LAT_RATES; do
             run "rmq-lat-$d-$r" "$RMQ" latency --rate "$r" --seconds "$LAT_SECONDS" --consumers 2 \
                 --payload 100 --durability "$d" --rabbitmq-server "$RABBITMQ_SERVER"
@@ -188,7 +218,7 @@ table () {
     echo "| measure (100-byte jobs, loopback) | zlane none | zlane fsync | beanstalkd in-memory | beanstalkd fsync (-b -f0) | RabbitMQ transient | RabbitMQ durable + confirms | none / beanstalkd in-memory | fsync / beanstalkd fsync | none / RabbitMQ transient | fsync / RabbitMQ durable |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     local r p queued
-    row "throughput, 1 producer x 2 workers (jobs/s, submit to ack, best of $REPEAT)" \
+    row "throughput, 1 producer x 2 workers (jobs/s, submit to ack, best of $REPEAT rounds with the peers)" \
         "$(jobs_s thr-none-1)" "$(jobs_s thr-fsync-1)" "$(jobs_s bs-memory)" "$(jobs_s bs-fsync)" \
         "$(jobs_s rmq-thr-transient)" "$(jobs_s rmq-thr-durable)"
     echo "| throughput, 2 producers x 2 workers (jobs/s) | $(jobs_s thr-none-2) | $(jobs_s thr-fsync-2) | | | | | | | | |"
@@ -261,7 +291,11 @@ section () {
     echo "non-blocking reserves outstanding per consumer, so both systems batch on the wire."
     echo "beanstalkd -f0 runs $BS_FSYNC_JOBS jobs, not $JOBS: at one fsync per put and per delete it would"
     echo "take minutes; offered more jobs/s than that row, its latency is the backlog's, growing for the"
-    echo "whole run. RabbitMQ (bench/rabbitmq_bench.c, librabbitmq) runs a node of its own (and its own"
+    echo "whole run. The first throughput row is made in $REPEAT rounds: each runs zlane \`none\` and"
+    echo "\`fsync\`, beanstalkd in memory, RabbitMQ transient and durable once, back to back, and each"
+    echo "keeps its best round, so that a ratio compares runs of the same minutes (this shared machine's"
+    echo "speed drifts over minutes; the other throughput rows are best of $REPEAT runs in a row)."
+    echo "RabbitMQ (bench/rabbitmq_bench.c, librabbitmq) runs a node of its own (and its own"
     echo "epmd) per command on free loopback ports: one classic queue; transient = non-durable queue and"
     echo "transient messages, no confirms; durable = durable queue, persistent messages and publisher"
     echo "confirms (1000 unconfirmed at most). Its 2 consumers take basic.qos 200 and ack each message"
