@@ -60,6 +60,7 @@
 #include "clients.h"
 #include "clock.h"
 #include "codec.h"
+#include "commit_mark.h"
 #include "counters.h"
 #include "endpoints.h"
 #include "http.h"
@@ -127,12 +128,12 @@ struct _zl_broker_t {
     zl_workers_t *workers;
     zl_producers_t *producers;
     zl_admission_t *admission;
-    zl_notices_t *notices; // who is told when a job ends (watchers, events, workers)
-    bool loaded;           // the core holds the store's state (recovered): the broker may lead
-    zl_id_counter_t *ids;  // the store's job-id counter (id_counter.h)
-    bool early_dispatch;   // jobs may leave before the commit (zl_replies_flush_early)
-    uint64_t commit_turn;  // the turn that started the commit under way (its batch's last)
-    bool defer_commits;    // the store commits on its thread: a turn need not wait for it
+    zl_notices_t *notices;  // who is told when a job ends (watchers, events, workers)
+    bool loaded;            // the core holds the store's state (recovered): the broker may lead
+    zl_id_counter_t *ids;   // the store's job-id counter (id_counter.h)
+    bool early_dispatch;    // jobs may leave before the commit (zl_replies_flush_early)
+    zl_commit_mark_t *mark; // how far the turns are committed (loop_turns_committed)
+    bool defer_commits;     // the store commits on its thread: a turn need not wait for it
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
@@ -619,20 +620,20 @@ s_rc_text (zl_store_rc_t rc)
     }
 }
 
+// This turn left nothing uncommitted (commit_mark.h).
+static void
+s_mark_done (zl_broker_t *self)
+{
+    zl_commit_mark_done (self->mark, self->counters[ZL_CTR_TURNS]);
+    self->counters[ZL_CTR_TURNS_COMMITTED] = zl_commit_mark_turn (self->mark);
+}
+
 // Step 6 of the turn: one store transaction holds every change the turn made
 // (group commit). Nothing below runs before it has returned: a reply that
 // promises durability is only sent for what is on disk. Returns ZL_STORE_OK,
 // or how the turn's writes or its commit failed. The batch is closed, but
 // after a write that failed on its own (an I/O error): the broker then
 // stops, and closing the store drops the batch.
-// Every write of the turns up to `turn` is committed (loop_turns_committed).
-static void
-s_turns_committed (zl_broker_t *self, uint64_t turn)
-{
-    if (turn > self->counters[ZL_CTR_TURNS_COMMITTED])
-        self->counters[ZL_CTR_TURNS_COMMITTED] = turn;
-}
-
 static zl_store_rc_t
 s_commit_as (zl_broker_t *self, bool start)
 {
@@ -641,7 +642,7 @@ s_commit_as (zl_broker_t *self, bool start)
         return failed;
     if (!zl_store_in_batch (self->store)) { // this turn wrote nothing
         if (failed == ZL_STORE_OK && !zl_store_commit_pending (self->store))
-            s_turns_committed (self, self->counters[ZL_CTR_TURNS]);
+            s_mark_done (self);
         return failed;
     }
     uint64_t counter;
@@ -652,9 +653,9 @@ s_commit_as (zl_broker_t *self, bool start)
     if (failed == ZL_STORE_OK && rc == ZL_STORE_OK) {
         zl_id_counter_committed (self->ids);
         if (!zl_store_commit_pending (self->store))
-            s_turns_committed (self, self->counters[ZL_CTR_TURNS]);
+            s_mark_done (self);
     } else if (failed == ZL_STORE_OK && rc == ZL_STORE_PENDING) {
-        self->commit_turn = self->counters[ZL_CTR_TURNS];
+        zl_commit_mark_started (self->mark, self->counters[ZL_CTR_TURNS]);
     }
     return failed != ZL_STORE_OK ? failed : rc;
 }
@@ -702,7 +703,8 @@ s_finish_commit (zl_broker_t *self, bool wait)
     zl_store_rc_t rc = zl_store_commit_finish (self->store, wait);
     if (rc == ZL_STORE_OK) {
         zl_id_counter_committed (self->ids);
-        s_turns_committed (self, self->commit_turn);
+        zl_commit_mark_ended (self->mark);
+        self->counters[ZL_CTR_TURNS_COMMITTED] = zl_commit_mark_turn (self->mark);
         s_release_held (self);
     } else if (rc != ZL_STORE_PENDING) {
         zl_replies_drop_held (self->replies);
@@ -1294,6 +1296,7 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
         !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
         zl_store_use_commit_thread (self->store, (int64_t)cfg->commit_interval_ms * 1000);
     self->ids = zl_id_counter_new (self->early_dispatch);
+    self->mark = zl_commit_mark_new ();
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
     if (!ep) {
         snprintf (err, errlen, "cannot make the sockets: %s", strerror (errno));
@@ -1358,6 +1361,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_lead_destroy (&self->lead);
     zl_store_close (&self->store);
     zl_id_counter_destroy (&self->ids);
+    zl_commit_mark_destroy (&self->mark);
     zl_http_destroy (&self->http);
     zl_security_destroy (&self->security);
     zl_codec_destroy (&self->codec);
