@@ -74,6 +74,7 @@ struct _zl_router_t {
     uint32_t next_id;
     int64_t next_sweep_ms;
     uint64_t refused;
+    bool looked; // the epoll set was looked at since the last poll (zl_router_poll_item)
     // libzmq (inproc)
     void *ctx_sock; // a libzmq ROUTER, or NULL
     zmq_msg_t body; // the last message's body, held until the next recv
@@ -551,6 +552,7 @@ zl_router_poll_item (zl_router_t *self, void **socket, int *fd)
 {
     *socket = self->ctx_sock && !self->n_listeners ? self->ctx_sock : NULL;
     *fd = *socket ? 0 : self->epfd;
+    self->looked = false;
 }
 
 bool
@@ -564,13 +566,15 @@ zl_router_recv (zl_router_t *self, zl_router_msg_t *msg)
 {
     if (self->ctx_sock && !self->n_listeners)
         return s_zmq_recv (self, msg);
-    bool looked = false;
     for (;;) {
         if (!zl_dlink_linked (&self->ready)) {
-            if (looked)
+            // one look a poll: what comes after it makes the epoll set
+            // readable for the next poll (a look that finds nothing is a
+            // system call a turn for nothing)
+            if (self->looked)
                 return 0;
             s_look (self);
-            looked = true;
+            self->looked = true;
             continue;
         }
         conn_t *c = CONN_OF (self->ready.next, ready);

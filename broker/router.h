@@ -66,12 +66,15 @@ void zl_router_set_curve (zl_router_t *self, const uint8_t *public_key, const ui
 int zl_router_bind (zl_router_t *self, const char *endpoint, char *bound, size_t bound_len,
                     char *err, size_t errlen);
 /*  What to poll: a libzmq socket or a file descriptor, readable when there
-    is something to do (zl_router_recv). */
+    is something to do (zl_router_recv). Call it before each poll: the
+    receives after it look at the connections once. */
 void zl_router_poll_item (zl_router_t *self, void **socket, int *fd);
 /*  True if messages already read wait in memory: poll without waiting. */
 bool zl_router_pending (const zl_router_t *self);
 /*  The next message, into `msg`: 1, or 0 when none is ready. Accepts new
-    connections and moves handshakes on along the way. */
+    connections and moves handshakes on along the way. What arrives after
+    the one look a poll allows waits for the next poll (the descriptor is
+    readable then). */
 int zl_router_recv (zl_router_t *self, zl_router_msg_t *msg);
 /*  Queue one frame for `peer`; it goes at the next zl_router_flush (libzmq:
     at once). Returns 0, or -1 with errno EHOSTUNREACH (no such peer) or

@@ -40,6 +40,7 @@ struct _zl_link_t {
     uint8_t public_key[32], secret_key[32], server_key[32];
     state_t state;
     int fd;
+    uint64_t sockets; // sockets made so far (zl_link_socket_serial)
     zl_zmtp_t *zmtp;
     bool blocked; // output waits for the kernel
     int64_t dial_at_ms, dialled_ms;
@@ -51,6 +52,9 @@ struct _zl_link_t {
     // a frame parsed by zl_link_pump, not yet taken by zl_link_recv (held),
     // or the one zl_link_recv returned last (lent): no read may move either
     bool held, lent;
+    // the last read took less than it had room for: the kernel had no more
+    // then, and the next read would find none (the owner polls first)
+    bool drained;
     const uint8_t *held_data;
     size_t held_size;
     bool held_more;
@@ -95,7 +99,7 @@ s_drop_socket (zl_link_t *self)
     self->fd = -1;
     zl_zmtp_destroy (&self->zmtp);
     self->held = self->lent = false;
-    self->blocked = false;
+    self->blocked = self->drained = false;
 }
 
 //  The connection ended for a reason a redial may cure.
@@ -141,6 +145,7 @@ s_connect_next (zl_link_t *self, int64_t now_ms, const char *why)
             close (self->fd);
         const struct sockaddr_storage *sa = &self->addrs[self->addr_at];
         self->fd = socket (sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        self->sockets++;
         if (self->fd < 0) {
             why = strerror (errno);
             continue;
@@ -315,10 +320,15 @@ s_read (zl_link_t *self, int64_t now_ms)
 {
     if (!self->zmtp || self->held || self->lent)
         return false;
+    if (self->drained) { // once: a system call that would say EAGAIN
+        self->drained = false;
+        return false;
+    }
     size_t room;
     uint8_t *space = zl_zmtp_in_space (self->zmtp, 0, &room);
     ssize_t r = recv (self->fd, space, room, MSG_DONTWAIT);
     if (r > 0) {
+        self->drained = (size_t)r < room;
         zl_zmtp_in_commit (self->zmtp, (size_t)r);
         self->heard_ms = now_ms;
         return true;
@@ -437,6 +447,12 @@ int
 zl_link_fd (const zl_link_t *self)
 {
     return self->fd;
+}
+
+uint64_t
+zl_link_socket_serial (const zl_link_t *self)
+{
+    return self->sockets;
 }
 
 short

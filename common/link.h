@@ -71,6 +71,10 @@ void zl_link_destroy (zl_link_t **self_p);
     (POLLIN, and POLLOUT while a dial or a write waits for the kernel). */
 int zl_link_fd (const zl_link_t *self);
 short zl_link_poll_events (const zl_link_t *self);
+/*  How many sockets the link has made: a socket under the same number as
+    one closed before it has another serial (an epoll set lost the old one
+    when it closed). */
+uint64_t zl_link_socket_serial (const zl_link_t *self);
 /*  Milliseconds until the link needs zl_link_pump for a timer (a dial, a
     PING, a timeout), from `now_ms`: 0 or more, or -1 for none. */
 int64_t zl_link_timeout (const zl_link_t *self, int64_t now_ms);
@@ -87,7 +91,10 @@ int zl_link_send (zl_link_t *self, const void *data, size_t size);
 void zl_link_flush (zl_link_t *self);
 /*  The next frame from the broker (`*data`, `*size`, borrowed until the
     next call on the link): 1, or 0 when none is buffered. `*more` is set
-    when another frame of the same message follows. */
+    when another frame of the same message follows. A read that took less
+    than it had room for emptied the kernel's buffer: the next call that
+    would read again returns 0 without reading, once (what came since makes
+    the socket readable for the owner's next poll). */
 int zl_link_recv (zl_link_t *self, const void **data, size_t *size, bool *more);
 /*  The next connection event: 1, or 0 when none. */
 int zl_link_event (zl_link_t *self, zl_link_event_t *ev);

@@ -156,6 +156,9 @@ struct _zl_worker_t {
     int loop_ep;       // epoll: the loop's events (done_fd, wake_fd, the link, timer_fd)
     int timer_fd;      // timerfd: the loop's next deadline, while it is free
     int watch_link_fd; // the link's socket in loop_ep, or -1
+    short watch_link_events;    // its events there (POLLIN, POLLOUT)
+    uint64_t watch_link_serial; //   and zl_link_socket_serial's number for it
+    int64_t timer_due_ms;       // timer_fd fires then (monotonic), 0 = not armed
 
     // Shared with anyone: stop requests and counters.
     atomic_uint stop_requests;
@@ -1153,22 +1156,40 @@ s_watch (zl_worker_t *self, int64_t now_ms)
 {
     int fd = self->dealer ? zl_link_fd (self->dealer) : -1;
     short want = self->dealer ? zl_link_poll_events (self->dealer) : 0;
-    if (self->watch_link_fd >= 0 && self->watch_link_fd != fd)
-        epoll_ctl (self->loop_ep, EPOLL_CTL_DEL, self->watch_link_fd, NULL);
-    self->watch_link_fd = -1;
-    if (fd >= 0 && want) {
+    uint64_t serial = self->dealer ? zl_link_socket_serial (self->dealer) : 0;
+    // the same socket watched for the same events as last time: already so
+    // (a job at a time, this is most of them; each epoll_ctl is a system
+    // call before the job starts)
+    bool same = fd >= 0 && want && fd == self->watch_link_fd && want == self->watch_link_events &&
+                serial == self->watch_link_serial;
+    if (!same) {
+        if (self->watch_link_fd >= 0 && self->watch_link_fd != fd)
+            epoll_ctl (self->loop_ep, EPOLL_CTL_DEL, self->watch_link_fd, NULL);
+        self->watch_link_fd = -1;
+    }
+    if (!same && fd >= 0 && want) {
         struct epoll_event ev = {.events = (want & POLLIN ? EPOLLIN : 0) |
                                            (want & POLLOUT ? EPOLLOUT : 0),
                                  .data.fd = fd};
         // MOD first: a socket closed and made again under the same number
         // left the set when it closed
         if (epoll_ctl (self->loop_ep, EPOLL_CTL_MOD, fd, &ev) == 0 ||
-            epoll_ctl (self->loop_ep, EPOLL_CTL_ADD, fd, &ev) == 0)
+            epoll_ctl (self->loop_ep, EPOLL_CTL_ADD, fd, &ev) == 0) {
             self->watch_link_fd = fd;
+            self->watch_link_events = want;
+            self->watch_link_serial = serial;
+        }
     }
-    int ms = s_next_timeout (self, now_ms);
-    struct itimerspec due = {.it_value = {ms / 1000, (long)(ms % 1000) * 1000000L + 1}};
-    timerfd_settime (self->timer_fd, 0, &due, NULL); // (and its count back to 0)
+    // The timer, at the loop's next deadline; left as it is when it is set
+    // for no later and has not fired (its count is 0 until then): firing
+    // early only has an idle thread take the loop, find nothing due and
+    // watch again.
+    int64_t due_ms = now_ms + s_next_timeout (self, now_ms);
+    if (self->timer_due_ms <= now_ms || self->timer_due_ms > due_ms) {
+        struct itimerspec due = {.it_value = {due_ms / 1000, (long)(due_ms % 1000) * 1000000L + 1}};
+        timerfd_settime (self->timer_fd, TFD_TIMER_ABSTIME, &due, NULL); // (count back to 0)
+        self->timer_due_ms = due_ms;
+    }
     struct epoll_event w = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = self->loop_ep};
     epoll_ctl (self->pool_ep, EPOLL_CTL_MOD, self->loop_ep, &w);
 }

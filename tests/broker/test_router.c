@@ -455,6 +455,40 @@ test_two_dealers (void **state)
     s_rt_destroy (&t);
 }
 
+//  One look at the connections a poll: a message that came after the
+//  drain's look waits for the next poll (its descriptor is readable), so
+//  a drain does not end with an epoll_wait that finds nothing.
+static void
+test_one_look_a_poll (void **state)
+{
+    (void)state;
+    rt_t *t = s_rt_new (&(zl_router_opts_t){.name = "frontend"});
+    s_rt_bind (t, "tcp://127.0.0.1:*");
+    void *ctx = zmq_ctx_new ();
+    void *d = s_dealer (ctx);
+    s_connect (d, t->bound);
+    assert_int_equal (zmq_send (d, "first", 5, 0), 5);
+    s_expect_msg (t, "first");
+    void *sock;
+    int fd;
+    zl_router_poll_item (t->router, &sock, &fd); // as before a poll
+    assert_null (sock);
+    zl_router_msg_t m;
+    assert_int_equal (zl_router_recv (t->router, &m), 0); // its look: nothing yet
+    assert_int_equal (zmq_send (d, "late", 4, 0), 4);
+    struct pollfd p = {fd, POLLIN, 0};
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);          // "late" is in
+    assert_int_equal (zl_router_recv (t->router, &m), 0); // no second look
+    assert_true (poll (&p, 1, 0) == 1);                   // still readable
+    zl_router_poll_item (t->router, &sock, &fd);
+    assert_int_equal (zl_router_recv (t->router, &m), 1);
+    assert_int_equal (m.size, 4);
+    assert_memory_equal (m.data, "late", 4);
+    zmq_close (d);
+    zmq_ctx_term (ctx);
+    s_rt_destroy (&t);
+}
+
 static void
 test_multiframe (void **state)
 {
@@ -997,6 +1031,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_two_dealers),
+        cmocka_unit_test (test_one_look_a_poll),
         cmocka_unit_test (test_multiframe),
         cmocka_unit_test (test_unreachable),
         cmocka_unit_test (test_max_out),

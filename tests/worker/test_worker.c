@@ -688,6 +688,52 @@ test_job_starts_on_the_loop_thread (void **state)
     assert_int_equal (s_finish (f, false), 0);
 }
 
+/*  (d3) A job on the loop's thread with nothing else coming: the loop's
+    timer (set earlier than before for the job's short lease; it is left as
+    it is only when set for no later) has an idle thread take the loop and
+    extend the lease while the job runs, again after the first extension. */
+static void
+test_timer_while_the_loop_is_free (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    f->opts.heartbeat_ms = 10000; // no other timer is due for seconds
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    // a short job first, on the loop's thread: the timer is set for the
+    // next heartbeat, seconds away
+    s_wait_idle (f);
+    zl_job_msg_t quick = s_job (24, "ack");
+    s_broker_dispatch (&f->broker, &quick, 1);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    s_broker_settle_batch (&f->broker);
+    s_wait_idle (f);
+    zl_job_msg_t job = s_job (25, "wait-go");
+    job.lease_ms = 1000; // extended every 500 ms
+    int64_t sent = zl_clock_mono_ms ();
+    s_broker_dispatch (&f->broker, &job, 1);
+    assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 2, S_WAIT_MS));
+    assert_true (pthread_equal (f->ctx.threads[1], f->thread));
+    for (int extends = 0; extends < 2;) {
+        zl_msg_kind_t k = s_broker_recv (&f->broker, S_WAIT_MS);
+        assert_int_not_equal (k, ZL_MSG_NONE); // something within S_WAIT_MS
+        assert_int_not_equal (k, ZL_MSG_ACK);
+        if (k == ZL_MSG_EXTEND) {
+            assert_int_equal (f->broker.msg.u.extend.items[0].job_id, 25);
+            extends++;
+            // before the lease (as extended) ran out
+            assert_true (zl_clock_mono_ms () - sent < (int64_t)job.lease_ms * extends);
+        }
+    }
+    pthread_mutex_lock (&f->ctx.lock);
+    assert_int_equal (f->ctx.finished, 1); // the second still runs
+    pthread_mutex_unlock (&f->ctx.lock);
+    s_ctx_go (&f->ctx);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+    s_broker_settle_batch (&f->broker);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
 /*  (d) Short jobs one after another all run on the loop's thread: each
     time the loop is left free while the job runs, nothing needs it, and the
     thread takes it back (no other thread is woken for them). */
@@ -1509,6 +1555,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_extend_then_lease_lost, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_no_extend, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_job_starts_on_the_loop_thread, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_timer_while_the_loop_is_free, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_short_jobs_stay_on_the_loop_thread, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_signal_while_the_loop_is_free, s_setup, s_teardown),
