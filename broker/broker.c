@@ -134,6 +134,12 @@ struct _zl_broker_t {
     bool early_dispatch;    // jobs may leave before the commit (zl_replies_flush_early)
     zl_commit_mark_t *mark; // how far the turns are committed (loop_turns_committed)
     bool defer_commits;     // the store commits on its thread: a turn need not wait for it
+    // The loop commits (LMDB in `none` mode, or --commit-on-loop): a turn that
+    // only settled jobs leaves its commit to a later turn (s_leave_commit),
+    // at the latest `commit_due_ms`, the interval after the last commit
+    bool settle_later;
+    int64_t last_commit_ms; // the loop's last commit (monotonic)
+    int64_t commit_due_ms;  // a batch is left open until then; 0 = none is
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
@@ -667,6 +673,37 @@ s_commit (zl_broker_t *self)
     return s_commit_as (self, false);
 }
 
+/*  Whether this turn leaves its batch open for a later turn to commit: on a
+    store the loop commits (settle_later), when the turn wrote, queued no
+    reply but Settled (acks, nacks, retries: nobody waits on a Settled to go
+    on; a job that may leave before its commit has gone already) and the
+    last commit was less than --commit-interval ago. Under a stream of jobs
+    each Ack's turn then rides on the next Submit's commit, which sends its
+    Settled: a commit and a send fewer a job. */
+static bool
+s_leave_commit (zl_broker_t *self, zl_now_t now)
+{
+    if (!self->settle_later || !zl_store_batch_dirty (self->store) ||
+        zl_jobs_store_error (self->jobs) != ZL_STORE_OK)
+        return false;
+    int64_t due = self->last_commit_ms + (int64_t)self->cfg->commit_interval_ms;
+    if (now.mono_ms >= due)
+        return false;
+    zl_admission_regrant (self->admission); // a Credit it raises is a promise
+    if (!zl_replies_settles_only (self->replies, self->producers))
+        return false;
+    self->commit_due_ms = due;
+    return true;
+}
+
+// The loop committed every turn's batch.
+static void
+s_committed_at (zl_broker_t *self, zl_now_t now)
+{
+    self->last_commit_ms = now.mono_ms;
+    self->commit_due_ms = 0;
+}
+
 // The workers whose frames could not be sent give their jobs back at the
 // start of the next turn, in its batch (s_release_gone).
 static void
@@ -728,6 +765,8 @@ s_commit_all (zl_broker_t *self)
             rc = s_finish_commit (self, true);
         else if (rc == ZL_STORE_OK)
             s_release_held (self);
+        if (rc == ZL_STORE_OK)
+            s_committed_at (self, zl_now ());
     }
     zl_endpoints_flush (self->endpoints);
     return rc == ZL_STORE_OK ? ZL_TURN_OK : s_store_failed (self, rc, "the turn's commit");
@@ -1005,6 +1044,19 @@ s_keep_gone_workers (zl_broker_t *self, zl_worker_conn_t **gone, size_t n)
         s_keep_gone (self, &gone[i]->peer, 1);
 }
 
+/*  The turn ends without a commit of its own: what it queued for after the
+    commit is made now and held for the next one; the rest goes. */
+static int
+s_hold_replies (zl_broker_t *self)
+{
+    size_t n_gone;
+    zl_worker_conn_t **gone =
+        zl_replies_flush (self->replies, self->producers, self->workers, true, &n_gone);
+    s_keep_gone_workers (self, gone, n_gone);
+    zl_endpoints_flush (self->endpoints);
+    return ZL_TURN_OK;
+}
+
 /*  Steps 2-7 of a turn, in their order: leadership, drain and apply (the
     sockets that `items` marks readable, or the one `fed` frame), timers,
     dispatch, commit, replies. Returns ZL_TURN_OK, or ZL_TURN_STORE_FAILED. */
@@ -1075,12 +1127,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // batch stays open, and the turns' replies are held, for the next one.
     if (self->defer_commits && zl_store_commit_pending (self->store)) {
         zl_admission_regrant (self->admission);
-        size_t n_gone;
-        zl_worker_conn_t **gone =
-            zl_replies_flush (self->replies, self->producers, self->workers, true, &n_gone);
-        s_keep_gone_workers (self, gone, n_gone);
-        zl_endpoints_flush (self->endpoints);
-        return ZL_TURN_OK;
+        return s_hold_replies (self);
     }
     if (zl_store_commit_pending (self->store) && !zl_store_batch_dirty (self->store) &&
         !zl_replies_queued (self->replies)) {
@@ -1088,12 +1135,16 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
         zl_endpoints_flush (self->endpoints);
         return ZL_TURN_OK;
     }
+    if (s_leave_commit (self, now)) // the batch stays open, its Settled held
+        return s_hold_replies (self);
     zl_store_rc_t rc = s_finish_commit (self, true);
     if (rc != ZL_STORE_OK) // this turn's batch was dropped with it
         return s_store_failed (self, rc, "the last turn's commit");
     rc = s_commit_as (self, true);
     if (rc != ZL_STORE_OK && rc != ZL_STORE_PENDING)
         return s_store_failed (self, rc, "the turn's commit");
+    if (rc == ZL_STORE_OK && self->settle_later)
+        s_committed_at (self, now);
     if (rc == ZL_STORE_OK && zl_replies_held (self->replies)) {
         // held by turns while the last commit ran, for this one: it is done
         zl_replies_cut (self->replies);
@@ -1135,6 +1186,7 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
     }
     int64_t next[] = {self->next_heartbeat_ms,
                       self->next_alert_ms,
+                      self->commit_due_ms ? self->commit_due_ms : -1,
                       zl_jobs_next_timer (self->jobs),
                       zl_sched_next_wake (self->sched),
                       deadline,
@@ -1194,7 +1246,7 @@ zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t p
     int rc = s_turn (self, NULL, &fed);
     // a fed turn ends with its commit and its replies, as on a store
     // without a commit thread (its callers read the replies next)
-    if (rc == ZL_TURN_OK && self->defer_commits)
+    if (rc == ZL_TURN_OK && (self->defer_commits || self->commit_due_ms))
         rc = s_commit_all (self);
     return rc;
 }
@@ -1295,6 +1347,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->defer_commits =
         !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
         zl_store_use_commit_thread (self->store, (int64_t)cfg->commit_interval_ms * 1000);
+    self->settle_later =
+        !self->defer_commits && zl_store_exclusive (self->store) && cfg->commit_interval_ms > 0;
     self->ids = zl_id_counter_new (self->early_dispatch);
     self->mark = zl_commit_mark_new ();
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
@@ -1349,8 +1403,9 @@ zl_broker_destroy (zl_broker_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_broker_t *self = *self_p;
-    if (self->store && self->replies && self->defer_commits && !self->failed)
-        (void)s_commit_all (self); // what the turns wrote while a commit ran, too
+    if (self->store && self->replies && (self->defer_commits || self->commit_due_ms) &&
+        !self->failed)
+        (void)s_commit_all (self); // what the turns wrote while a commit ran, or left open
     else if (self->store && self->replies)
         (void)s_finish_commit (self, true); // what it committed is answered
     if (self->endpoints)

@@ -65,9 +65,11 @@ typedef struct {
     zl_durability_t durability;
     bool dispatch_after_commit; // hold every Dispatch until its lease is committed (see broker.c)
     bool commit_on_loop;        // LMDB, fsync: commit on the loop's thread, not the store's own
-    uint64_t
-        commit_interval_ms; // LMDB, fsync, its thread: a steady stream's commits this far apart
-    uint64_t map_size;      // the store's size limit
+    // LMDB, fsync, its thread: a steady stream's commits this far apart; where
+    // the loop commits, how long a turn that only settled jobs may leave its
+    // batch open after the last commit (broker.c, s_leave_commit)
+    uint64_t commit_interval_ms;
+    uint64_t map_size; // the store's size limit
     zl_sched_policy_t scheduler;
     uint64_t wfq_quantum_us; // see zl_sched_set_quantum
     uint64_t max_payload;

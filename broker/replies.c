@@ -49,7 +49,11 @@ typedef struct {
 
 struct _zl_replies_t {
     zl_replies_env_t env;
-    bool queued;  // something was queued for after the commit since the last flush
+    bool queued; // something was queued for after the commit since the last flush
+    // ... and of it: a reply other than Settled (promises, for
+    // zl_replies_settles_only), or jobs to send (jobs_queued; those that
+    // may go before the commit leave in zl_replies_flush_early)
+    bool promises, jobs_queued;
     bool holding; // zl_replies_flush with `hold`: frames go to `held`
     held_t *held;
     size_t n_held, cap_held;
@@ -341,7 +345,7 @@ void
 zl_replies_accept (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, uint64_t job_id,
                    bool duplicate)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     zl_producer_outbox_t *o = &p->out;
     S_PUSH (o->acc, o->n_acc, o->cap_acc, 64);
     o->acc[o->n_acc++] = (zl_acceptance_t){seq, job_id, duplicate};
@@ -359,7 +363,7 @@ void
 zl_replies_batch_closed (zl_replies_t *self, zl_producer_conn_t *p, const char *batch_id,
                          const char *error)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     zl_producer_outbox_t *o = &p->out;
     S_PUSH (o->closed, o->n_closed, o->cap_closed, 8);
     o->closed[o->n_closed++] = (zl_batch_closed_t){batch_id, error == NULL, error ? error : ""};
@@ -368,7 +372,7 @@ zl_replies_batch_closed (zl_replies_t *self, zl_producer_conn_t *p, const char *
 void
 zl_replies_batch_done (zl_replies_t *self, const zl_batch_info_t *info)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     S_PUSH (self->batches, self->n_batches, self->cap_batches, 8);
     self->batches[self->n_batches++] = *info;
 }
@@ -377,7 +381,7 @@ void
 zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_reject_code_t code,
                    const char *reason, uint32_t retry_after_ms)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     zl_producer_outbox_t *o = &p->out;
     S_PUSH (o->rej, o->n_rej, o->cap_rej, 16);
     o->rej[o->n_rej++] = (zl_rejection_t){seq, code, reason, retry_after_ms};
@@ -386,7 +390,7 @@ zl_replies_reject (zl_replies_t *self, zl_producer_conn_t *p, uint64_t seq, zl_r
 void
 zl_replies_credit_due (zl_replies_t *self, zl_producer_conn_t *p)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     p->out.sent_limit = UINT64_MAX;
 }
 
@@ -399,7 +403,7 @@ zl_replies_producer_pending (const zl_producer_conn_t *p)
 void
 zl_replies_dispatch (zl_replies_t *self, zl_worker_conn_t *w, zl_job_t *job)
 {
-    self->queued = true;
+    self->queued = self->jobs_queued = true;
     zl_worker_outbox_t *o = &w->out;
     S_PUSH (o->jobs, o->n_jobs, o->cap_jobs, 16);
     o->jobs[o->n_jobs++] = job;
@@ -417,7 +421,7 @@ zl_replies_settled (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, ui
 void
 zl_replies_cancel (zl_replies_t *self, zl_worker_conn_t *w, uint64_t job_id, uint64_t lease)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     zl_worker_outbox_t *o = &w->out;
     S_PUSH (o->cancels, o->n_cancels, o->cap_cancels, 16);
     o->cancels[o->n_cancels++] = (zl_lease_ref_t){job_id, lease};
@@ -437,7 +441,7 @@ zl_replies_move_settled (zl_replies_t *self, zl_worker_conn_t *to, zl_worker_con
 void
 zl_replies_dead (zl_replies_t *self, uint64_t job_id)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     S_PUSH (self->dead_ids, self->n_dead, self->cap_dead, 16);
     self->dead_ids[self->n_dead++] = job_id;
 }
@@ -446,7 +450,7 @@ void
 zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *topic,
                     const zl_job_outcome_t *outcome)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     S_PUSH (self->outcomes, self->n_outcomes, self->cap_outcomes, 16);
     outcome_later_t *o = &self->outcomes[self->n_outcomes++];
     o->topic = topic;
@@ -458,7 +462,7 @@ zl_replies_outcome (zl_replies_t *self, const zl_peer_t *peer, const char *topic
 void
 zl_replies_admin (zl_replies_t *self, const zl_peer_t *peer, const zl_msg_t *reply)
 {
-    self->queued = true;
+    self->queued = self->promises = true;
     S_PUSH (self->later, self->n_later, self->cap_later, 8);
     self->later[self->n_later++] = (admin_later_t){*peer, *reply};
 }
@@ -764,7 +768,7 @@ zl_replies_flush_early (zl_replies_t *self, zl_workers_t *workers, uint64_t belo
     zl_job_msg_t *msgs = NULL;
     zl_job_t **early = NULL;
     uint32_t cap_early = 0;
-    bool sent = false;
+    bool sent = false, still = false;
     *n_gone = 0;
     self->holding = false;
     for (size_t i = 0; i < n; i++) {
@@ -786,6 +790,8 @@ zl_replies_flush_early (zl_replies_t *self, zl_workers_t *workers, uint64_t belo
             }
             early[n_early++] = job;
         }
+        if (kept)
+            still = true;
         if (!n_early)
             continue;
         o->n_jobs = kept;
@@ -799,6 +805,7 @@ zl_replies_flush_early (zl_replies_t *self, zl_workers_t *workers, uint64_t belo
             gone[(*n_gone)++] = all[i];
         }
     }
+    self->jobs_queued = still; // what is left waits for the commit
     if (sent)
         zl_router_flush (sock);
     return gone;
@@ -809,7 +816,7 @@ zl_replies_flush (zl_replies_t *self, zl_producers_t *producers, zl_workers_t *w
                   size_t *n_gone)
 {
     self->holding = hold;
-    self->queued = false;
+    self->queued = self->promises = self->jobs_queued = false;
     // The workers' frames go first, and are written before the rest is even
     // made: a job that arrives alone starts on its worker before the
     // producer's Accepted and the events are sent (bench/RESULTS.md,
@@ -843,6 +850,19 @@ bool
 zl_replies_queued (const zl_replies_t *self)
 {
     return self->queued;
+}
+
+bool
+zl_replies_settles_only (const zl_replies_t *self, zl_producers_t *producers)
+{
+    if (self->promises || self->jobs_queued)
+        return false;
+    size_t n;
+    zl_producer_conn_t **all = zl_producers_all (producers, &n);
+    for (size_t i = 0; i < n; i++) // a Credit is a promise too
+        if (zl_producer_conn_limit (all[i]) != all[i]->out.sent_limit)
+            return false;
+    return true;
 }
 
 bool

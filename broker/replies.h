@@ -234,6 +234,12 @@ struct zl_worker_conn **zl_replies_flush (zl_replies_t *self, struct _zl_produce
 /*  True when something was queued for after the commit since the last
     flush (a Credit raised by zl_admission_regrant alone does not count). */
 bool zl_replies_queued (const zl_replies_t *self);
+/*  True when what is queued for after the commit (and not sent by
+    zl_replies_flush_early) is Settled alone: no reply to a producer
+    (Accepted, Rejected, a Credit due), no admin reply, event, outcome,
+    Cancel or job to send. Nobody waits on a Settled to go on: a turn that
+    only settled jobs may leave its commit to the next (broker.c). */
+bool zl_replies_settles_only (const zl_replies_t *self, struct _zl_producers_t *producers);
 /*  True while frames are held for a commit under way. */
 bool zl_replies_held (const zl_replies_t *self);
 /*  A commit started: the frames held so far wait for it; those held from
