@@ -50,6 +50,7 @@
     the worker knows of (held jobs, pending settlements: the broker makes
     the old connection's others, Dispatches lost with it, ready again at
     once), and every pending settlement resent. */
+#define _GNU_SOURCE // ppoll
 #include "zlane_worker.h"
 
 #include "clock.h"
@@ -1791,19 +1792,19 @@ s_finished (zl_worker_t *self, int64_t now_ms)
 
 // ------------------------------------------------------------------ run
 
-/*  The loop, on whichever thread of the pool holds it (signals unblocked
-    there only: they land in the loop, whose poll they interrupt, never in
-    a handler). One turn: fire due timers, start jobs on free handlers, send
-    what the last events produced (one frame per kind), then wait for the
-    earliest timer or an event and take it: stop requests, finished jobs,
-    broker messages. It runs until the worker is done (S_LOOP_DONE, with
-    loop_rc; on an error the jobs still held are cancelled and the queued
-    ones taken back), or until this thread takes a job just received to run
-    itself and passes the loop on (S_LOOP_PASSED, the job in `*job`). */
+/*  The loop, on whichever thread of the pool holds it (signals are let in
+    only while it waits, with the caller's mask, and while idle threads
+    wait: they land in a wait they interrupt, never in a handler; every
+    thread of the pool blocks them otherwise, so a job the loop's thread
+    runs needs no change of mask before or after). One turn: fire due timers, start jobs on free
+   handlers, send what the last events produced (one frame per kind), then wait for the earliest
+   timer or an event and take it: stop requests, finished jobs, broker messages. It runs until the
+   worker is done (S_LOOP_DONE, with loop_rc; on an error the jobs still held are cancelled and the
+   queued ones taken back), or until this thread takes a job just received to run itself and passes
+   the loop on (S_LOOP_PASSED, the job in `*job`). */
 static s_loop_end_t
 s_loop (zl_worker_t *self, zl_held_job_t **job)
 {
-    pthread_sigmask (SIG_SETMASK, &self->loop_sigmask, NULL);
     s_take_results (self); // this thread's own job among them, when it comes back
     int64_t now = zl_clock_mono_ms ();
     int rc = 0;
@@ -1820,7 +1821,9 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
                                   {self->wake_fd, POLLIN, 0},
                                   {self->dealer ? zl_link_fd (self->dealer) : -1,
                                    self->dealer ? zl_link_poll_events (self->dealer) : 0, 0}};
-        int n = poll (items, 3, s_next_timeout (self, now));
+        int ms = s_next_timeout (self, now);
+        struct timespec wait = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        int n = ppoll (items, 3, &wait, &self->loop_sigmask);
         if (n < 0 && errno != EINTR) {
             zl_error (S_COMPONENT, "poll: %s", strerror (errno));
             rc = -1;
@@ -1848,9 +1851,6 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
             zl_held_job_t *mine = s_start_here (self);
             s_start_jobs (self, now);
             if (mine) {
-                sigset_t all;
-                sigfillset (&all);
-                pthread_sigmask (SIG_SETMASK, &all, NULL);
                 s_free_loop (self, now);
                 *job = mine;
                 return S_LOOP_PASSED;
@@ -1862,9 +1862,6 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
     // and running ones cancelled, so that the threads can be joined.
     s_cancel_all (self, ZL_WORKER_SHUTDOWN);
     (void)s_work_take_all (self); // its jobs are still held: forgotten after the join
-    sigset_t all;
-    sigfillset (&all);
-    pthread_sigmask (SIG_SETMASK, &all, NULL);
     self->loop_rc = rc;
     return S_LOOP_DONE;
 }
@@ -1922,13 +1919,15 @@ zl_worker_run (zl_worker_t *self)
         return -1;
     }
     self->started = true;
-    sigset_t caller_mask;
-    pthread_sigmask (SIG_SETMASK, NULL, &caller_mask);
-    self->loop_sigmask = caller_mask; // the loop's, on whichever thread runs it
+    sigset_t caller_mask, all;
+    sigfillset (&all);
+    pthread_sigmask (SIG_SETMASK, &all, &caller_mask); // let in only while waiting
+    self->loop_sigmask = caller_mask;                  // the loop's, on whichever thread runs it
     if (s_open_fds (self) != 0) {
         zl_error (S_COMPONENT, "cannot create the pool's eventfds and epoll sets: %s",
                   strerror (errno));
         s_close_fds (self);
+        pthread_sigmask (SIG_SETMASK, &caller_mask, NULL);
         return -1;
     }
     self->codec = zl_codec_new ();
