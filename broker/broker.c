@@ -24,7 +24,11 @@
          store's socket). With the LMDB store's commit thread (fsync mode)
          no turn waits: while a commit is under way the turn's batch stays
          open and its replies are held for the next commit (zl_replies_cut
-         marks which held replies wait for which commit)
+         marks which held replies wait for which commit). Where the loop
+         commits (LMDB in none mode, --commit-on-loop), a turn whose only
+         promising replies are Settled leaves its batch open, its replies
+         held, for a later turn's commit, at most --commit-interval after
+         the last one (s_leave_commit)
          On a store only this broker writes (LMDB), the Dispatch of a job
          that a crash before the commit can only give back (no ordering
          key, parents or children, checkpoint; an id below the committed
