@@ -65,6 +65,7 @@
 #include "clock.h"
 #include "codec.h"
 #include "commit_mark.h"
+#include "batch_hold.h"
 #include "counters.h"
 #include "endpoints.h"
 #include "http.h"
@@ -138,12 +139,7 @@ struct _zl_broker_t {
     bool early_dispatch;    // jobs may leave before the commit (zl_replies_flush_early)
     zl_commit_mark_t *mark; // how far the turns are committed (loop_turns_committed)
     bool defer_commits;     // the store commits on its thread: a turn need not wait for it
-    // The loop commits (LMDB in `none` mode, or --commit-on-loop): a turn that
-    // only settled jobs leaves its commit to a later turn (s_leave_commit),
-    // at the latest `commit_due_ms`, the interval after the last commit
-    bool settle_later;
-    int64_t last_commit_ms; // the loop's last commit (monotonic)
-    int64_t commit_due_ms;  // a batch is left open until then; 0 = none is
+    zl_batch_hold_t *hold;  // the loop commits: when a turn may leave its batch open, else NULL
     size_t worker_rr;
     zl_peer_t *gone; // workers found unreachable at the last flush: released next turn
     size_t n_gone, cap_gone;
@@ -677,35 +673,27 @@ s_commit (zl_broker_t *self)
     return s_commit_as (self, false);
 }
 
-/*  Whether this turn leaves its batch open for a later turn to commit: on a
-    store the loop commits (settle_later), when the turn wrote, queued no
-    reply but Settled (acks, nacks, retries: nobody waits on a Settled to go
-    on; a job that may leave before its commit has gone already) and the
-    last commit was less than --commit-interval ago. Under a stream of jobs
-    each Ack's turn then rides on the next Submit's commit, which sends its
-    Settled: a commit and a send fewer a job. */
+// A turn left its batch open (s_leave_commit): not committed yet.
+static bool
+s_batch_held (zl_broker_t *self)
+{
+    return self->hold && zl_batch_hold_due (self->hold) >= 0;
+}
+
+/*  Whether this turn leaves its batch open for a later turn to commit
+    (batch_hold.h): on a store the loop commits, when the turn wrote,
+    queued no reply but Settled (a job that may leave before its commit has
+    gone already) and the hold allows it. Under a stream of jobs each Ack's
+    turn then rides on the next Submit's commit, which sends its Settled. */
 static bool
 s_leave_commit (zl_broker_t *self, zl_now_t now)
 {
-    if (!self->settle_later || !zl_store_batch_dirty (self->store) ||
-        zl_jobs_store_error (self->jobs) != ZL_STORE_OK)
+    if (!self->hold || !zl_batch_hold_may (self->hold, now.mono_ms) ||
+        !zl_store_batch_dirty (self->store) || zl_jobs_store_error (self->jobs) != ZL_STORE_OK ||
+        !zl_replies_settles_only (self->replies, self->producers))
         return false;
-    int64_t due = self->last_commit_ms + (int64_t)self->cfg->commit_interval_ms;
-    if (now.mono_ms >= due)
-        return false;
-    zl_admission_regrant (self->admission); // a Credit it raises is a promise
-    if (!zl_replies_settles_only (self->replies, self->producers))
-        return false;
-    self->commit_due_ms = due;
+    zl_batch_hold_leave (self->hold);
     return true;
-}
-
-// The loop committed every turn's batch.
-static void
-s_committed_at (zl_broker_t *self, zl_now_t now)
-{
-    self->last_commit_ms = now.mono_ms;
-    self->commit_due_ms = 0;
 }
 
 // The workers whose frames could not be sent give their jobs back at the
@@ -769,8 +757,8 @@ s_commit_all (zl_broker_t *self)
             rc = s_finish_commit (self, true);
         else if (rc == ZL_STORE_OK)
             s_release_held (self);
-        if (rc == ZL_STORE_OK)
-            s_committed_at (self, zl_now ());
+        if (rc == ZL_STORE_OK && self->hold)
+            zl_batch_hold_committed (self->hold, zl_now ().mono_ms);
     }
     zl_endpoints_flush (self->endpoints);
     return rc == ZL_STORE_OK ? ZL_TURN_OK : s_store_failed (self, rc, "the turn's commit");
@@ -1129,10 +1117,10 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     // leaves the commit under way alone. With the store's commit thread
     // (LMDB in fsync mode) no turn waits: while a commit is under way the
     // batch stays open, and the turns' replies are held, for the next one.
-    if (self->defer_commits && zl_store_commit_pending (self->store)) {
-        zl_admission_regrant (self->admission);
+    // the producers' credit first: a Credit it raises is a reply this turn owes
+    zl_admission_regrant (self->admission);
+    if (self->defer_commits && zl_store_commit_pending (self->store))
         return s_hold_replies (self);
-    }
     if (zl_store_commit_pending (self->store) && !zl_store_batch_dirty (self->store) &&
         !zl_replies_queued (self->replies)) {
         (void)s_commit_as (self, true); // closes the empty batch, waits for nothing
@@ -1147,8 +1135,8 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     rc = s_commit_as (self, true);
     if (rc != ZL_STORE_OK && rc != ZL_STORE_PENDING)
         return s_store_failed (self, rc, "the turn's commit");
-    if (rc == ZL_STORE_OK && self->settle_later)
-        s_committed_at (self, now);
+    if (rc == ZL_STORE_OK && self->hold)
+        zl_batch_hold_committed (self->hold, now.mono_ms);
     if (rc == ZL_STORE_OK && zl_replies_held (self->replies)) {
         // held by turns while the last commit ran, for this one: it is done
         zl_replies_cut (self->replies);
@@ -1156,8 +1144,7 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
     }
 
     // 7. what promises a state change: now that it is on disk, or held
-    // until it is
-    zl_admission_regrant (self->admission);
+    // until it is (the credit was granted above)
     size_t n_gone;
     zl_worker_conn_t **gone = zl_replies_flush (self->replies, self->producers, self->workers,
                                                 rc == ZL_STORE_PENDING, &n_gone);
@@ -1190,7 +1177,7 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
     }
     int64_t next[] = {self->next_heartbeat_ms,
                       self->next_alert_ms,
-                      self->commit_due_ms ? self->commit_due_ms : -1,
+                      self->hold ? zl_batch_hold_due (self->hold) : -1,
                       zl_jobs_next_timer (self->jobs),
                       zl_sched_next_wake (self->sched),
                       deadline,
@@ -1250,7 +1237,7 @@ zl_broker_feed (zl_broker_t *self, const char *which, const void *peer, size_t p
     int rc = s_turn (self, NULL, &fed);
     // a fed turn ends with its commit and its replies, as on a store
     // without a commit thread (its callers read the replies next)
-    if (rc == ZL_TURN_OK && (self->defer_commits || self->commit_due_ms))
+    if (rc == ZL_TURN_OK && (self->defer_commits || s_batch_held (self)))
         rc = s_commit_all (self);
     return rc;
 }
@@ -1351,8 +1338,8 @@ zl_broker_new (zl_broker_config_t *cfg, char *err, size_t errlen)
     self->defer_commits =
         !cfg->commit_on_loop && zl_store_exclusive (self->store) &&
         zl_store_use_commit_thread (self->store, (int64_t)cfg->commit_interval_ms * 1000);
-    self->settle_later =
-        !self->defer_commits && zl_store_exclusive (self->store) && cfg->commit_interval_ms > 0;
+    if (!self->defer_commits && zl_store_exclusive (self->store) && cfg->commit_interval_ms > 0)
+        self->hold = zl_batch_hold_new (cfg->commit_interval_ms);
     self->ids = zl_id_counter_new (self->early_dispatch);
     self->mark = zl_commit_mark_new ();
     zl_endpoints_t *ep = self->endpoints = zl_endpoints_new (cfg);
@@ -1407,7 +1394,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     if (!self_p || !*self_p)
         return;
     zl_broker_t *self = *self_p;
-    if (self->store && self->replies && (self->defer_commits || self->commit_due_ms) &&
+    if (self->store && self->replies && (self->defer_commits || s_batch_held (self)) &&
         !self->failed)
         (void)s_commit_all (self); // what the turns wrote while a commit ran, or left open
     else if (self->store && self->replies)
@@ -1421,6 +1408,7 @@ zl_broker_destroy (zl_broker_t **self_p)
     zl_store_close (&self->store);
     zl_id_counter_destroy (&self->ids);
     zl_commit_mark_destroy (&self->mark);
+    zl_batch_hold_destroy (&self->hold);
     zl_http_destroy (&self->http);
     zl_security_destroy (&self->security);
     zl_codec_destroy (&self->codec);

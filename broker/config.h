@@ -67,7 +67,7 @@ typedef struct {
     bool commit_on_loop;        // LMDB, fsync: commit on the loop's thread, not the store's own
     // LMDB, fsync, its thread: a steady stream's commits this far apart; where
     // the loop commits, how long a turn that only settled jobs may leave its
-    // batch open after the last commit (broker.c, s_leave_commit)
+    // batch open after the last commit (batch_hold.h)
     uint64_t commit_interval_ms;
     uint64_t map_size; // the store's size limit
     zl_sched_policy_t scheduler;
