@@ -52,9 +52,12 @@ struct _zl_link_t {
     // a frame parsed by zl_link_pump, not yet taken by zl_link_recv (held),
     // or the one zl_link_recv returned last (lent): no read may move either
     bool held, lent;
-    // the last read took less than it had room for: the kernel had no more
-    // then, and the next read would find none (the owner polls first)
-    bool drained;
+    // the kernel had nothing more to read at the last read (it took less
+    // than it had room for) or at the owner's last poll: an owner that
+    // reports its polls (zl_link_polled) has reads wait for its next poll
+    // (and an EAGAIN counts too), one that does not has the next read
+    // skipped once.
+    bool drained, owner_polls;
     const uint8_t *held_data;
     size_t held_size;
     bool held_more;
@@ -320,8 +323,9 @@ s_read (zl_link_t *self, int64_t now_ms)
 {
     if (!self->zmtp || self->held || self->lent)
         return false;
-    if (self->drained) { // once: a system call that would say EAGAIN
-        self->drained = false;
+    if (self->drained) { // a system call that would say EAGAIN
+        if (!self->owner_polls)
+            self->drained = false;
         return false;
     }
     size_t room;
@@ -333,7 +337,11 @@ s_read (zl_link_t *self, int64_t now_ms)
         self->heard_ms = now_ms;
         return true;
     }
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        self->drained = self->owner_polls;
+        return false;
+    }
+    if (r < 0 && errno == EINTR)
         return false;
     s_lost (self, now_ms, r == 0 ? "the broker closed the connection" : strerror (errno));
     return false;
@@ -486,6 +494,13 @@ zl_link_timeout (const zl_link_t *self, int64_t now_ms)
     if (zl_link_pending (self))
         return 0;
     return due < 0 ? -1 : due > now_ms ? due - now_ms : 0;
+}
+
+void
+zl_link_polled (zl_link_t *self, short revents)
+{
+    self->owner_polls = true;
+    self->drained = !(revents & (POLLIN | POLLERR | POLLHUP));
 }
 
 void

@@ -81,6 +81,12 @@ int64_t zl_link_timeout (const zl_link_t *self, int64_t now_ms);
 /*  Move everything on without blocking: dial when due, finish a dial,
     write what waits, read what came, PING, time out. */
 void zl_link_pump (zl_link_t *self, int64_t now_ms);
+/*  The owner's poll of zl_link_fd returned `revents`. An owner that tells
+    the link of every poll has no read made that would find nothing: with
+    no POLLIN (nor POLLERR, POLLHUP) in `revents`, or once a read found the
+    kernel's buffer empty, the link reads nothing until the owner's next
+    poll says something came. */
+void zl_link_polled (zl_link_t *self, short revents);
 
 /*  Queue a frame. It goes at the next zl_link_flush or zl_link_pump.
     Returns 0, or -1 with errno EAGAIN: no connection is up and
@@ -93,8 +99,9 @@ void zl_link_flush (zl_link_t *self);
     next call on the link): 1, or 0 when none is buffered. `*more` is set
     when another frame of the same message follows. A read that took less
     than it had room for emptied the kernel's buffer: the next call that
-    would read again returns 0 without reading, once (what came since makes
-    the socket readable for the owner's next poll). */
+    would read again returns 0 without reading, once, or until the owner's
+    next zl_link_polled for an owner that reports its polls (what came
+    since makes the socket readable for that poll). */
 int zl_link_recv (zl_link_t *self, const void **data, size_t *size, bool *more);
 /*  The next connection event: 1, or 0 when none. */
 int zl_link_event (zl_link_t *self, zl_link_event_t *ev);

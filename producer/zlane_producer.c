@@ -1130,6 +1130,8 @@ s_pump (zl_producer_t *self, int timeout_ms)
         struct pollfd item = {zl_link_fd (self->handle), zl_link_poll_events (self->handle), 0};
         if (poll (&item, item.fd >= 0 ? 1 : 0, wait < 0 ? -1 : (int)wait) < 0)
             return -1;
+        if (item.fd >= 0) // no read when the poll saw nothing come
+            zl_link_polled (self->handle, item.revents);
         zl_link_pump (self->handle, zl_clock_mono_ms ());
         if (!zl_link_blocked (self->handle))
             self->out_blocked = false;

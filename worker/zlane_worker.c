@@ -148,10 +148,11 @@ struct _zl_worker_t {
     bool loop_free; // no thread holds the loop: the one that freed it runs a job (s_pool)
     bool loop_done; // the loop ended, with loop_rc: zl_worker_run returns
     int loop_rc;
-    bool quit;   // handler threads exit once the work queue is empty
-    int done_fd; // eventfd: "the done queue is no longer empty"
-    int work_fd; // eventfd (a semaphore): a job queued for an idle thread
-    int end_fd;  // eventfd, readable for good once the loop is done (or the threads quit)
+    bool quit;           // handler threads exit once the work queue is empty
+    int done_fd;         // eventfd: "the done queue is no longer empty"
+    bool done_signalled; // done_fd was written since the loop last took the queue (lock)
+    int work_fd;         // eventfd (a semaphore): a job queued for an idle thread
+    int end_fd;          // eventfd, readable for good once the loop is done (or the threads quit)
     pthread_cond_t end_cond; // handler threads wait on it for `quit` once the loop is done
     int pool_ep;       // epoll: what idle threads wait on (work_fd; loop_ep while the loop is free)
     int loop_ep;       // epoll: the loop's events (done_fd, wake_fd, the link, timer_fd)
@@ -1123,6 +1124,7 @@ s_done_push (zl_worker_t *self, zl_held_job_t *h, bool mine)
         uint64_t one = 1;
         ssize_t rc = write (self->done_fd, &one, sizeof one);
         (void)rc; // a full counter still wakes the loop
+        self->done_signalled = true;
     }
 }
 
@@ -1397,11 +1399,20 @@ s_on_result (zl_worker_t *self, zl_held_job_t *h)
 static void
 s_take_results (zl_worker_t *self)
 {
-    // Drain the signals first, then the queue (see s_handler_thread).
-    uint64_t count;
-    ssize_t got = read (self->done_fd, &count, sizeof count);
-    (void)got; // EAGAIN: no signal since the last drain
+    // Drain the signal first, then the queue (see s_done_push), and only
+    // when one was sent: a job this thread ran and put back itself sent
+    // none (a read that said EAGAIN after most jobs). While the signal's
+    // flag is up the queue is not empty, so no other signal comes before
+    // the queue is taken.
     pthread_mutex_lock (&self->lock);
+    if (self->done_signalled) {
+        self->done_signalled = false;
+        pthread_mutex_unlock (&self->lock);
+        uint64_t count;
+        ssize_t got = read (self->done_fd, &count, sizeof count);
+        (void)got;
+        pthread_mutex_lock (&self->lock);
+    }
     zl_held_job_t *h = self->done_head;
     self->done_head = self->done_tail = NULL;
     pthread_mutex_unlock (&self->lock);

@@ -436,6 +436,70 @@ test_drained_read (void **state)
     s_raw_close (&raw);
 }
 
+//  An owner that reports its polls (zl_link_polled, as the producer
+//  library does) has no read made that would find nothing: after a poll
+//  that saw no input, or a read that emptied the kernel's buffer, the link
+//  reads nothing, however often it is pumped or asked, until the owner's
+//  next poll says something came (a producer made two reads that said
+//  EAGAIN after each job it sent). A hang-up counts as something.
+static void
+test_polled_read (void **state)
+{
+    (void)state;
+    raw_t raw;
+    lt_t *t = s_connected (&raw);
+    const void *data;
+    size_t size;
+    bool more;
+    struct pollfd p = {zl_link_fd (t->link), POLLIN, 0};
+    zl_link_polled (t->link, 0); // the owner's poll saw nothing
+    assert_int_equal (zl_zmtp_send (raw.zmtp, "first", 5, false), 0);
+    s_raw_write (&raw);
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1); // there now, but not said
+    for (int i = 0; i < 3; i++) {
+        zl_link_pump (t->link, zl_clock_mono_ms ());
+        assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    }
+    zl_link_polled (t->link, POLLIN);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
+    assert_memory_equal (data, "first", 5);
+    // that read emptied the buffer: what comes next waits for the next poll
+    assert_int_equal (zl_zmtp_send (raw.zmtp, "second", 6, false), 0);
+    s_raw_write (&raw);
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    for (int i = 0; i < 3; i++) {
+        zl_link_pump (t->link, zl_clock_mono_ms ());
+        assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    }
+    zl_link_polled (t->link, POLLIN);
+    zl_link_pump (t->link, zl_clock_mono_ms ());
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
+    assert_memory_equal (data, "second", 6);
+    // a poll that said input, and a read that found none (EAGAIN): the
+    // same as a poll that saw nothing
+    zl_link_polled (t->link, POLLIN);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    assert_int_equal (zl_zmtp_send (raw.zmtp, "third", 5, false), 0);
+    s_raw_write (&raw);
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    zl_link_polled (t->link, POLLIN);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
+    assert_memory_equal (data, "third", 5);
+    // the peer hangs up: a poll that says so has the link read, and see it
+    s_raw_close (&raw);
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    zl_link_polled (t->link, 0);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    assert_true (zl_link_connected (t->link));
+    zl_link_polled (t->link, POLLIN | POLLHUP);
+    assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
+    assert_false (zl_link_connected (t->link));
+    s_drain (t);
+    assert_non_null (s_wait_event (t, NULL, ZL_LINK_DISCONNECTED, 0, NULL));
+    s_lt_destroy (&t);
+}
+
 //  A handshake that ends in zl_link_recv (the owner took frames before it
 //  took events) leaves its CONNECTED event pending: zl_link_timeout says 0
 //  until the owner takes it. A producer waited for its next heartbeat, a
@@ -1135,6 +1199,7 @@ main (void)
         cmocka_unit_test (test_endpoints),
         cmocka_unit_test (test_pending),
         cmocka_unit_test (test_drained_read),
+        cmocka_unit_test (test_polled_read),
         cmocka_unit_test (test_event_pending),
         cmocka_unit_test (test_null_router),
         cmocka_unit_test (test_immediate_and_hwm),

@@ -688,6 +688,54 @@ test_job_starts_on_the_loop_thread (void **state)
     assert_int_equal (s_finish (f, false), 0);
 }
 
+/*  (d4) A result from a handler thread signals the loop (an eventfd) and
+    the loop drains the signal as it takes the result, and reads it only
+    then (a job its own thread ran and put back sent none: the read said
+    EAGAIN after most jobs). A signal left undrained would keep the loop's
+    poll returning at once: an idle worker that spins. */
+static void
+test_idle_after_a_handler_result (void **state)
+{
+    s_fixture_t *f = *state;
+    f->opts.concurrency = 2;
+    f->opts.heartbeat_ms = 10000;
+    s_start (f);
+    assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_READY, S_WAIT_MS), ZL_MSG_READY);
+    for (int round = 0; round < 3; round++) {
+        s_wait_idle (f);
+        pthread_mutex_lock (&f->ctx.lock);
+        f->ctx.go = false;
+        pthread_mutex_unlock (&f->ctx.lock);
+        // the first holds the loop's thread, the second runs on a handler
+        // thread and is signalled; the first ends after it
+        zl_job_msg_t first = s_job (60 + 2 * (uint64_t)round, "wait-go");
+        s_broker_dispatch (&f->broker, &first, 1);
+        assert_true (s_ctx_wait (&f->ctx, &f->ctx.started, 1 + 2 * round, S_WAIT_MS));
+        zl_job_msg_t second = s_job (61 + 2 * (uint64_t)round, "ack");
+        s_broker_dispatch (&f->broker, &second, 1);
+        assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+        assert_int_equal (f->broker.msg.u.ack.items[0].job_id, second.job_id);
+        s_broker_settle_batch (&f->broker);
+        s_ctx_go (&f->ctx);
+        assert_int_equal (s_broker_expect (&f->broker, ZL_MSG_ACK, S_WAIT_MS), ZL_MSG_ACK);
+        assert_int_equal (f->broker.msg.u.ack.items[0].job_id, first.job_id);
+        s_broker_settle_batch (&f->broker);
+    }
+    s_wait_idle (f);
+    // idle now: the process's CPU time over a quiet spell stays a small
+    // part of it (a spinning loop takes all of it)
+    struct timespec c0, c1;
+    clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &c0);
+    int64_t t0 = zl_clock_mono_us ();
+    assert_int_equal (s_broker_recv (&f->broker, 500), ZL_MSG_NONE); // nothing to say
+    clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &c1);
+    int64_t wall_us = zl_clock_mono_us () - t0;
+    int64_t cpu_us = (c1.tv_sec - c0.tv_sec) * 1000000 + (c1.tv_nsec - c0.tv_nsec) / 1000;
+    assert_true (wall_us >= 400000);
+    assert_true (cpu_us < wall_us / 4);
+    assert_int_equal (s_finish (f, false), 0);
+}
+
 /*  (d3) A job on the loop's thread with nothing else coming: the loop's
     timer (set earlier than before for the job's short lease; it is left as
     it is only when set for no later) has an idle thread take the loop and
@@ -1556,6 +1604,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_no_extend, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_job_starts_on_the_loop_thread, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_timer_while_the_loop_is_free, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_idle_after_a_handler_result, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_short_jobs_stay_on_the_loop_thread, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_signal_while_the_loop_is_free, s_setup, s_teardown),
