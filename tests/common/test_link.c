@@ -179,15 +179,22 @@ s_lt_destroy (lt_t **t_p)
     *t_p = NULL;
 }
 
-//  Take what the link has: its events and frames.
 static void
-s_drain (lt_t *t)
+s_take_events (lt_t *t)
 {
     zl_link_event_t ev;
     while (zl_link_event (t->link, &ev) == 1) {
         assert_true (t->n_events < MAX_EVENTS);
         t->events[t->n_events++] = (seen_event_t){ev, zl_clock_mono_ms ()};
     }
+}
+
+//  Take what the link has: its events and frames, then the events again (a
+//  read for a frame may finish a handshake: CONNECTED comes then).
+static void
+s_drain (lt_t *t)
+{
+    s_take_events (t);
     const void *data;
     size_t size;
     bool more;
@@ -199,6 +206,7 @@ s_drain (lt_t *t)
         memcpy (f->data, data, size < KEEP ? size : KEEP);
         f->last = size ? ((const uint8_t *)data)[size - 1] : 0;
     }
+    s_take_events (t);
 }
 
 //  One turn of an owner's loop: wait (at most `max_ms`) for the link's
