@@ -85,7 +85,7 @@ void zl_link_pump (zl_link_t *self, int64_t now_ms);
     the link of every poll has no read made that would find nothing: with
     no POLLIN (nor POLLERR, POLLHUP) in `revents`, or once a read found the
     kernel's buffer empty, the link reads nothing until the owner's next
-    poll says something came. */
+    poll says something came. The producer and worker libraries do. */
 void zl_link_polled (zl_link_t *self, short revents);
 
 /*  Queue a frame. It goes at the next zl_link_flush or zl_link_pump.

@@ -1854,6 +1854,8 @@ s_loop (zl_worker_t *self, zl_held_job_t **job)
             for (zl_held_job_t *h = self->held_head; h; h = h->next)
                 s_collect_checkpoint (self, h);
         if (self->dealer) {
+            if (items[2].fd >= 0) // no read when the poll saw nothing come
+                zl_link_polled (self->dealer, n > 0 ? items[2].revents : 0);
             zl_link_pump (self->dealer, now); // dials, handshakes, writes that waited
             s_recv_all (self, now);
             s_link_events (self);

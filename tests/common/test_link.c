@@ -412,6 +412,17 @@ test_pending (void **state)
     s_raw_close (&raw);
 }
 
+//  The raw peer sends `text` as one frame; returns once it is in the
+//  kernel's buffer on the link's side (its socket polls readable).
+static void
+s_raw_arrives (raw_t *raw, lt_t *t, const char *text)
+{
+    assert_int_equal (zl_zmtp_send (raw->zmtp, text, strlen (text), false), 0);
+    s_raw_write (raw);
+    struct pollfd p = {zl_link_fd (t->link), POLLIN, 0};
+    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+}
+
 //  A read that took less than it had room for emptied the kernel's buffer:
 //  the next zl_link_recv returns 0 without a read (a system call that would
 //  find nothing, after each message a worker or producer takes), once; what
@@ -425,16 +436,12 @@ test_drained_read (void **state)
     const void *data;
     size_t size;
     bool more;
-    assert_int_equal (zl_zmtp_send (raw.zmtp, "first", 5, false), 0);
-    s_raw_write (&raw);
     struct pollfd p = {zl_link_fd (t->link), POLLIN, 0};
-    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    s_raw_arrives (&raw, t, "first");
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1); // one short read
     assert_memory_equal (data, "first", 5);
     // the next frame is in the kernel's buffer before the owner asks again
-    assert_int_equal (zl_zmtp_send (raw.zmtp, "second", 6, false), 0);
-    s_raw_write (&raw);
-    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    s_raw_arrives (&raw, t, "second");
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0); // not read
     assert_false (zl_link_pending (t->link));
     assert_int_equal (poll (&p, 1, 0), 1); // so the owner's poll does not sleep on it
@@ -460,10 +467,8 @@ test_polled_read (void **state)
     size_t size;
     bool more;
     struct pollfd p = {zl_link_fd (t->link), POLLIN, 0};
-    zl_link_polled (t->link, 0); // the owner's poll saw nothing
-    assert_int_equal (zl_zmtp_send (raw.zmtp, "first", 5, false), 0);
-    s_raw_write (&raw);
-    assert_int_equal (poll (&p, 1, WAIT_MS), 1); // there now, but not said
+    zl_link_polled (t->link, 0);      // the owner's poll saw nothing
+    s_raw_arrives (&raw, t, "first"); // there now, but not said
     for (int i = 0; i < 3; i++) {
         zl_link_pump (t->link, zl_clock_mono_ms ());
         assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
@@ -472,9 +477,7 @@ test_polled_read (void **state)
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
     assert_memory_equal (data, "first", 5);
     // that read emptied the buffer: what comes next waits for the next poll
-    assert_int_equal (zl_zmtp_send (raw.zmtp, "second", 6, false), 0);
-    s_raw_write (&raw);
-    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    s_raw_arrives (&raw, t, "second");
     for (int i = 0; i < 3; i++) {
         zl_link_pump (t->link, zl_clock_mono_ms ());
         assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
@@ -487,9 +490,7 @@ test_polled_read (void **state)
     // same as a poll that saw nothing
     zl_link_polled (t->link, POLLIN);
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
-    assert_int_equal (zl_zmtp_send (raw.zmtp, "third", 5, false), 0);
-    s_raw_write (&raw);
-    assert_int_equal (poll (&p, 1, WAIT_MS), 1);
+    s_raw_arrives (&raw, t, "third");
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 0);
     zl_link_polled (t->link, POLLIN);
     assert_int_equal (zl_link_recv (t->link, &data, &size, &more), 1);
