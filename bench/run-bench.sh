@@ -120,6 +120,10 @@ keep_best () {
 jobs_s () { sed -n 's/.* \([0-9][0-9]*\) jobs\/s.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
 bytes_job () { sed -n 's/.*= \([0-9][0-9]*\) bytes\/job.*/\1/p' "$OUT/$1" 2>/dev/null | head -1; }
 lat () { sed -n "s/.* $2 \([0-9.]*\) ms.*/\1/p" "$OUT/$1" 2>/dev/null | head -1; }
+# lat_floor NAME P: the floor's two-hop figure (its first line is one hop)
+lat_floor () { grep two-hops "$OUT/$1" 2>/dev/null | sed -n "s/.* $2 \([0-9.]*\) ms.*/\1/p" | head -1; }
+# above A B: A - B in µs (both in ms), or n/a
+above () { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.0f", (a - b) * 1000 }' || printf 'n/a'; }
 ratio () { [ -n "$1" ] && [ -n "$2" ] && [ "$2" != 0 ] && awk -v r="$(calc "$1 / $2")" 'BEGIN { if (r < 0.005) printf "<0.01"; else printf "%.2f", r }' || printf 'n/a'; }
 
 # The throughput rows the ratios are made of, in rounds: a round runs zlane
@@ -172,6 +176,11 @@ for d in none fsync; do
         # RabbitMQ's consumers get with basic.qos 200
         run "lat-$d-$r" "$BIN/zlane-bench-latency" --rate "$r" --seconds "$LAT_SECONDS" \
             --workers 2 --payload 100 --durability "$d" --prefetch 196
+        # the floor under these figures, in the same minutes: a relay that
+        # does nothing between two loopback hops (bench/floor.c)
+        [ "$d" = none ] && [ -x "$BIN/zlane-bench-floor" ] &&
+            run "floor-$r" "$BIN/zlane-bench-floor" --rate "$r" --seconds "$LAT_SECONDS" \
+                --consumers 2 --payload 100
     done
     run "mem-$d" "$BIN/zlane-bench" memory --jobs "$MEM_JOBS" --payload 100 --durability "$d"
 done
@@ -240,6 +249,21 @@ table () {
          "$(jobs_s bs-binlog) jobs/s (fsync / it $(ratio "$(jobs_s thr-fsync-1)" "$(jobs_s bs-binlog)"))."
 }
 
+# floor_table: each system's latency beside the floor measured in the same
+# run, and what each added to it (µs)
+floor_table () {
+    echo "| latency, $LAT_SECONDS s open loop, 100 bytes (ms) | floor: two loopback hops, nothing between | zlane none | added (µs) | beanstalkd in-memory | added (µs) | RabbitMQ transient | added (µs) |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    local r p f z b q
+    for r in $LAT_RATES; do
+        for p in p50 p99; do
+            f=$(lat_floor "floor-$r" $p); z=$(lat "lat-none-$r" $p)
+            b=$(lat "bs-lat-memory-$r" $p); q=$(lat "rmq-lat-transient-$r" $p)
+            echo "| $p at $r jobs/s | ${f:-n/a} | ${z:-n/a} | $(above "$z" "$f") | ${b:-n/a} | $(above "$b" "$f") | ${q:-n/a} | $(above "$q" "$f") |"
+        done
+    done
+}
+
 # sched_row LABEL: "1 tenant/s | many/s | ratio" from the --full output
 sched_row () {
     awk -v l="$1" 'index($0, l) == 1 { n = split(substr($0, length(l) + 1), f, " "); for (i = 1; i <= n; i++) if (f[i] ~ /^[0-9.]+$/) v[++k] = f[i]; print v[1] " | " v[2] " | " v[3]; exit }' "$OUT/sched-full"
@@ -271,6 +295,15 @@ section () {
     echo "Load average at the start: $LOAD_START (other work was running on the machine: numbers are a floor, not a ceiling)."
     echo
     table
+    echo
+    echo "The floor under the latency rows, measured in the same run (\`zlane-bench-floor\`,"
+    echo "bench/floor.c): the same pacing and messages through a relay that does nothing but pass each"
+    echo "one on (an epoll loop between the producer and 2 consumers that wait in a blocking read, each"
+    echo "message answered to the producer and acknowledged by its consumer with one byte), so the two"
+    echo "loopback hops and the three wake-ups any broker in its own process needs, and nothing else."
+    echo "No broker can be below it on this machine; what each one adds is its own work."
+    echo
+    floor_table
     echo
     sched_table
     echo
@@ -323,7 +356,7 @@ section () {
     echo '```'
     local f
     for f in thr-none-1 thr-none-2 thr-fsync-1 thr-fsync-2 thr-none-prio thr-none-keys \
-             thr-fsync-prio thr-fsync-keys $(for r in $LAT_RATES; do echo "lat-none-$r lat-fsync-$r"; done) \
+             thr-fsync-prio thr-fsync-keys $(for r in $LAT_RATES; do echo "lat-none-$r lat-fsync-$r floor-$r"; done) \
              mem-none mem-fsync bs-memory bs-nosync bs-binlog bs-fsync bs-mem \
              $(for r in $LAT_RATES; do echo "bs-lat-memory-$r bs-lat-fsync-$r"; done) \
              rmq-thr-transient rmq-thr-durable \
@@ -338,6 +371,8 @@ section () {
 section >"$OUT/section.md"
 echo
 table
+echo
+floor_table
 echo
 sched_table
 echo
