@@ -94,6 +94,7 @@
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1188,6 +1189,29 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
     return wake;
 }
 
+// Wait for `items` as zmq_poll does. With no libzmq socket among them (the
+// broker's own ZMTP routers and the commit thread's fd; a libzmq socket is
+// there only for the metrics page or inproc endpoints) a poll(2) of its own:
+// zmq_poll looks with a zero timeout before it sleeps, two system calls for
+// every wait where one does.
+static int
+s_wait (zmq_pollitem_t *items, int n, long timeout_ms)
+{
+    struct pollfd fds[ZL_SOCK_COUNT + 2];
+    for (int i = 0; i < n; i++) {
+        if (items[i].socket || i >= (int)(sizeof fds / sizeof fds[0]))
+            return zmq_poll (items, n, timeout_ms);
+        fds[i] = (struct pollfd){.fd = items[i].fd, .events = POLLIN};
+    }
+    int rc = poll (fds, (nfds_t)n, (int)timeout_ms);
+    for (int i = 0; i < n; i++) {
+        short r = rc > 0 ? fds[i].revents : 0;
+        items[i].revents = (short)((r & POLLIN ? ZMQ_POLLIN : 0) |
+                                   (r & ~(POLLIN | POLLOUT | POLLPRI) ? ZMQ_POLLERR : 0));
+    }
+    return rc;
+}
+
 int
 zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 {
@@ -1214,7 +1238,7 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     int commit_fd = zl_store_commit_fd (self->store); // its results wake the loop
     if (commit_fd >= 0)
         items[n_items++] = (zmq_pollitem_t){NULL, commit_fd, ZMQ_POLLIN, 0};
-    if (zmq_poll (items, n_items, (long)timeout) < 0 && errno == EINTR)
+    if (s_wait (items, n_items, (long)timeout) < 0 && errno == EINTR)
         return ZL_TURN_INTERRUPTED;
     // 2-7.
     return s_turn (self, items, NULL);
