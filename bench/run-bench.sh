@@ -301,7 +301,9 @@ section () {
     echo "one on (an epoll loop between the producer and 2 consumers that wait in a blocking read, each"
     echo "message answered to the producer and acknowledged by its consumer with one byte), so the two"
     echo "loopback hops and the three wake-ups any broker in its own process needs, and nothing else."
-    echo "No broker can be below it on this machine; what each one adds is its own work."
+    echo "Each figure is one $LAT_SECONDS s run (the floor's beside zlane's, the peers' minutes later), so the"
+    echo "tails move with the minute: a negative p99 figure is a noisier minute for the floor, not a"
+    echo "broker below it. The medians are what each system adds to the trip by its own work."
     echo
     floor_table
     echo
