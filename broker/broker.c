@@ -558,11 +558,6 @@ s_fire_timers (zl_broker_t *self, zl_now_t now)
         zl_replies_dlq_alert (self->replies, now);
         self->next_alert_ms = now.mono_ms + (int64_t)self->cfg->dlq_alert_ms;
     }
-    // expired idempotency keys, every turn (inside the turn's store batch):
-    // bounded work that keeps up with the keys the turn added
-    zl_idem_policy_t idem = {self->cfg->resend_window_ms, self->cfg->dedup_window_ms,
-                             zl_broker_config_dedup_max_keys (self->cfg)};
-    zl_store_prune_idem (self->store, now.wall_ms, &idem, 1024);
     // cancelled jobs past result_retention, every turn: bounded, and O(1)
     // while none is due (they are kept in the order they were cancelled)
     self->counters[ZL_CTR_CANCELLED_EXPIRED] += zl_jobs_expire_cancelled (
@@ -1110,6 +1105,12 @@ s_turn (zl_broker_t *self, const zmq_pollitem_t *items, const fed_t *fed)
             self->replies, self->workers, zl_id_counter_durable (self->ids), &n_early_gone);
         s_keep_gone_workers (self, early_gone, n_early_gone);
     }
+    // expired idempotency keys, every turn (inside the turn's store batch):
+    // bounded work that keeps up with the keys the turn added; after the
+    // early Dispatches, since looking for what is due reads the key logs
+    zl_idem_policy_t idem = {self->cfg->resend_window_ms, self->cfg->dedup_window_ms,
+                             zl_broker_config_dedup_max_keys (self->cfg)};
+    zl_store_prune_idem (self->store, now.wall_ms, &idem, 1024);
 
     // 6. commit. The last turn's, if still under way, ends first and its
     // replies go; then this turn's starts. A store that can (PostgreSQL)
@@ -1241,7 +1242,12 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     if (s_wait (items, n_items, (long)timeout) < 0 && errno == EINTR)
         return ZL_TURN_INTERRUPTED;
     // 2-7.
-    return s_turn (self, items, NULL);
+    int rc = s_turn (self, items, NULL);
+    // the room a commit changed, measured now that the turn's replies are
+    // out rather than by the next Submit before its job can leave
+    if (rc == ZL_TURN_OK && !self->failed && zl_lead_role (self->lead) == ZL_ROLE_LEADER)
+        zl_store_measure_room (self->store);
+    return rc;
 }
 
 int

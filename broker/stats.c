@@ -166,6 +166,8 @@ s_build (const zl_stats_sources_t *src, zl_arena_t *a, zl_now_t now, bool lanes_
                             {"store_idem_user_log", ss.idem_user_log},
                             {"dedup_expired", ss.dedup_expired},
                             {"dedup_evicted", ss.dedup_evicted},
+                            {"store_room_measures", ss.room_measures},
+                            {"store_room_measures_on_submit", ss.room_measures_on_submit},
                             {"store_room_walks", ss.room_walks},
                             {"store_room_walk_max_us", ss.room_walk_max_us},
                             {"store_commits", ss.commits},

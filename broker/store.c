@@ -535,6 +535,13 @@ zl_store_room_retry_ms (zl_store_t *self)
     return self->be->room_retry_ms ? self->be->room_retry_ms (self->impl) : ZL_STORE_ROOM_RETRY_MS;
 }
 
+void
+zl_store_measure_room (zl_store_t *self)
+{
+    if (self->be->measure_room)
+        self->be->measure_room (self->impl);
+}
+
 bool
 zl_store_has_room (zl_store_t *self, size_t bytes)
 {

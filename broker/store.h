@@ -54,10 +54,12 @@ typedef struct {
     uint64_t jobs, states;
     uint64_t idem_keys;                      // keys in the dedup index
     uint64_t idem_resend_log, idem_user_log; // expiry log entries per class
-    uint64_t dedup_expired;    // keys forgotten at the end of their window (since open)
-    uint64_t dedup_evicted;    // keys forgotten early, at dedup_max_keys (since open)
-    uint64_t room_walks;       // walks of LMDB's free list to measure the room (since open)
-    uint64_t room_walk_max_us; // the longest of them
+    uint64_t dedup_expired;           // keys forgotten at the end of their window (since open)
+    uint64_t dedup_evicted;           // keys forgotten early, at dedup_max_keys (since open)
+    uint64_t room_measures;           // measures of the room (since open), the walks among them
+    uint64_t room_measures_on_submit; // of them, made by a Submit's has_room (not ahead)
+    uint64_t room_walks;              // walks of LMDB's free list to measure the room (since open)
+    uint64_t room_walk_max_us;        // the longest of them
     uint64_t commits;
     uint64_t commit_us; // total time spent committing (sync included)
     uint64_t commit_max_us;
@@ -227,6 +229,15 @@ bool zl_store_has_room (zl_store_t *self, size_t bytes);
     last commit freed become room), ZL_STORE_ROOM_RETRY_MS when the disk or
     the map is full. */
 uint32_t zl_store_room_retry_ms (zl_store_t *self);
+
+/*  Measure the room now if a commit made the last measure stale, so that
+    the next zl_store_has_room answers from it. The broker calls this at the
+    end of a turn, after its replies: a measure reads every tree's totals
+    (LMDB: about 10 us at a light load, with cold caches), which the next
+    Submit would otherwise spend before its job is dispatched. A measure
+    that finds less than twice the last Submit's need is dropped: that
+    Submit's successor measures for its own need, as without this call. */
+void zl_store_measure_room (zl_store_t *self);
 
 /*  Read every job in id order into `fn`; sets *next_id. Returns 0 or -1 with
     a reason (a record that does not decode is corruption). */

@@ -64,6 +64,7 @@ typedef struct {
     size_t (*prune_idem) (void *self, int64_t now_ms, const zl_idem_policy_t *policy, size_t max);
     bool (*has_room) (void *self, size_t bytes);
     uint32_t (*room_retry_ms) (void *self); // NULL: ZL_STORE_ROOM_RETRY_MS
+    void (*measure_room) (void *self);      // NULL: has_room measures nothing ahead
     int (*recover) (void *self, zl_store_job_fn *fn, void *ctx, uint64_t *next_id, char *err,
                     size_t errlen);
     void (*stats) (void *self, zl_store_stats_t *st);

@@ -134,7 +134,9 @@ typedef struct {
     uint64_t runs_items;  // its items then
     size_t noted_txnid;   // the transaction s_note_freed looked at last
     uint64_t room_walks, room_walk_us, room_walk_max_us;
+    uint64_t room_measures, room_measures_on_submit;
     uint64_t room_bytes; // free in the map at the last measure, less what was let in since
+    uint64_t last_need;  // what the last Submit asked has_room for (bytes and margin)
     uint64_t room_free;  // the last measure: free pages that can be used (bytes)
     uint64_t room_tail;  //   the map's unused rest
     uint64_t room_used;  //   the pages in use
@@ -1021,6 +1023,7 @@ s_measure (s_lmdb_t *self, bool walk)
         self->room_bytes -= unc < self->room_bytes ? unc : self->room_bytes;
     }
     self->room_stale = false;
+    self->room_measures++;
 }
 
 // Measure again after a commit (nothing changed before): from the trees'
@@ -1255,6 +1258,8 @@ static bool
 s_room_for (s_lmdb_t *self, size_t bytes)
 {
     uint64_t need = (uint64_t)bytes + s_margin (self);
+    self->last_need = need;
+    self->room_measures_on_submit += self->room_stale;
     s_refresh (self, need);
     bool ok = self->room_bytes >= need;
     if (ok)
@@ -1282,6 +1287,22 @@ s_lmdb_has_room (void *be, size_t bytes)
         self->async->open_bytes += bytes;
     s_async_unlock (self);
     return ok;
+}
+
+// Ahead of the next Submit (store.h): a measure that finds room short is
+// left to that Submit, which measures for its own need (and may walk).
+static void
+s_lmdb_measure_room (void *be)
+{
+    s_lmdb_t *self = be;
+    s_async_lock (self);
+    if (self->room_stale) {
+        uint64_t need = self->last_need ? self->last_need : s_margin (self);
+        s_refresh (self, need);
+        if (self->room_bytes < 2 * need)
+            self->room_stale = true;
+    }
+    s_async_unlock (self);
 }
 
 static uint32_t
@@ -2172,6 +2193,8 @@ s_lmdb_stats (void *be, zl_store_stats_t *out)
     out->commit_max_us = self->commit_max_us;
     out->dedup_expired = self->dedup_expired;
     out->dedup_evicted = self->dedup_evicted;
+    out->room_measures = self->room_measures;
+    out->room_measures_on_submit = self->room_measures_on_submit;
     out->room_walks = self->room_walks;
     out->room_walk_max_us = self->room_walk_max_us;
     reader_t r;
@@ -2679,5 +2702,6 @@ const zl_store_backend_t zl_store_lmdb = {.name = "lmdb",
                                           .prune_idem = s_lmdb_prune_idem,
                                           .has_room = s_lmdb_has_room,
                                           .room_retry_ms = s_lmdb_room_retry_ms,
+                                          .measure_room = s_lmdb_measure_room,
                                           .recover = s_lmdb_recover,
                                           .stats = s_lmdb_stats};

@@ -1762,6 +1762,69 @@ test_room_walks_are_bounded (void **state)
     zl_store_close (&store);
 }
 
+// zl_store_measure_room after a commit measures the room, so that the next
+// Submit's zl_store_has_room measures nothing (the broker calls it at the
+// end of a turn, off the path of the next job); with room short, the
+// measure ahead is left to the Submit, which measures for its own need.
+// Each zl_store_stats reports the count and then measures once itself.
+static void
+test_room_measured_ahead (void **state)
+{
+    fx_t *fx = *state;
+    zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
+    static uint8_t payload[3000];
+    memset (payload, 'm', sizeof payload);
+    zl_job_rec_t job = {.tenant = "acme",
+                        .lane = "work",
+                        .payload = {payload, sizeof payload},
+                        .idempotency_key = ""};
+    size_t need = sizeof payload + 256;
+    uint64_t id = 0;
+    zl_store_stats_t ss;
+    zl_store_stats (store, &ss);
+    uint64_t m0 = ss.room_measures, s0 = ss.room_measures_on_submit;
+    // room plenty: measured ahead, the Submit takes it as it is
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_has_room (store, need)); // fresh: the stats measured
+    assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_measure_room (store);
+    zl_store_measure_room (store); // nothing committed since: no second measure
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_has_room (store, need));
+    assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.room_measures - m0, 1 + 1); // the first stats', the one ahead
+    assert_int_equal (ss.room_measures_on_submit, s0);
+    uint64_t m1 = ss.room_measures;
+    // without it, the Submit after a commit measures
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_put_job (store, ++id, &job), ZL_STORE_OK);
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_true (zl_store_has_room (store, need));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.room_measures - m1, 1 + 1); // the last stats', the Submit's
+    assert_int_equal (ss.room_measures_on_submit, s0 + 1);
+    // short: a Submit asks for more than the map holds; the measure ahead
+    // for that need is made and left, and the next such Submit measures
+    size_t big = 3u << 20;
+    uint64_t m2 = ss.room_measures;
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (zl_store_has_room (store, big)); // fresh: the stats measured
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_measure_room (store);
+    assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
+    assert_false (zl_store_has_room (store, big));
+    assert_int_equal (zl_store_commit (store), ZL_STORE_OK);
+    zl_store_stats (store, &ss);
+    assert_int_equal (ss.room_measures - m2, 1 + 1 + 1); // stats', ahead, the Submit's
+    assert_int_equal (ss.room_measures_on_submit, s0 + 2);
+    zl_store_close (&store);
+}
+
 // The log says when new jobs start being refused and why, and when they
 // are taken again (once room has held a second); a store at its margin,
 // refusing and accepting turn by turn, does not flood it: one refusal and
@@ -2784,6 +2847,7 @@ main (void)
         T (test_room_counts_the_free_list),
         T (test_room_freed_by_the_last_commit),
         T (test_room_walks_are_bounded),
+        T (test_room_measured_ahead),
         T (test_room_changes_are_logged_and_bounded),
         T (test_file_is_preallocated_ahead),
         T (test_big_submit_grows_the_file),
