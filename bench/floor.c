@@ -79,6 +79,16 @@ s_listen (int *port)
     return fd;
 }
 
+static bool s_child; // a forked relay or consumer: it exits, the parent cleans up
+
+static void
+s_fail (const char *what)
+{
+    if (s_child)
+        _exit (2);
+    zl_benchproc_die (what);
+}
+
 static int
 s_connect (int port)
 {
@@ -87,7 +97,7 @@ s_connect (int port)
                             .sin_port = htons ((uint16_t)port),
                             .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
     if (fd < 0 || connect (fd, (struct sockaddr *)&a, sizeof a) != 0)
-        _exit (2);
+        s_fail ("cannot connect on 127.0.0.1");
     s_nodelay (fd);
     return fd;
 }
@@ -97,7 +107,7 @@ s_accept (int lfd)
 {
     int fd = accept (lfd, NULL, NULL);
     if (fd < 0)
-        _exit (2);
+        s_fail ("cannot accept on 127.0.0.1");
     s_nodelay (fd);
     return fd;
 }
@@ -111,7 +121,7 @@ s_write_all (int fd, const void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            _exit (2);
+            s_fail ("a send failed: a relay or consumer is gone");
         p += n;
         len -= (size_t)n;
     }
@@ -242,9 +252,10 @@ s_fork (void)
     pid_t pid = fork ();
     if (pid < 0)
         zl_benchproc_die ("fork failed");
-    if (pid == 0)
+    if (pid == 0) {
         zl_benchproc_forget (); // the parent cleans up
-    else
+        s_child = true;
+    } else
         zl_benchproc_adopt (pid);
     return pid;
 }
@@ -299,10 +310,17 @@ s_run (bool relay, double rate, uint64_t jobs, size_t payload, int consumers, ui
     }
     len = 0;
     s_write_all (fd, &len, sizeof len);
+    // each passes the end mark on and exits; 30 s at most
+    int64_t give_up = zl_clock_mono_us () + 30 * 1000000;
     for (int i = 0; i < nkids; i++) {
         int st;
-        if (waitpid (kids[i], &st, 0) != kids[i] || !WIFEXITED (st) || WEXITSTATUS (st) != 0)
-            zl_benchproc_die ("a relay or consumer failed");
+        pid_t w;
+        while ((w = waitpid (kids[i], &st, WNOHANG)) == 0 && zl_clock_mono_us () < give_up) {
+            struct timespec ms = {0, 1000000};
+            nanosleep (&ms, NULL);
+        }
+        if (w != kids[i] || !WIFEXITED (st) || WEXITSTATUS (st) != 0)
+            zl_benchproc_die ("a relay or consumer failed or did not end");
     }
     close (fd);
     free (msg);
