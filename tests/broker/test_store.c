@@ -1629,6 +1629,16 @@ s_fill_until_full (zl_store_t *store, const zl_job_rec_t *job, uint64_t id)
     return n;
 }
 
+// An acme/work job whose payload is `len` bytes of `fill`, written into
+// `buf` (the room tests' filler).
+static zl_job_rec_t
+s_filler (uint8_t *buf, size_t len, char fill)
+{
+    memset (buf, fill, len);
+    return (zl_job_rec_t){
+        .tenant = "acme", .lane = "work", .payload = {buf, len}, .idempotency_key = ""};
+}
+
 // LMDB reuses the pages a commit freed only once a later commit has written
 // something. When the commit that drained the queue is the last to write
 // (the broker idle, every Submit refused), its pages are not room yet -- a
@@ -1640,11 +1650,7 @@ test_room_freed_by_the_last_commit (void **state)
     fx_t *fx = *state;
     zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
     static uint8_t payload[60000];
-    memset (payload, 'q', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'q');
     uint64_t id = 0;
     for (;;) { // fill, one job per turn, while there is room
         assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
@@ -1695,11 +1701,7 @@ test_room_walks_are_bounded (void **state)
     fx_t *fx = *state;
     zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
     static uint8_t payload[3000];
-    memset (payload, 'w', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'w');
     uint64_t id = 0;
     int64_t refused_since = zl_clock_mono_ms ();
     while (zl_clock_mono_ms () - refused_since < 300) { // fill: refused for 300 ms
@@ -1773,11 +1775,7 @@ test_room_measured_ahead (void **state)
     fx_t *fx = *state;
     zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
     static uint8_t payload[3000];
-    memset (payload, 'm', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'm');
     size_t need = sizeof payload + 256;
     uint64_t id = 0;
     zl_store_stats_t ss;
@@ -1846,11 +1844,7 @@ test_room_changes_are_logged_and_bounded (void **state)
     snprintf (dir, sizeof dir, "%s/s", fx->dir);
     zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, 2u << 20);
     static uint8_t payload[3000];
-    memset (payload, 'l', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'l');
     uint64_t id = 0, first = 1, refused = 0, let_in = 0;
     int64_t t0 = zl_clock_mono_ms ();
     while (zl_clock_mono_ms () - t0 < 1000) { // fill, then ack one a turn: at the margin
@@ -1926,11 +1920,7 @@ test_file_is_preallocated_ahead (void **state)
     assert_true (ss.file_bytes <= (34u << 20));
     assert_true (ss.free_bytes >= (32u << 20) - (64u << 10));
     static uint8_t payload[60000];
-    memset (payload, 'f', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'f');
     uint64_t id = 0;
     // ~100 MB in Submits of ~1 MB: never refused, the file always ahead
     for (int turn = 0; turn < 100; turn++) {
@@ -2277,11 +2267,7 @@ test_room_retry (void **state)
     fx_t *fx = *state;
     zl_store_t *store = s_open_mode (fx->dir, ZL_DURABILITY_NONE, 2u << 20);
     static uint8_t payload[20000];
-    memset (payload, 'r', sizeof payload);
-    zl_job_rec_t job = {.tenant = "acme",
-                        .lane = "work",
-                        .payload = {payload, sizeof payload},
-                        .idempotency_key = ""};
+    zl_job_rec_t job = s_filler (payload, sizeof payload, 'r');
     // one turn takes what the last commit left: refused, back at the next commit
     assert_int_equal (zl_store_begin (store), ZL_STORE_OK);
     int taken = 0;
@@ -2320,11 +2306,7 @@ test_map_full_is_reported_not_fatal (void **state)
         snprintf (dir, sizeof dir, "%s/map-%d", fx->dir, m);
         zl_store_t *store = s_open_mode (dir, ZL_DURABILITY_NONE, maps[m]);
         static uint8_t payload[6000];
-        memset (payload, 'p', sizeof payload);
-        zl_job_rec_t job = {.tenant = "acme",
-                            .lane = "work",
-                            .payload = {payload, sizeof payload},
-                            .idempotency_key = ""};
+        zl_job_rec_t job = s_filler (payload, sizeof payload, 'p');
         // Submits as the broker makes them: room checked, a nested batch per
         // Submit, a commit per turn; until a put fails
         uint64_t id = 0, stored_while_room = 0;
