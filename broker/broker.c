@@ -1,6 +1,6 @@
 /*  broker: the loop, the socket plumbing and the message dispatch table.
 
-    Per-turn order (zl_broker_turn waits, s_turn does the rest; zl_broker_feed
+    Per-turn order (zl_broker_turn waits, s_turn does 2-7; zl_broker_feed
     runs the same s_turn on one frame), the one place it is written down:
       1. wait for input or the next timer (or election)
       2. leadership, outside any batch, when the store asks for it: renew,
@@ -37,9 +37,13 @@
          wait. Such a crash runs it again (at least once), and a job
          submitted in the turn was never Accepted: its producer sends it
          again. --dispatch-after-commit holds every Dispatch for the commit.
+         The look for expired idempotency keys comes after these Dispatches
+         (it reads the key logs), in the same batch.
       7. send what promises a state change (replies.h): Accepted/Rejected/
          Credit, admin changes, the DLQ events, Settled and Dispatch; made
          now and held until the commit ends when it is still under way
+      8. (zl_broker_turn) measure the store's room if a commit changed it,
+         so that the next Submit finds it measured (zl_store_measure_room)
     A commit (or a write) refused because another broker leads (FENCED), or
     whose fate the silent database leaves unknown (UNAVAILABLE), sends none
     of the turn's replies: the broker forgets its state (memory is ahead of
@@ -87,6 +91,7 @@
 #include "text.h"
 #include "timers.h"
 #include "notices.h"
+#include "pollitems.h"
 #include "wire.h"
 #include "workers.h"
 #include "zl_alloc.h"
@@ -94,7 +99,6 @@
 #include <czmq.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1190,29 +1194,6 @@ s_next_wake (zl_broker_t *self, int64_t now_ms)
     return wake;
 }
 
-// Wait for `items` as zmq_poll does. With no libzmq socket among them (the
-// broker's own ZMTP routers and the commit thread's fd; a libzmq socket is
-// there only for the metrics page or inproc endpoints) a poll(2) of its own:
-// zmq_poll looks with a zero timeout before it sleeps, two system calls for
-// every wait where one does.
-static int
-s_wait (zmq_pollitem_t *items, int n, long timeout_ms)
-{
-    struct pollfd fds[ZL_SOCK_COUNT + 2];
-    for (int i = 0; i < n; i++) {
-        if (items[i].socket || i >= (int)(sizeof fds / sizeof fds[0]))
-            return zmq_poll (items, n, timeout_ms);
-        fds[i] = (struct pollfd){.fd = items[i].fd, .events = POLLIN};
-    }
-    int rc = poll (fds, (nfds_t)n, (int)timeout_ms);
-    for (int i = 0; i < n; i++) {
-        short r = rc > 0 ? fds[i].revents : 0;
-        items[i].revents = (short)((r & POLLIN ? ZMQ_POLLIN : 0) |
-                                   (r & ~(POLLIN | POLLOUT | POLLPRI) ? ZMQ_POLLERR : 0));
-    }
-    return rc;
-}
-
 int
 zl_broker_turn (zl_broker_t *self, int max_wait_ms)
 {
@@ -1239,13 +1220,13 @@ zl_broker_turn (zl_broker_t *self, int max_wait_ms)
     int commit_fd = zl_store_commit_fd (self->store); // its results wake the loop
     if (commit_fd >= 0)
         items[n_items++] = (zmq_pollitem_t){NULL, commit_fd, ZMQ_POLLIN, 0};
-    if (s_wait (items, n_items, (long)timeout) < 0 && errno == EINTR)
+    if (zl_poll_items (items, n_items, (long)timeout) < 0 && errno == EINTR)
         return ZL_TURN_INTERRUPTED;
     // 2-7.
     int rc = s_turn (self, items, NULL);
-    // the room a commit changed, measured now that the turn's replies are
-    // out rather than by the next Submit before its job can leave
-    if (rc == ZL_TURN_OK && !self->failed && zl_lead_role (self->lead) == ZL_ROLE_LEADER)
+    // 8. the room a commit changed, measured now that the turn's replies
+    // are out rather than by the next Submit before its job can leave
+    if (rc == ZL_TURN_OK)
         zl_store_measure_room (self->store);
     return rc;
 }
