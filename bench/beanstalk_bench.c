@@ -115,36 +115,6 @@ typedef struct {
     size_t in_len;
 } conn_t;
 
-static int
-s_connect (int port)
-{
-    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons ((uint16_t)port)};
-    a.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
-    if (fd < 0 || connect (fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close (fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static void
-s_write_all (int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write (fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            zl_benchproc_die ("write to beanstalkd failed");
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 // Read more bytes (blocking). Returns 0, or -1 on EOF/error.
 static int
 s_fill (conn_t *c)
@@ -213,7 +183,7 @@ static long long
 s_stat (conn_t *c, const char *name)
 {
     static char buf[1 << 15];
-    s_write_all (c->fd, "stats\r\n", 7);
+    zl_benchproc_write_all (c->fd, "stats\r\n", 7);
     s_reply (c, buf, sizeof buf);
     char key[96];
     snprintf (key, sizeof key, "\n%s: ", name);
@@ -268,7 +238,7 @@ s_start_server (const char *path, const char *durability, int *port_out)
     zl_benchproc_adopt (pid);
     double deadline = s_now () + 10;
     for (;;) {
-        int fd = s_connect (port);
+        int fd = zl_benchproc_connect (port);
         if (fd >= 0) {
             close (fd);
             break;
@@ -294,7 +264,7 @@ static void
 s_consumer (int port, int depth, samples_t *sm)
 {
     conn_t *c = calloc (1, sizeof *c);
-    c->fd = s_connect (port);
+    c->fd = zl_benchproc_connect (port);
     if (c->fd < 0)
         _exit (1);
     if (sm)
@@ -308,7 +278,7 @@ s_consumer (int port, int depth, samples_t *sm)
         memcpy (out + ol, reserve, rl);
         ol += rl;
     }
-    s_write_all (c->fd, out, ol);
+    zl_benchproc_write_all (c->fd, out, ol);
     char line[256];
     for (;;) {
         if (s_fill (c) != 0)
@@ -330,14 +300,14 @@ s_consumer (int port, int depth, samples_t *sm)
             } else if (strcmp (line, "DELETED") != 0)
                 _exit (2);
             if (ol > cap - 96) {
-                s_write_all (c->fd, out, ol);
+                zl_benchproc_write_all (c->fd, out, ol);
                 ol = 0;
             }
         }
         if (empty && !got)
             usleep (100);
         if (ol)
-            s_write_all (c->fd, out, ol);
+            zl_benchproc_write_all (c->fd, out, ol);
     }
 }
 
@@ -365,7 +335,7 @@ static conn_t *
 s_producer_connect (int port)
 {
     conn_t *c = calloc (1, sizeof *c);
-    c->fd = s_connect (port);
+    c->fd = zl_benchproc_connect (port);
     if (c->fd < 0)
         zl_benchproc_die ("producer cannot connect");
     return c;
@@ -411,7 +381,7 @@ s_producer (int port, uint64_t jobs, size_t payload)
             sent++;
         }
         if (ol)
-            s_write_all (c->fd, out, ol);
+            zl_benchproc_write_all (c->fd, out, ol);
         // read what is there; block only when the window is full or all sent
         answered += s_read_puts (c, sent == jobs || sent - answered >= PUT_WINDOW);
     }
@@ -438,7 +408,7 @@ s_paced_producer (int port, double rate, uint64_t jobs, size_t payload)
         if (s_now_us () - due > 1000)
             late++;
         memcpy (stamp, &due, sizeof due);
-        s_write_all (c->fd, put, one);
+        zl_benchproc_write_all (c->fd, put, one);
         answered += s_read_puts (c, 0);
     }
     while (answered < jobs)
@@ -493,7 +463,7 @@ s_throughput (int port, const opts_t *o)
 {
     s_start_consumers (port, o, NULL);
     conn_t *mon = calloc (1, sizeof *mon);
-    mon->fd = s_connect (port);
+    mon->fd = zl_benchproc_connect (port);
     if (mon->fd < 0)
         zl_benchproc_die ("cannot connect the monitor");
     double t0 = s_now ();

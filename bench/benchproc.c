@@ -2,7 +2,11 @@
 
 #include "clock.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <poll.h>
@@ -261,5 +265,37 @@ zl_benchproc_wait_events (int fd, char ev, int count, int timeout_ms)
             zl_benchproc_die ("the consumers exited early");
         if (c == ev)
             count--;
+    }
+}
+
+int
+zl_benchproc_connect (int port)
+{
+    int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons ((uint16_t)port),
+                            .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
+    if (fd < 0 || connect (fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+void
+zl_benchproc_write_all (int fd, const void *p, size_t n)
+{
+    const char *at = p;
+    while (n) {
+        ssize_t w = send (fd, at, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            zl_benchproc_die ("a write to a peer failed: it is gone");
+        at += w;
+        n -= (size_t)w;
     }
 }

@@ -49,5 +49,10 @@ double zl_benchproc_pct_ms (const int64_t *v, size_t n, double p);
     from the due time. */
 void zl_benchproc_sleep_until (int64_t due_us);
 void zl_benchproc_wait_events (int fd, char ev, int count, int timeout_ms);
+/*  A TCP connection to 127.0.0.1:`port` with TCP_NODELAY (the peers'
+    benches and the floor); -1 if it cannot be made. */
+int zl_benchproc_connect (int port);
+/*  Send all `n` bytes to socket `fd` (no SIGPIPE); die if it cannot. */
+void zl_benchproc_write_all (int fd, const void *p, size_t n);
 
 #endif

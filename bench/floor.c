@@ -79,26 +79,12 @@ s_listen (int *port)
     return fd;
 }
 
-static bool s_child; // a forked relay or consumer: it exits, the parent cleans up
-
-static void
-s_fail (const char *what)
-{
-    if (s_child)
-        _exit (2);
-    zl_benchproc_die (what);
-}
-
 static int
 s_connect (int port)
 {
-    int fd = socket (AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons ((uint16_t)port),
-                            .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
-    if (fd < 0 || connect (fd, (struct sockaddr *)&a, sizeof a) != 0)
-        s_fail ("cannot connect on 127.0.0.1");
-    s_nodelay (fd);
+    int fd = zl_benchproc_connect (port);
+    if (fd < 0)
+        zl_benchproc_die ("cannot connect on 127.0.0.1");
     return fd;
 }
 
@@ -107,24 +93,9 @@ s_accept (int lfd)
 {
     int fd = accept (lfd, NULL, NULL);
     if (fd < 0)
-        s_fail ("cannot accept on 127.0.0.1");
+        zl_benchproc_die ("cannot accept on 127.0.0.1");
     s_nodelay (fd);
     return fd;
-}
-
-static void
-s_write_all (int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = send (fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            s_fail ("a send failed: a relay or consumer is gone");
-        p += n;
-        len -= (size_t)n;
-    }
 }
 
 static int
@@ -151,7 +122,7 @@ s_consumer (int port, bool relay, samples_t *sm)
 {
     int fd = s_connect (port);
     if (relay)
-        s_write_all (fd, "c", 1);
+        zl_benchproc_write_all (fd, "c", 1);
     static char body[MAX_PAYLOAD];
     for (;;) {
         uint32_t len;
@@ -164,7 +135,7 @@ s_consumer (int port, bool relay, samples_t *sm)
         uint64_t i = atomic_fetch_add (&sm->n, 1);
         if (i < sm->cap)
             sm->lat_us[i] = zl_clock_mono_us () - due;
-        s_write_all (fd, "a", 1); // the job done, as a worker acks
+        zl_benchproc_write_all (fd, "a", 1); // the job done, as a worker acks
     }
 }
 
@@ -228,15 +199,15 @@ s_relay (int lfd, int consumers)
                 memcpy (&len, buf + at, sizeof len);
                 if (len == 0) {
                     for (int i = 0; i < consumers; i++)
-                        s_write_all (out[i], &len, sizeof len);
+                        zl_benchproc_write_all (out[i], &len, sizeof len);
                     _exit (0);
                 }
                 if (len > MAX_PAYLOAD)
                     _exit (2);
                 if (have - at < sizeof len + len)
                     break;
-                s_write_all (out[next], buf + at, sizeof len + len);
-                s_write_all (in, "k", 1);
+                zl_benchproc_write_all (out[next], buf + at, sizeof len + len);
+                zl_benchproc_write_all (in, "k", 1);
                 next = (next + 1) % consumers;
                 at += sizeof len + len;
             }
@@ -252,11 +223,9 @@ s_fork (void)
     pid_t pid = fork ();
     if (pid < 0)
         zl_benchproc_die ("fork failed");
-    if (pid == 0) {
-        zl_benchproc_forget (); // the parent cleans up
-        s_child = true;
-    } else
-        zl_benchproc_adopt (pid);
+    if (pid == 0)
+        zl_benchproc_forget (); // the parent cleans up; a child's exit kills none else
+    zl_benchproc_adopt (pid);
     return pid;
 }
 
@@ -289,7 +258,7 @@ s_run (bool relay, double rate, uint64_t jobs, size_t payload, int consumers, ui
     }
     int fd = relay ? s_connect (port) : s_accept (lfd);
     if (relay)
-        s_write_all (fd, "p", 1);
+        zl_benchproc_write_all (fd, "p", 1);
     close (lfd);
     size_t one = sizeof (uint32_t) + payload;
     char *msg = calloc (1, one);
@@ -303,13 +272,13 @@ s_run (bool relay, double rate, uint64_t jobs, size_t payload, int consumers, ui
         if (zl_clock_mono_us () - due > 1000)
             (*late)++;
         memcpy (msg + sizeof len, &due, sizeof due);
-        s_write_all (fd, msg, one);
+        zl_benchproc_write_all (fd, msg, one);
         char answers[256]; // the relay's answers or the consumer's acks, as they come
         while (recv (fd, answers, sizeof answers, MSG_DONTWAIT) > 0)
             ;
     }
     len = 0;
-    s_write_all (fd, &len, sizeof len);
+    zl_benchproc_write_all (fd, &len, sizeof len);
     // each passes the end mark on and exits; 30 s at most
     int64_t give_up = zl_clock_mono_us () + 30 * 1000000;
     for (int i = 0; i < nkids; i++) {
